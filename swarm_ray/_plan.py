@@ -1,0 +1,251 @@
+"""Plans: a DAG of sub-tasks, expanded from a template and checked before anything runs.
+
+`expand()` turns a template and a request into a `Plan`; `validate_plan()` refuses an
+unknown capability, a missing dependency, a cycle, a duplicate id and nesting deeper
+than the template allows, each with an error naming the sub-task. Templates and the
+LLM planner both end here, so a plan is checked the same way whoever made it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict
+
+from swarm_ray._errors import InvalidPlanError
+from swarm_ray._registry import Registry
+from swarm_ray._subtask import SubTaskSpec
+from swarm_ray._task import TaskRequest
+from swarm_ray._template import FanOut, Stage, TaskTemplate, _check_acyclic
+
+__all__ = ["Plan", "expand", "validate_plan"]
+
+FROM_MARKER = "$from"
+"""Key of the marker dict that a dispatch-time `$from.STAGE` placeholder becomes."""
+
+_PARAM = re.compile(r"^\$params\.([A-Za-z0-9_]+)$")
+_FROM = re.compile(r"^\$from\.([A-Za-z_][A-Za-z0-9_]*)(?:\.(.+))?$")
+
+
+class Plan(BaseModel):
+    """A task's DAG of sub-tasks and the template that shaped it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    task_id: str
+    """The task it belongs to."""
+    request: TaskRequest
+    """The request it was expanded from (rule-triggered stages fill placeholders from it)."""
+    template: TaskTemplate
+    """The template (rules, loops and triggered stages are read from it at run time)."""
+    subtasks: tuple[SubTaskSpec, ...]
+    """Sub-tasks in a deterministic order (stage order, then item, then dimension)."""
+    warnings: tuple[str, ...] = ()
+    """How the plan was made, if it degraded (LLM planner fell back to a template)."""
+
+    def by_id(self) -> dict[str, SubTaskSpec]:
+        """Sub-tasks keyed by id."""
+        return {s.id: s for s in self.subtasks}
+
+
+def _topological(template: TaskTemplate) -> list[Stage]:
+    order: list[Stage] = []
+    placed: set[str] = set()
+    pending = list(template.stages)
+    while pending:
+        for stage in pending:
+            if all(dep in placed for dep in stage.depends_on):
+                order.append(stage)
+                placed.add(stage.name)
+                pending.remove(stage)
+                break
+        else:  # pragma: no cover - TaskTemplate validation rejects cycles first
+            raise InvalidPlanError(f"template `{template.name}` has a dependency cycle")
+    return order
+
+
+def _key(item: int | None, dimension: str | None) -> str:
+    if item is None:
+        return ""
+    return f"[{item}]" if dimension is None else f"[{item},{dimension}]"
+
+
+def stage_subtask(
+    stage: Stage,
+    *,
+    request: TaskRequest,
+    item: int | None,
+    dimension: str | None,
+    depends_on: Mapping[str, tuple[list[str], bool]],
+    parent: str | None = None,
+    required: bool = False,
+) -> SubTaskSpec:
+    """Build one sub-task of `stage`; `depends_on` maps stage -> (ids, many)."""
+    deps = [i for ids, _ in depends_on.values() for i in ids]
+    many = {name: flag for name, (_, flag) in depends_on.items()}
+    return SubTaskSpec(
+        id=stage.name + _key(item, dimension),
+        stage=stage.name,
+        capability_id=stage.capability,
+        input=_fill(stage.input, request=request, item=item, dimension=dimension, many=many),
+        depends_on=tuple(deps),
+        parent=parent,
+        item=item,
+        dimension=dimension,
+        required=stage.required or required,
+        partial_ok=stage.partial_ok,
+    )
+
+
+def _fill(
+    value: Any,
+    *,
+    request: TaskRequest,
+    item: int | None,
+    dimension: str | None,
+    many: Mapping[str, bool],
+) -> Any:
+    """Replace expansion-time placeholders; turn `$from.X` into a dispatch-time marker."""
+    if isinstance(value, dict):
+        return {
+            k: _fill(v, request=request, item=item, dimension=dimension, many=many)
+            for k, v in value.items()
+        }
+    if isinstance(value, list):
+        return [_fill(v, request=request, item=item, dimension=dimension, many=many) for v in value]
+    if not isinstance(value, str) or not value.startswith("$"):
+        return value
+    if value == "$item":
+        return None if item is None else request.items[item]
+    if value == "$dimension":
+        return dimension
+    if value == "$items":
+        return list(request.items)
+    if value == "$dimensions":
+        return list(request.dimensions)
+    if value == "$query":
+        return request.query
+    if match := _PARAM.match(value):
+        return request.params.get(match.group(1))
+    if match := _FROM.match(value):
+        stage, path = match.group(1), match.group(2)
+        if stage not in many:
+            raise InvalidPlanError(f"input placeholder {value!r} names a stage not depended on")
+        return {FROM_MARKER: stage, "path": path, "many": many[stage]}
+    return value
+
+
+def _dependency_ids(
+    stage: Stage,
+    dep: Stage,
+    ids: Mapping[str, list[tuple[str, int | None, str | None]]],
+    item: int | None,
+    dimension: str | None,
+) -> tuple[list[str], bool]:
+    """Which sub-tasks of `dep` one sub-task of `stage` waits for, and whether many."""
+    upstream = ids[dep.name]
+    if dep.fan_out is FanOut.ONCE:
+        return [i for i, _, _ in upstream], False
+    if stage.fan_out is FanOut.ONCE:
+        return [i for i, _, _ in upstream], True
+    if dep.fan_out is FanOut.PER_ITEM:
+        return [i for i, it, _ in upstream if it == item], False
+    if stage.fan_out is FanOut.PER_ITEM_DIMENSION:
+        return [i for i, it, d in upstream if it == item and d == dimension], False
+    return [i for i, it, _ in upstream if it == item], True
+
+
+def expand(template: TaskTemplate, request: TaskRequest, *, task_id: str) -> Plan:
+    """Expand `template` against `request` into a plan (triggered stages are left out)."""
+    subtasks: list[SubTaskSpec] = []
+    ids: dict[str, list[tuple[str, int | None, str | None]]] = {}
+    by_name = {s.name: s for s in template.stages}
+    for stage in _topological(template):
+        if stage.triggered:
+            continue
+        if stage.fan_out is FanOut.ONCE:
+            keys: list[tuple[int | None, str | None]] = [(None, None)]
+        elif stage.fan_out is FanOut.PER_ITEM:
+            keys = [(i, None) for i in range(len(request.items))]
+        else:
+            keys = [(i, d) for i in range(len(request.items)) for d in request.dimensions]
+        ids[stage.name] = []
+        for item, dimension in keys:
+            depends = {
+                d: _dependency_ids(stage, by_name[d], ids, item, dimension)
+                for d in stage.depends_on
+            }
+            spec = stage_subtask(
+                stage,
+                request=request,
+                item=item,
+                dimension=dimension,
+                depends_on=depends,
+                required=stage.name == template.aggregate,
+            )
+            subtasks.append(spec)
+            ids[stage.name].append((spec.id, item, dimension))
+    return Plan(task_id=task_id, request=request, template=template, subtasks=tuple(subtasks))
+
+
+def nesting_depth(specs: Mapping[str, SubTaskSpec], subtask_id: str) -> int:
+    """How many `parent` links lead from `subtask_id` to a first-level sub-task."""
+    depth, seen = 0, {subtask_id}
+    parent = specs[subtask_id].parent
+    while parent is not None:
+        if parent in seen:
+            raise InvalidPlanError(f"sub-task `{subtask_id}` has a parent cycle through `{parent}`")
+        if parent not in specs:
+            break
+        seen.add(parent)
+        depth += 1
+        parent = specs[parent].parent
+    return depth
+
+
+def validate_plan(plan: Plan, registry: Registry, *, extra: Iterable[SubTaskSpec] = ()) -> None:
+    """Refuse a plan that cannot run, with an error naming the sub-task at fault.
+
+    Raises:
+        InvalidPlanError: duplicate id, unknown capability, missing dependency or parent,
+            a cycle, or nesting deeper than `plan.template.max_depth`.
+    """
+    specs: dict[str, SubTaskSpec] = {}
+    for spec in (*plan.subtasks, *extra):
+        if spec.id in specs:
+            raise InvalidPlanError(f"plan `{plan.task_id}`: sub-task id `{spec.id}` is repeated")
+        specs[spec.id] = spec
+    if not specs:
+        raise InvalidPlanError(f"plan `{plan.task_id}` has no sub-tasks", task_id=plan.task_id)
+    for spec in specs.values():
+        if spec.capability_id not in registry:
+            raise InvalidPlanError(
+                f"plan `{plan.task_id}`: sub-task `{spec.id}` uses unknown capability "
+                f"`{spec.capability_id}`",
+                subtask_id=spec.id,
+            )
+        for dep in spec.depends_on:
+            if dep not in specs:
+                raise InvalidPlanError(
+                    f"plan `{plan.task_id}`: sub-task `{spec.id}` depends on missing `{dep}`",
+                    subtask_id=spec.id,
+                )
+        if spec.parent is not None and spec.parent not in specs:
+            raise InvalidPlanError(
+                f"plan `{plan.task_id}`: sub-task `{spec.id}` has missing parent `{spec.parent}`",
+                subtask_id=spec.id,
+            )
+    try:
+        _check_acyclic({s.id: s.depends_on for s in specs.values()})
+    except ValueError as exc:
+        raise InvalidPlanError(f"plan `{plan.task_id}`: {exc}") from None
+    for spec in specs.values():
+        depth = nesting_depth(specs, spec.id)
+        if depth > plan.template.max_depth:
+            raise InvalidPlanError(
+                f"plan `{plan.task_id}`: sub-task `{spec.id}` nests {depth} deep, "
+                f"over the limit of {plan.template.max_depth}",
+                subtask_id=spec.id,
+            )

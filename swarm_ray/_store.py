@@ -1,0 +1,352 @@
+"""The state store: durable task snapshots and append-only task logs.
+
+The orchestrator writes every transition and every accepted sub-task result here
+*before* it acts on them, so that after its process dies a new one can reload the open
+tasks and dispatch only what is not done. The store keeps opaque JSON text: the caller
+serialises its own records and stamps them with a schema version, which keeps this module
+free of any model and lets a reader refuse records written by a newer swarm-ray.
+
+Two backends share one contract: `SQLiteStateStore`, the default (embedded, one file in
+WAL mode, nothing to run), and `RedisStateStore`, for clusters where the orchestrator may
+restart on another node. `open_state_store` picks one from a URL. Every backend failure
+surfaces as `StateStoreError`, translated in one place (`StateStore._guard`).
+"""
+
+from __future__ import annotations
+
+import abc
+import contextlib
+import os
+import sqlite3
+import threading
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, ClassVar, Self
+from urllib.parse import unquote, urlsplit
+
+from swarm_ray._config import state_dir as default_state_dir
+from swarm_ray._errors import InvalidSpecError, StateStoreError
+
+__all__ = ["LogEntry", "SQLiteStateStore", "StateStore", "StoredTask", "open_state_store"]
+
+STORE_LAYOUT_VERSION = 1
+"""Version of the store's own tables (not of the records it holds)."""
+
+
+@dataclass(frozen=True, slots=True)
+class StoredTask:
+    """The latest snapshot of one task, as the store holds it."""
+
+    task_id: str
+    record_json: str
+    """The caller's serialised record, returned unchanged."""
+    is_open: bool
+    """Whether the task still needs work; restart recovery reloads only open tasks."""
+    schema_version: int
+    updated_at: float
+    """Unix time of the last `put_task`."""
+
+
+@dataclass(frozen=True, slots=True)
+class LogEntry:
+    """One entry of a task's append-only log."""
+
+    seq: int
+    """Position in the task's log: 1, 2, 3, ... without gaps."""
+    kind: str
+    payload_json: str
+    dedupe_key: str | None
+    at: float
+    """Unix time of the append."""
+
+
+class StateStore(abc.ABC):
+    """Durable task snapshots plus a per-task append-only log.
+
+    Every method is synchronous and thread-safe, because the orchestrator is a threaded
+    Ray actor. `append` numbers entries 1, 2, 3, ... per task; given a `dedupe_key` that
+    the task's log already holds, it writes nothing and returns that entry's number, so a
+    restarted orchestrator that replays a result does not record it twice. A store is a
+    context manager that closes itself; after `close` every call raises.
+
+    Args:
+        supported_schema_version: The newest record schema this process understands;
+            `get_task` refuses newer records rather than misreading them.
+    """
+
+    backend: ClassVar[str]
+    """Backend name used in error messages."""
+    _backend_errors: ClassVar[tuple[type[BaseException], ...]]
+    """Exceptions of the backend library that `_guard` turns into `StateStoreError`."""
+
+    def __init__(self, location: str, *, supported_schema_version: int = 1) -> None:
+        self.location = location
+        """Where the data lives (a path, or a URL without password), for messages."""
+        self.supported_schema_version = supported_schema_version
+        self._closed = False
+
+    @abc.abstractmethod
+    def put_task(
+        self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
+    ) -> None:
+        """Insert or replace the latest snapshot of a task."""
+
+    def get_task(self, task_id: str) -> StoredTask | None:
+        """Return a task's snapshot, or None when the store has no such task.
+
+        Raises:
+            StateStoreError: The backend failed, or the record's schema version is newer
+                than `supported_schema_version`.
+        """
+        stored = self._get_task(task_id)
+        if stored is not None and stored.schema_version > self.supported_schema_version:
+            raise StateStoreError(
+                f"Task {task_id!r} was stored with `schema_version` {stored.schema_version!r},"
+                f" newer than the supported {self.supported_schema_version!r};"
+                " upgrade swarm-ray to read it",
+                task_id=task_id,
+                schema_version=stored.schema_version,
+                supported_schema_version=self.supported_schema_version,
+            )
+        return stored
+
+    @abc.abstractmethod
+    def _get_task(self, task_id: str) -> StoredTask | None:
+        """Read a snapshot without the schema check."""
+
+    @abc.abstractmethod
+    def list_tasks(self, *, open_only: bool = False) -> list[str]:
+        """Return task ids, oldest first (by first insertion)."""
+
+    @abc.abstractmethod
+    def append(
+        self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
+    ) -> int:
+        """Append to a task's log and return the entry's sequence number (see class)."""
+
+    @abc.abstractmethod
+    def read_log(self, task_id: str, *, after_seq: int = 0) -> list[LogEntry]:
+        """Return the task's log entries with `seq > after_seq`, in order."""
+
+    @abc.abstractmethod
+    def delete_task(self, task_id: str) -> None:
+        """Delete a task's snapshot and log; a later append starts again at 1."""
+
+    def close(self) -> None:
+        """Release the connection. Idempotent."""
+        if not self._closed:
+            self._closed = True
+            self._close()
+
+    @abc.abstractmethod
+    def _close(self) -> None:
+        """Release the backend's resources."""
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.location!r})"
+
+    @contextlib.contextmanager
+    def _guard(self, operation: str, task_id: str | None = None) -> Iterator[None]:
+        """Turn the backend's errors into `StateStoreError`: the one place that does."""
+        store = f"`{self.backend}` state store at {self.location!r}"
+        where = "" if task_id is None else f" for task {task_id!r}"
+        details = {"backend": self.backend, "operation": operation, "task_id": task_id}
+        if self._closed:
+            raise StateStoreError(f"{store} is closed; cannot `{operation}`{where}", **details)
+        try:
+            yield
+        except self._backend_errors as exc:
+            problem = f"{type(exc).__name__}: {exc}"
+            raise StateStoreError(
+                f"{store} failed to `{operation}`{where}: {problem}", **details
+            ) from exc
+
+
+_SQLITE_SCHEMA = f"""
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL UNIQUE, record_json TEXT NOT NULL, is_open INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE INDEX IF NOT EXISTS tasks_open ON tasks (is_open, id);
+CREATE TABLE IF NOT EXISTS log (task_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    kind TEXT NOT NULL, payload_json TEXT NOT NULL, dedupe_key TEXT, at REAL NOT NULL,
+    PRIMARY KEY (task_id, seq));
+CREATE UNIQUE INDEX IF NOT EXISTS log_dedupe ON log (task_id, dedupe_key)
+    WHERE dedupe_key IS NOT NULL;
+INSERT OR IGNORE INTO meta VALUES ('layout_version', '{STORE_LAYOUT_VERSION}');
+"""
+_SQLITE_LAYOUT = "SELECT value FROM meta WHERE key = 'layout_version'"
+
+
+class SQLiteStateStore(StateStore):
+    """State in one SQLite file: the default, since it needs no server.
+
+    WAL mode lets readers run while the orchestrator writes, and `synchronous=NORMAL`
+    keeps every committed write through a crash of the process (not of the machine),
+    which is the failure the orchestrator recovers from. One connection serves all
+    threads under a lock; other processes may open the same file.
+
+    Args:
+        path: The database file; parent directories are created.
+        supported_schema_version: See `StateStore`.
+        busy_timeout_s: How long to wait for another process's write lock.
+    """
+
+    backend = "sqlite"
+    _backend_errors = (sqlite3.Error, OSError)
+
+    def __init__(
+        self,
+        path: str | os.PathLike[str],
+        *,
+        supported_schema_version: int = 1,
+        busy_timeout_s: float = 10.0,
+    ) -> None:
+        super().__init__(os.fspath(path), supported_schema_version=supported_schema_version)
+        self._lock = threading.Lock()
+        with self._guard("open"):
+            if self.location != ":memory:":
+                Path(self.location).parent.mkdir(parents=True, exist_ok=True)
+            self._conn = sqlite3.connect(
+                self.location, timeout=busy_timeout_s, isolation_level=None, check_same_thread=False
+            )
+            try:
+                self._conn.execute("PRAGMA journal_mode=WAL")
+                self._conn.execute("PRAGMA synchronous=NORMAL")
+                self._conn.executescript(_SQLITE_SCHEMA)
+                (found,) = self._conn.execute(_SQLITE_LAYOUT).fetchone()
+                if int(found) > STORE_LAYOUT_VERSION:
+                    raise StateStoreError(
+                        f"State file {self.location!r} has `layout_version` {int(found)!r},"
+                        f" newer than the supported {STORE_LAYOUT_VERSION!r}; upgrade swarm-ray",
+                        backend=self.backend,
+                        operation="open",
+                    )
+            except BaseException:
+                self._conn.close()
+                raise
+
+    @contextlib.contextmanager
+    def _transaction(self) -> Iterator[None]:
+        """Run a write transaction that takes the file's write lock up front."""
+        self._conn.execute("BEGIN IMMEDIATE")
+        try:
+            yield
+            self._conn.execute("COMMIT")
+        except BaseException:
+            if self._conn.in_transaction:
+                self._conn.execute("ROLLBACK")
+            raise
+
+    def put_task(
+        self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
+    ) -> None:
+        with self._guard("put_task", task_id), self._lock:
+            self._conn.execute(
+                "INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at)"
+                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET"
+                " record_json = excluded.record_json, is_open = excluded.is_open,"
+                " schema_version = excluded.schema_version, updated_at = excluded.updated_at",
+                (task_id, record_json, int(is_open), schema_version, time.time()),
+            )
+
+    def _get_task(self, task_id: str) -> StoredTask | None:
+        with self._guard("get_task", task_id), self._lock:
+            row = self._conn.execute(
+                "SELECT record_json, is_open, schema_version, updated_at FROM tasks"
+                " WHERE task_id = ?",
+                (task_id,),
+            ).fetchone()
+        return None if row is None else StoredTask(task_id, row[0], bool(row[1]), row[2], row[3])
+
+    def list_tasks(self, *, open_only: bool = False) -> list[str]:
+        where = " WHERE is_open = 1" if open_only else ""
+        with self._guard("list_tasks"), self._lock:
+            rows = self._conn.execute(f"SELECT task_id FROM tasks{where} ORDER BY id").fetchall()
+        return [row[0] for row in rows]
+
+    def append(
+        self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
+    ) -> int:
+        with self._guard("append", task_id), self._lock, self._transaction():
+            if dedupe_key is not None:
+                found = self._conn.execute(
+                    "SELECT seq FROM log WHERE task_id = ? AND dedupe_key = ?",
+                    (task_id, dedupe_key),
+                ).fetchone()
+                if found is not None:
+                    return int(found[0])
+            (seq,) = self._conn.execute(
+                "SELECT COALESCE(MAX(seq), 0) + 1 FROM log WHERE task_id = ?", (task_id,)
+            ).fetchone()
+            self._conn.execute(
+                "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                (task_id, seq, kind, payload_json, dedupe_key, time.time()),
+            )
+        return int(seq)
+
+    def read_log(self, task_id: str, *, after_seq: int = 0) -> list[LogEntry]:
+        with self._guard("read_log", task_id), self._lock:
+            rows = self._conn.execute(
+                "SELECT seq, kind, payload_json, dedupe_key, at FROM log"
+                " WHERE task_id = ? AND seq > ? ORDER BY seq",
+                (task_id, after_seq),
+            ).fetchall()
+        return [LogEntry(*row) for row in rows]
+
+    def delete_task(self, task_id: str) -> None:
+        with self._guard("delete_task", task_id), self._lock, self._transaction():
+            self._conn.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
+            self._conn.execute("DELETE FROM log WHERE task_id = ?", (task_id,))
+
+    def _close(self) -> None:
+        with self._lock:
+            self._conn.close()
+
+
+def open_state_store(
+    url: str | None = None,
+    *,
+    state_dir: str | os.PathLike[str] | None = None,
+    supported_schema_version: int = 1,
+    **options: Any,
+) -> StateStore:
+    """Open the state store a URL names: the one entry point for configuration.
+
+    Args:
+        url: None for `state.db` under `state_dir`; `sqlite:///abs/path.db` or a plain
+            path for SQLite; `redis://host:port/db` (or `rediss://`, `unix://`) for Redis.
+        state_dir: Directory for the default SQLite file; default `default_state_dir()`.
+        supported_schema_version: See `StateStore`.
+        **options: Passed to the backend's constructor (for example `namespace`).
+
+    Raises:
+        InvalidSpecError: The URL names no known backend.
+        StateStoreError: The backend could not be opened.
+    """
+    options["supported_schema_version"] = supported_schema_version
+    if url is None:
+        base = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+        return SQLiteStateStore(base / "state.db", **options)
+    parts = urlsplit(url)
+    scheme = parts.scheme.lower() if "://" in url else ""
+    if scheme in ("redis", "rediss", "unix"):
+        from swarm_ray._store_redis import RedisStateStore
+
+        return RedisStateStore(url, **options)
+    if scheme == "" or (scheme == "sqlite" and not parts.netloc and parts.path):
+        path = Path(url).expanduser() if scheme == "" else Path(unquote(parts.path))
+        return SQLiteStateStore(path, **options)
+    raise InvalidSpecError(
+        f"`url` {url!r} names no state store; use `sqlite:///abs/path.db`, a path,"
+        " or `redis://host:port/db`",
+        url=url,
+    )

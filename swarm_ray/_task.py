@@ -1,0 +1,74 @@
+"""What a user asks for (`TaskRequest`) and what they are told as it runs (`TaskEvent`)."""
+
+from __future__ import annotations
+
+import re
+from typing import Any, Self
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+__all__ = ["TaskEvent", "TaskRequest"]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class TaskRequest(BaseModel):
+    """A job handed to the swarm."""
+
+    model_config = _FROZEN
+
+    query: str = ""
+    """The request in words; routes to a template when `template` is not given."""
+    template: str | None = None
+    """Template name to use, skipping intent routing."""
+    items: tuple[Any, ...] = ()
+    """What per-item stages fan out over (file paths, URLs, records)."""
+    dimensions: tuple[str, ...] = ()
+    """What per-item-and-dimension stages fan out over (battery, motor, ...)."""
+    params: dict[str, Any] = Field(default_factory=dict)
+    """Free parameters, reachable from templates as `$params.NAME`."""
+    task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]{1,64}$")
+    """Caller-chosen id (idempotent submit); generated when absent."""
+    parent_task_id: str | None = None
+    """The task that spawned this one, for nested swarms."""
+    priority: int = 0
+    """Higher runs first when agents are scarce."""
+    metadata: dict[str, str] = Field(default_factory=dict)
+    """Labels carried to events and the audit log."""
+
+    @model_validator(mode="after")
+    def _query_or_template(self) -> Self:
+        if not self.query.strip() and self.template is None:
+            raise ValueError("a request needs a `query` or a `template`")
+        return self
+
+    def words(self) -> set[str]:
+        """Lower-case words of the query, for keyword routing."""
+        return set(re.findall(r"[a-z0-9]+", self.query.lower()))
+
+
+class TaskEvent(BaseModel):
+    """Something that happened to a task: a transition or a sub-task status change."""
+
+    model_config = _FROZEN
+
+    task_id: str
+    """The task."""
+    seq: int = Field(ge=1)
+    """1, 2, 3 ... per task; a reconnecting client asks for events after its last seq."""
+    at: float
+    """When, in seconds since the epoch."""
+    trace_id: str
+    """The task's trace id."""
+    kind: str
+    """`state`, `subtask`, `warning`, `breaker`, `rule`, `feedback`, `result`."""
+    status: str
+    """The new task state or sub-task status."""
+    subtask_id: str | None = None
+    """The sub-task, for sub-task events."""
+    agent: str | None = None
+    """The capability or agent concerned."""
+    progress: float = Field(default=0.0, ge=0.0, le=1.0)
+    """Fraction of the task's sub-tasks settled."""
+    summary: str = ""
+    """One line for people: an output summary or an error message."""

@@ -1,0 +1,244 @@
+"""Task templates: declarative stages, fan-out, dynamic rules and feedback loops.
+
+A template is data (YAML or Python) that says which capability each stage runs, how it
+fans out over the request, what it depends on, which rules add work at run time
+(`business_scope` contains "hazardous chemicals" -> run a safety review) and which
+stages are judged and revised in rounds. `swarm_ray.expand()` turns a template and a
+request into a `Plan`.
+
+Inputs of a stage may use placeholders, filled in when the plan is expanded:
+`"$item"` (the request item), `"$dimension"`, `"$items"` (all items), `"$query"`,
+`"$params.NAME"`; and one filled in at dispatch time from upstream results:
+`"$from.STAGE"` or `"$from.STAGE.path.in.output"`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from enum import StrEnum
+from pathlib import Path
+from typing import Any, Self
+
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+
+from swarm_ray._errors import InvalidSpecError
+
+__all__ = [
+    "DynamicRule",
+    "FanOut",
+    "FeedbackLoop",
+    "Stage",
+    "TaskTemplate",
+    "load_template",
+    "template_json_schema",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+_NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+
+
+class FanOut(StrEnum):
+    """How many sub-tasks a stage becomes."""
+
+    ONCE = "once"
+    """One sub-task."""
+    PER_ITEM = "per_item"
+    """One per request item."""
+    PER_ITEM_DIMENSION = "per_item_dimension"
+    """One per (item, dimension) pair."""
+
+
+class Stage(BaseModel):
+    """One step of a template."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=_NAME)
+    """Unique within the template; sub-task ids start with it."""
+    capability: str
+    """Capability id that runs it."""
+    fan_out: FanOut = FanOut.ONCE
+    """How it fans out over the request."""
+    depends_on: tuple[str, ...] = ()
+    """Stages whose results it needs. Per-item stages wait only for the same item."""
+    input: dict[str, Any] = Field(default_factory=dict)
+    """Input template with placeholders (see the module docstring)."""
+    required: bool = False
+    """A final failure of one of its sub-tasks fails the task (else the task degrades)."""
+    partial_ok: bool = False
+    """Runs once its dependencies settle even if some failed (aggregators)."""
+    triggered: bool = False
+    """Not expanded up front: only a dynamic rule adds its sub-tasks."""
+
+
+class DynamicRule(BaseModel):
+    """When an output field of one stage matches, run another stage on that output."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=_NAME)
+    """Names the rule in warnings and events."""
+    when_stage: str
+    """Stage whose outputs are inspected."""
+    field: str
+    """Dotted path into the output (`license.business_scope`)."""
+    contains: str | None = None
+    """Fires when the field (text, or any element of a list) contains this, ignoring case."""
+    equals: Any = None
+    """Fires when the field equals this value."""
+    trigger: str
+    """A `triggered` stage to add, depending on the matching sub-task."""
+
+    @model_validator(mode="after")
+    def _one_condition(self) -> Self:
+        if (self.contains is None) == (self.equals is None):
+            raise ValueError(f"rule `{self.name}` needs exactly one of `contains` or `equals`")
+        return self
+
+
+class FeedbackLoop(BaseModel):
+    """Generate, judge, revise: rerun `stage` with the judge's feedback while it finds fault."""
+
+    model_config = _FROZEN
+
+    stage: str
+    """The generating stage."""
+    judge: str
+    """The judging stage; it must depend on `stage`."""
+    max_rounds: int = Field(default=3, ge=1)
+    """Rounds in all, the first included."""
+    verdict_field: str = "passed"
+    """Boolean output field of the judge: true ends the loop."""
+    feedback_field: str = "feedback"
+    """Judge output field passed back to the generator."""
+    feedback_input: str = "feedback"
+    """Input field of the generator that receives it."""
+
+
+class TaskTemplate(BaseModel):
+    """A reusable plan shape, matched by name or by keywords in the request."""
+
+    model_config = _FROZEN
+
+    name: str = Field(pattern=r"^[a-z][a-z0-9_\-]*$")
+    """Template name (`compare_documents`)."""
+    description: str = ""
+    """What it is for; shown to the LLM planner."""
+    keywords: tuple[str, ...] = ()
+    """Words in a request's text that route to this template."""
+    stages: tuple[Stage, ...] = Field(min_length=1)
+    """The stages, in any order (dependencies decide the order)."""
+    rules: tuple[DynamicRule, ...] = ()
+    """Dynamic rules that add triggered stages at run time."""
+    loops: tuple[FeedbackLoop, ...] = ()
+    """Generate-judge-revise loops."""
+    aggregate: str | None = None
+    """The stage whose output is the task's result; it is required."""
+    max_depth: int = Field(default=3, ge=0)
+    """How deep rule-triggered work may nest below the first sub-tasks."""
+
+    @model_validator(mode="after")
+    def _references(self) -> Self:
+        names = [s.name for s in self.stages]
+        dupes = sorted({n for n in names if names.count(n) > 1})
+        if dupes:
+            raise ValueError(f"stage names must be unique; repeated: {', '.join(dupes)}")
+        by_name = {s.name: s for s in self.stages}
+        for stage in self.stages:
+            for dep in stage.depends_on:
+                if dep not in by_name:
+                    raise ValueError(f"stage `{stage.name}` depends on unknown stage `{dep}`")
+                if by_name[dep].triggered:
+                    raise ValueError(
+                        f"stage `{stage.name}` cannot depend on triggered stage `{dep}`: "
+                        "triggered sub-tasks join the aggregator when they fire"
+                    )
+        _check_acyclic({s.name: s.depends_on for s in self.stages})
+        if self.aggregate is not None and self.aggregate not in by_name:
+            raise ValueError(f"aggregate stage `{self.aggregate}` is not a stage")
+        for rule in self.rules:
+            for ref in (rule.when_stage, rule.trigger):
+                if ref not in by_name:
+                    raise ValueError(f"rule `{rule.name}` names unknown stage `{ref}`")
+            if not by_name[rule.trigger].triggered:
+                raise ValueError(
+                    f"rule `{rule.name}` triggers `{rule.trigger}`, "
+                    "which must be declared with `triggered: true`"
+                )
+        for loop in self.loops:
+            for ref in (loop.stage, loop.judge):
+                if ref not in by_name:
+                    raise ValueError(f"feedback loop names unknown stage `{ref}`")
+            if loop.stage not in by_name[loop.judge].depends_on:
+                raise ValueError(
+                    f"feedback loop judge `{loop.judge}` must depend on `{loop.stage}`"
+                )
+        return self
+
+    def stage(self, name: str) -> Stage:
+        """The stage called `name` (KeyError if none)."""
+        for stage in self.stages:
+            if stage.name == name:
+                return stage
+        raise KeyError(name)
+
+    @classmethod
+    def from_yaml(cls, text: str, *, source: str = "<string>") -> TaskTemplate:
+        """Parse and validate a template from YAML text, naming `source` in errors."""
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise InvalidSpecError(f"template {source!r} is not valid YAML: {exc}") from None
+        if not isinstance(data, Mapping):
+            raise InvalidSpecError(f"template {source!r} must be a mapping, got {data!r:.80}")
+        try:
+            return cls.model_validate(data)
+        except ValidationError as exc:
+            problems = "; ".join(
+                f"`{'.'.join(str(p) for p in e['loc']) or '(root)'}`: {e['msg']}"
+                for e in exc.errors()
+            )
+            raise InvalidSpecError(
+                f"template {source!r} is invalid: {problems}", source=source
+            ) from None
+
+
+def _check_acyclic(graph: Mapping[str, tuple[str, ...]]) -> None:
+    """Raise ValueError naming a cycle in `graph` (node -> dependencies), if any."""
+    state: dict[str, int] = {}
+    path: list[str] = []
+
+    def visit(node: str) -> None:
+        state[node] = 1
+        path.append(node)
+        for dep in graph.get(node, ()):
+            if state.get(dep) == 1:
+                cycle = [*path[path.index(dep) :], dep]
+                raise ValueError(f"dependency cycle: {' -> '.join(cycle)}")
+            if dep not in state:
+                visit(dep)
+        path.pop()
+        state[node] = 2
+
+    for node in graph:
+        if node not in state:
+            visit(node)
+
+
+def load_template(path: str | Path) -> TaskTemplate:
+    """Load a template from a YAML file."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read template file `{path}`: {exc.strerror}") from None
+    return TaskTemplate.from_yaml(text, source=str(path))
+
+
+def template_json_schema() -> dict[str, Any]:
+    """JSON Schema of the template format, for editors (YAML language servers)."""
+    schema = TaskTemplate.model_json_schema()
+    schema["$schema"] = "https://json-schema.org/draft/2020-12/schema"
+    return json.loads(json.dumps(schema))  # type: ignore[no-any-return]
