@@ -3,6 +3,7 @@
 The public API is re-exported here; implementation lives in private modules.
 """
 
+from swarm_ray._agent import AgentReply
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
     CAPABILITY_ID_PATTERN,
@@ -12,6 +13,9 @@ from swarm_ray._capability import (
     Resources,
     RetryPolicy,
 )
+from swarm_ray._catalog import Catalog
+from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, connect
+from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     AgentExecutionError,
     AgentUnavailableError,
@@ -99,9 +103,12 @@ __version__ = "0.1.0"
 __all__ = [
     "CAPABILITY_ID_PATTERN",
     "EVENT_ADAPTER",
+    "NAMESPACE",
+    "ORCHESTRATOR_NAME",
     "SCHEMA_VERSION",
     "TRANSITIONS",
     "AgentExecutionError",
+    "AgentReply",
     "AgentUnavailableError",
     "AuditEntry",
     "Breaker",
@@ -113,6 +120,7 @@ __all__ = [
     "CancelRequested",
     "CancelSubTasks",
     "CapabilitySpec",
+    "Catalog",
     "CircuitOpenError",
     "Dispatch",
     "DuplicateCapabilityError",
@@ -161,9 +169,11 @@ __all__ = [
     "SubTaskStatus",
     "SubTaskTimedOut",
     "SubTaskTimeoutError",
+    "SwarmClient",
     "SwarmError",
     "SwarmRuntimeError",
     "SwarmUserError",
+    "TaskDriver",
     "TaskEvent",
     "TaskMachine",
     "TaskNotFoundError",
@@ -182,6 +192,7 @@ __all__ = [
     "WatermarkRejectedError",
     "__version__",
     "canonical_digest",
+    "connect",
     "expand",
     "issue_watermark",
     "load_template",

@@ -1,7 +1,8 @@
 """A circuit breaker per capability, pure: the caller passes the time.
 
 closed --N consecutive failures--> open --cool-down--> half-open --trial ok--> closed
-                                    ^                            |
+                                    ^  |                         |
+                                    |  +--an earlier attempt ok--+--> closed
                                     +-------trial fails----------+
 """
 
@@ -64,9 +65,13 @@ class Breaker:
         return False
 
     def success(self) -> bool:
-        """Count a success; True when a half-open breaker closed."""
+        """Count a success; True when the breaker closed.
+
+        A success while open (an attempt dispatched before the breaker opened) is as good
+        a proof that the capability works as a half-open trial, so it closes too.
+        """
         self.failures = 0
-        if self.state is BreakerState.HALF_OPEN:
+        if self.state is not BreakerState.CLOSED:
             self.state, self.trial = BreakerState.CLOSED, None
             return True
         return False

@@ -25,6 +25,8 @@ __all__ = ["Plan", "expand", "validate_plan"]
 FROM_MARKER = "$from"
 """Key of the marker dict that a dispatch-time `$from.STAGE` placeholder becomes."""
 
+_MISSING = object()
+"""An absent `$params.NAME`: the key is left out so the input model's default applies."""
 _PARAM = re.compile(r"^\$params\.([A-Za-z0-9_]+)$")
 _FROM = re.compile(r"^\$from\.([A-Za-z_][A-Za-z0-9_]*)(?:\.(.+))?$")
 
@@ -109,12 +111,16 @@ def _fill(
 ) -> Any:
     """Replace expansion-time placeholders; turn `$from.X` into a dispatch-time marker."""
     if isinstance(value, dict):
-        return {
+        filled = {
             k: _fill(v, request=request, item=item, dimension=dimension, many=many)
             for k, v in value.items()
         }
+        return {k: v for k, v in filled.items() if v is not _MISSING}
     if isinstance(value, list):
-        return [_fill(v, request=request, item=item, dimension=dimension, many=many) for v in value]
+        filled_list = [
+            _fill(v, request=request, item=item, dimension=dimension, many=many) for v in value
+        ]
+        return [None if v is _MISSING else v for v in filled_list]
     if not isinstance(value, str) or not value.startswith("$"):
         return value
     if value == "$item":
@@ -128,7 +134,7 @@ def _fill(
     if value == "$query":
         return request.query
     if match := _PARAM.match(value):
-        return request.params.get(match.group(1))
+        return request.params.get(match.group(1), _MISSING)
     if match := _FROM.match(value):
         stage, path = match.group(1), match.group(2)
         if stage not in many:

@@ -178,6 +178,10 @@ class Scheduler:
         """A sub-task's status."""
         return self._status[subtask_id]
 
+    def settled(self, subtask_id: str) -> bool:
+        """True when the sub-task will not run again (succeeded, failed, skipped, cancelled)."""
+        return self._status.get(subtask_id) in _SETTLED
+
     def specs(self) -> list[SubTaskSpec]:
         """Every sub-task, the dynamically added ones included, in the order added."""
         return list(self._specs.values())

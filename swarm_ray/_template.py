@@ -8,7 +8,8 @@ request into a `Plan`.
 
 Inputs of a stage may use placeholders, filled in when the plan is expanded:
 `"$item"` (the request item), `"$dimension"`, `"$items"` (all items), `"$query"`,
-`"$params.NAME"`; and one filled in at dispatch time from upstream results:
+`"$params.NAME"` (left out when the request has no such parameter, so the input model's
+default applies); and one filled in at dispatch time from upstream results:
 `"$from.STAGE"` or `"$from.STAGE.path.in.output"`.
 """
 

@@ -536,3 +536,20 @@ def test_recovery_redispatches_only_outstanding_work() -> None:
     assert isinstance(recovered.outcome, FinishTask)
     assert "parse[0]" not in computed and "extract[0,battery]" not in computed
     assert len(computed) == len(set(computed))
+
+
+def test_success_while_open_closes_the_breaker_and_releases_held_work() -> None:
+    reg = registry(
+        spec(
+            "doc.parse.text",
+            retry={"max_attempts": 2, "backoff_s": 0},
+            breaker=BreakerPolicy(failure_threshold=1, cooldown_s=100),
+        )
+    )
+    s = make(req=TaskRequest(query="q", items=("a", "b"), dimensions=("x",)), reg=reg)
+    p0, p1 = runs(s.handle(Start(at=0)))
+    assert of(s.handle(failed(p0, at=1)), BreakerOpened)
+    assert s.status("parse[0]") is SubTaskStatus.HELD
+    out = s.handle(done(p1, at=2))  # dispatched before the breaker opened, and it worked
+    assert of(out, BreakerClosed)
+    assert "parse[0]" in ids(out)

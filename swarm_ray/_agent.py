@@ -1,0 +1,107 @@
+"""Running one sub-task attempt: the one contract every executor shares.
+
+`run_subtask()` imports the capability's entrypoint, validates the input, calls the
+function on a fresh input model (nothing carried from the previous sub-task), validates
+the output and wraps it all in a `SubTaskResult` that echoes the watermark. Exceptions
+become structured errors here, in one place, whichever executor ran the attempt.
+
+An entrypoint returns its output model, or an `AgentReply` when it also reports a
+confidence, token usage or warnings.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+import os
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from pydantic import BaseModel
+
+from swarm_ray._capability import CapabilitySpec
+from swarm_ray._errors import InvalidSpecError, SwarmError
+from swarm_ray._registry import Registry
+from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
+
+__all__ = ["AgentReply"]
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    """An output with the extras an agent may report about it."""
+
+    output: BaseModel
+    """The output model instance."""
+    confidence: float = 1.0
+    """How sure the agent is, 0..1."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """LLM tokens spent."""
+    warnings: tuple[str, ...] = ()
+    """Degradations to show in the report."""
+
+
+@functools.cache
+def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
+    """Import `package.module:function` (cached per process)."""
+    module_name, _, attr = entrypoint.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` cannot be imported: {exc}") from None
+    if not callable(target):
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def _agent_name() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+def run_subtask(
+    spec: CapabilitySpec, subtask: SubTask, *, agent: str | None = None
+) -> SubTaskResult:
+    """Run one attempt of `subtask` with `spec`'s entrypoint; never raises."""
+    started = time.time()
+    registry = Registry([spec])
+    base = {
+        "task_id": subtask.task_id,
+        "subtask_id": subtask.subtask_id,
+        "capability_id": spec.id,
+        "attempt": subtask.attempt,
+        "watermark": subtask.watermark,
+        "agent": agent or _agent_name(),
+    }
+    try:
+        if spec.entrypoint is None:
+            raise InvalidSpecError(f"capability `{spec.id}` has no entrypoint to run")
+        function = load_entrypoint(spec.entrypoint)
+        model = registry.validate_input(spec.id, subtask.input)
+        reply = function(model)
+        if not isinstance(reply, AgentReply):
+            reply = AgentReply(output=reply)
+        output = registry.validate_output(spec.id, reply.output)
+    except SwarmError as exc:
+        error = SubTaskError.from_exception(exc)
+    except Exception as exc:  # an agent's bug must not take the executor down
+        error = SubTaskError.from_exception(exc)
+    else:
+        return SubTaskResult(
+            **base,
+            output=output.model_dump(mode="json"),
+            confidence=reply.confidence,
+            usage=reply.usage,
+            warnings=reply.warnings,
+            timings=Timings(
+                queued_at=subtask.queued_at, started_at=started, finished_at=time.time()
+            ),
+        )
+    return SubTaskResult(
+        **base,
+        error=error,
+        timings=Timings(queued_at=subtask.queued_at, started_at=started, finished_at=time.time()),
+    )

@@ -1,0 +1,48 @@
+"""Catalogs: the capabilities and templates an orchestrator knows, found by import path.
+
+The orchestrator is a detached actor that Ray restarts on its own, so it cannot be handed
+Python objects once: it is given import paths (`"package.module:function"`) of functions
+returning a `Catalog`, and imports them again after every restart.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from swarm_ray._capability import CapabilitySpec
+from swarm_ray._errors import InvalidSpecError
+from swarm_ray._registry import Registry
+from swarm_ray._routing import TemplateRouter
+from swarm_ray._template import TaskTemplate
+
+__all__ = ["Catalog"]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Capabilities and templates that belong together (a workload)."""
+
+    capabilities: tuple[CapabilitySpec, ...] = ()
+    """Capability specs."""
+    templates: tuple[TaskTemplate, ...] = ()
+    """Task templates using them."""
+
+
+def load_catalogs(paths: Iterable[str]) -> tuple[Registry, TemplateRouter]:
+    """Import every catalog function and merge them into one registry and router."""
+    from swarm_ray._agent import load_entrypoint
+
+    registry, router = Registry(), TemplateRouter()
+    for path in paths:
+        catalog = load_entrypoint(path)()
+        if not isinstance(catalog, Catalog):
+            raise InvalidSpecError(
+                f"catalog `{path}` returned {type(catalog).__name__}, not Catalog"
+            )
+        for spec in catalog.capabilities:
+            registry.register(spec)
+        for template in catalog.templates:
+            router.add(template)
+    registry.check()
+    return registry, router

@@ -1,0 +1,173 @@
+"""`swarm_ray.connect()`: get or create the orchestrator from any Ray process.
+
+Works the same from a driver script, a `ray job submit` entrypoint, a notebook or a Serve
+replica, on a local cluster (started here when none runs) or on one given by address.
+The orchestrator is a named detached actor, so every caller in the namespace shares it.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import time
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import ray
+from ray.exceptions import RayActorError
+
+from swarm_ray._orchestrator import Orchestrator
+from swarm_ray._record import TaskRecord
+from swarm_ray._task import TaskEvent, TaskRequest
+
+__all__ = ["NAMESPACE", "ORCHESTRATOR_NAME", "SwarmClient", "connect"]
+
+ORCHESTRATOR_NAME = "swarm-ray-orchestrator"
+"""Name of the detached orchestrator actor."""
+NAMESPACE = "swarm-ray"
+"""Ray namespace of the orchestrator and its agents."""
+DEFAULT_CATALOGS = ("swarm_ray.catalog:default_catalog",)
+"""Catalogs an orchestrator loads unless told otherwise."""
+
+
+def connect(
+    address: str | None = None,
+    *,
+    catalogs: Sequence[str] = DEFAULT_CATALOGS,
+    state_url: str | None = None,
+    results_uri: str | None = None,
+    state_dir: str | os.PathLike[str] | None = None,
+    name: str = ORCHESTRATOR_NAME,
+    namespace: str = NAMESPACE,
+    **init_kwargs: Any,
+) -> SwarmClient:
+    """Join (or start) a Ray cluster and get or create the orchestrator.
+
+    Args:
+        address: A Ray address (`auto`, `ray://...`, `host:port`); None starts a local
+            cluster unless this process is already connected.
+        catalogs: Import paths of `Catalog` functions the orchestrator loads.
+        state_url: State store (`sqlite:///...`, `redis://...`); default SQLite under
+            the state directory.
+        results_uri: Result store root (any `pyarrow.fs` URI); default under the state dir.
+        state_dir: Directory for state, results and keys (default `SWARM_RAY_STATE_DIR`
+            or `~/.swarm-ray`).
+        name: Actor name; several orchestrators can live side by side under other names.
+        namespace: Ray namespace.
+        **init_kwargs: Passed to `ray.init` when this call starts or joins the cluster.
+
+    The orchestrator is created only if none runs under `name`; an existing one keeps the
+    catalogs and stores it was created with (Ray ignores constructor arguments then).
+    """
+    if not ray.is_initialized():
+        init_kwargs.setdefault("log_to_driver", False)
+        ray.init(address=address, namespace=namespace, **init_kwargs)
+    actor = (
+        ray.remote(Orchestrator)
+        .options(
+            name=name,
+            namespace=namespace,
+            lifetime="detached",
+            get_if_exists=True,
+            max_restarts=-1,
+            max_task_retries=-1,
+            num_cpus=0,
+            max_concurrency=1000,
+        )
+        .remote(
+            list(catalogs),
+            state_url,
+            results_uri,
+            None if state_dir is None else os.fspath(state_dir),
+        )
+    )
+    return SwarmClient(actor)
+
+
+class SwarmClient:
+    """A thin synchronous handle on the orchestrator (picklable: pass it to tasks)."""
+
+    def __init__(self, actor: Any) -> None:
+        self.actor = actor
+
+    def _call(self, method: str, *args: Any, timeout_s: float | None = None) -> Any:
+        """Call the orchestrator, riding out its restarts (Ray retries the call)."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            try:
+                return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout_s)
+            except RayActorError:
+                if deadline is not None and time.monotonic() > deadline:
+                    raise
+                time.sleep(0.2)
+
+    def submit(self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any) -> str:
+        """Submit a task; returns its id at once. Raises `SwarmUserError` for bad input."""
+        if request is None:
+            request = TaskRequest(**fields)
+        elif isinstance(request, dict):
+            request = TaskRequest.model_validate({**request, **fields})
+        task_id: str = self._call("submit", request)
+        return task_id
+
+    def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
+        """Block until the task ends; returns its record."""
+        deadline = None if timeout_s is None else time.monotonic() + timeout_s
+        while True:
+            left = None if deadline is None else max(0.0, deadline - time.monotonic())
+            record: TaskRecord = self._call(
+                "wait", task_id, 5.0 if left is None else min(5.0, left)
+            )
+            if record.machine.state.terminal or (
+                deadline is not None and time.monotonic() >= deadline
+            ):
+                return record
+
+    def run(self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any) -> TaskRecord:
+        """Submit and wait."""
+        return self.wait(self.submit(request, **fields))
+
+    def status(self, task_id: str) -> dict[str, Any]:
+        """State, progress, sub-task statuses, warnings, usage and output."""
+        status: dict[str, Any] = self._call("status", task_id)
+        return status
+
+    def record(self, task_id: str) -> TaskRecord:
+        """The full record: plan, audit log, scheduler log."""
+        record: TaskRecord = self._call("record", task_id)
+        return record
+
+    def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
+        """Newest tasks first."""
+        tasks: list[dict[str, Any]] = self._call("tasks", limit)
+        return tasks
+
+    def events(self, task_id: str, after_seq: int = 0, wait_s: float = 0.0) -> list[TaskEvent]:
+        """Events after `after_seq` (long-polls up to `wait_s` when there are none)."""
+        events: list[TaskEvent] = self._call("events", task_id, after_seq, wait_s)
+        return events
+
+    def follow(self, task_id: str, after_seq: int = 0) -> Iterator[TaskEvent]:
+        """Yield events as they happen until the task ends."""
+        while True:
+            batch = self.events(task_id, after_seq, wait_s=2.0)
+            for event in batch:
+                after_seq = event.seq
+                yield event
+            if not batch and self.status(task_id)["state"] in ("completed", "failed", "cancelled"):
+                return
+
+    def cancel(self, task_id: str) -> TaskRecord:
+        """Cancel a task."""
+        record: TaskRecord = self._call("cancel", task_id)
+        return record
+
+    def info(self) -> dict[str, Any]:
+        """Capabilities, templates, agents and counters."""
+        info: dict[str, Any] = self._call("info")
+        return info
+
+    def shutdown(self) -> None:
+        """Kill the orchestrator for good (its state stays in the store)."""
+        with contextlib.suppress(ValueError):  # already gone
+            ray.kill(self.actor, no_restart=True)

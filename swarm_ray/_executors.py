@@ -1,0 +1,274 @@
+"""Three executors, one contract: sub-tasks in, a `SubTaskResult` per attempt out.
+
+- `ActorPoolExecutor`: pooled sub-agent actors per capability, created with the
+  capability's resources (fractional GPUs included) up to its max concurrency. Each
+  sub-task is a fresh call on a fresh input: nothing is carried between sub-tasks. On a
+  deadline the actor is killed and replaced, which frees the slot for sure; an actor that
+  dies is replaced and only its own sub-task is reported failed.
+- `ServeExecutor`: capabilities hosted as Ray Serve deployments (model-backed agents).
+- `DataExecutor`: a batch of sub-tasks becomes a Ray Data stage whose rows stream back
+  one by one as they finish, so downstream work starts at once (partial rollout).
+
+All run inside the orchestrator's event loop and report through `on_result`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import functools
+import itertools
+import threading
+import time
+from collections import deque
+from collections.abc import Callable
+from typing import Any
+
+import ray
+from ray.exceptions import GetTimeoutError, RayActorError, RayError
+
+from swarm_ray._agent import run_subtask
+from swarm_ray._capability import CapabilitySpec
+from swarm_ray._errors import ErrorCode
+from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings
+
+__all__: list[str] = []
+
+OnResult = Callable[[SubTaskResult], object]
+"""Called on the event loop with each attempt's result."""
+
+
+def error_result(
+    subtask: SubTask, code: ErrorCode, message: str, agent: str | None = None
+) -> SubTaskResult:
+    """A failed result for `subtask`, made by the runtime rather than the agent."""
+    return SubTaskResult(
+        task_id=subtask.task_id,
+        subtask_id=subtask.subtask_id,
+        capability_id=subtask.capability_id,
+        attempt=subtask.attempt,
+        error=SubTaskError(code=code, message=message),
+        watermark=subtask.watermark,
+        agent=agent,
+        timings=Timings(queued_at=subtask.queued_at, finished_at=time.time()),
+    )
+
+
+class SubAgent:
+    """A sub-agent actor: runs attempts of one capability, one at a time."""
+
+    def __init__(self, spec: CapabilitySpec, name: str) -> None:
+        self._spec = spec
+        self._name = name
+
+    def run(self, subtask: SubTask) -> SubTaskResult:
+        """Run one attempt (fresh input, no state kept between calls)."""
+        return run_subtask(self._spec, subtask, agent=self._name)
+
+    def pid(self) -> int:
+        """This agent's process id (tests kill agents by it)."""
+        import os
+
+        return os.getpid()
+
+
+async def _await(awaitable: Any) -> Any:
+    return await awaitable
+
+
+class _Pool:
+    """Actors of one capability, leased one sub-task at a time."""
+
+    _serial = itertools.count()
+
+    def __init__(self, spec: CapabilitySpec, namespace: str) -> None:
+        self.spec = spec
+        self.namespace = namespace
+        self.idle: list[Any] = []
+        self.names: dict[Any, str] = {}
+        self.waiters: deque[asyncio.Future[Any]] = deque()
+
+    def _create(self) -> Any:
+        name = f"swarm-agent:{self.spec.id}:{next(self._serial)}"
+        options = {**self.spec.resources.ray_options(), "name": name, "namespace": self.namespace}
+        actor = ray.remote(SubAgent).options(max_restarts=0, **options).remote(self.spec, name)
+        self.names[actor] = name
+        return actor
+
+    async def acquire(self) -> Any:
+        if self.idle:
+            return self.idle.pop()
+        if len(self.names) < self.spec.resources.max_concurrency:
+            return self._create()
+        waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self.waiters.append(waiter)
+        return await waiter
+
+    def release(self, actor: Any) -> None:
+        while self.waiters:
+            waiter = self.waiters.popleft()
+            if not waiter.done():
+                waiter.set_result(actor)
+                return
+        self.idle.append(actor)
+
+    def replace(self, actor: Any) -> None:
+        self.names.pop(actor, None)
+        with contextlib.suppress(RayError, ValueError):
+            ray.kill(actor, no_restart=True)
+        if self.waiters:
+            self.release(self._create())
+
+
+class ActorPoolExecutor:
+    """Runs sub-tasks on pooled sub-agent actors."""
+
+    def __init__(self, namespace: str) -> None:
+        self._namespace = namespace
+        self._pools: dict[str, _Pool] = {}
+
+    def agent_names(self) -> list[str]:
+        """Names of the live sub-agent actors."""
+        return sorted(n for pool in self._pools.values() for n in pool.names.values())
+
+    def _pool(self, spec: CapabilitySpec) -> _Pool:
+        if spec.id not in self._pools:
+            self._pools[spec.id] = _Pool(spec, self._namespace)
+        return self._pools[spec.id]
+
+    async def run(self, spec: CapabilitySpec, subtask: SubTask) -> SubTaskResult:
+        """Run one attempt within its deadline; never raises (but may be cancelled)."""
+        pool = self._pool(spec)
+        actor = await pool.acquire()
+        name = pool.names.get(actor, "?")
+        ref = actor.run.remote(subtask)
+        try:
+            result: SubTaskResult = await asyncio.wait_for(_await(ref), subtask.timeout_s)
+        except TimeoutError:
+            pool.replace(actor)
+            return error_result(
+                subtask,
+                ErrorCode.TIMEOUT,
+                f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
+                f"on `{name}`; the agent was replaced",
+                name,
+            )
+        except RayActorError as exc:
+            pool.replace(actor)
+            return error_result(
+                subtask,
+                ErrorCode.AGENT_UNAVAILABLE,
+                f"agent `{name}` died: {type(exc).__name__}",
+                name,
+            )
+        except asyncio.CancelledError:
+            pool.replace(actor)
+            raise
+        pool.release(actor)
+        return result
+
+
+class ServeExecutor:
+    """Runs sub-tasks on Ray Serve deployments, deploying each capability on first use."""
+
+    def __init__(self) -> None:
+        self._handles: dict[str, Any] = {}
+        self._lock = asyncio.Lock()
+
+    async def _handle(self, spec: CapabilitySpec) -> Any:
+        async with self._lock:
+            if spec.id not in self._handles:
+                from swarm_ray._serve_app import capability_app, deployment_names
+
+                app_name, deployment = deployment_names(spec)
+                await asyncio.to_thread(_serve_run, capability_app(spec), app_name)
+                from ray import serve
+
+                self._handles[spec.id] = serve.get_deployment_handle(deployment, app_name)
+            return self._handles[spec.id]
+
+    async def run(self, spec: CapabilitySpec, subtask: SubTask) -> SubTaskResult:
+        """Run one attempt on the capability's deployment within its deadline."""
+        handle = await self._handle(spec)
+        response = handle.run.remote(subtask)
+        try:
+            result: SubTaskResult = await asyncio.wait_for(_await(response), subtask.timeout_s)
+        except TimeoutError:
+            response.cancel()
+            return error_result(
+                subtask,
+                ErrorCode.TIMEOUT,
+                f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
+                f"on deployment `{spec.id}`",
+            )
+        except asyncio.CancelledError:
+            response.cancel()
+            raise
+        except RayError as exc:
+            return error_result(
+                subtask,
+                ErrorCode.AGENT_UNAVAILABLE,
+                f"deployment of `{spec.id}` failed the call: {type(exc).__name__}: {exc}",
+            )
+        return result
+
+
+def _serve_run(app: Any, name: str) -> None:
+    from ray import serve
+
+    serve.run(app, name=name, route_prefix=None)
+
+
+def _data_row(row: dict[str, Any], spec: CapabilitySpec) -> dict[str, Any]:
+    subtask = SubTask.model_validate_json(row["subtask"])
+    return {"result": run_subtask(spec, subtask, agent=f"data:{spec.id}").model_dump_json()}
+
+
+class DataExecutor:
+    """Runs a batch of sub-tasks as one streaming Ray Data stage."""
+
+    def __init__(self) -> None:
+        self.pipelines = 0
+
+    async def run_batch(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> None:
+        """Stream each row's result to `on_result` as soon as it is produced."""
+        loop = asyncio.get_running_loop()
+        done = asyncio.Event()
+        seen: set[str] = set()
+        self.pipelines += 1
+
+        def emit(result: SubTaskResult) -> None:
+            seen.add(result.subtask_id)
+            on_result(result)
+
+        def emit_unless_seen(result: SubTaskResult) -> None:
+            if result.subtask_id not in seen:
+                emit(result)
+
+        def pump() -> None:
+            from ray.data import DataContext, TaskPoolStrategy
+
+            DataContext.get_current().enable_progress_bars = False
+            rows = [{"subtask": s.model_dump_json()} for s in subtasks]
+            ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
+                functools.partial(_data_row, spec=spec),
+                compute=TaskPoolStrategy(size=spec.resources.max_concurrency),
+                **spec.resources.ray_options(),
+            )
+            try:
+                for row in ds.iter_rows():
+                    result = SubTaskResult.model_validate_json(row["result"])
+                    loop.call_soon_threadsafe(emit, result)
+            except (RayError, GetTimeoutError) as exc:
+                message = f"Ray Data stage of `{spec.id}` failed: {type(exc).__name__}: {exc}"
+                for s in subtasks:
+                    loop.call_soon_threadsafe(
+                        emit_unless_seen, error_result(s, ErrorCode.AGENT_UNAVAILABLE, message)
+                    )
+            finally:
+                loop.call_soon_threadsafe(done.set)
+
+        threading.Thread(target=pump, name=f"data:{spec.id}", daemon=True).start()
+        await done.wait()

@@ -1,0 +1,404 @@
+"""The orchestrator: a detached, restartable Ray actor that is only wiring.
+
+All decisions are made by the pure state machine and scheduler inside each `TaskDriver`;
+this actor carries out their intents on Ray (executors, timers, cancellation) and feeds
+results back. It is an async actor: everything runs on one event loop, so no locks.
+
+Ray re-runs `__init__` after a crash; the actor then reloads every open task from the
+state store and dispatches only what was outstanding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import time
+from collections import defaultdict
+from typing import Any
+
+import ray
+
+from swarm_ray._capability import ExecutorKind
+from swarm_ray._catalog import load_catalogs
+from swarm_ray._driver import TaskDriver
+from swarm_ray._errors import (
+    ErrorCode,
+    SwarmUserError,
+    TaskNotFoundError,
+    WatermarkRejectedError,
+)
+from swarm_ray._executors import ActorPoolExecutor, DataExecutor, ServeExecutor, error_result
+from swarm_ray._fsm import TaskState
+from swarm_ray._metrics import SwarmMetrics
+from swarm_ray._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray._results import ResultStore
+from swarm_ray._signals import (
+    BreakerClosed,
+    BreakerHalfOpened,
+    BreakerOpened,
+    CancelRequested,
+    CancelSubTasks,
+    Dispatch,
+    FailTask,
+    Fallback,
+    FinishTask,
+    Intent,
+    ResultRejected,
+    Retry,
+    RunIntent,
+    Tick,
+)
+from swarm_ray._store import open_state_store
+from swarm_ray._subtask import SubTaskResult
+from swarm_ray._task import TaskEvent, TaskRequest
+from swarm_ray._watermark import WatermarkKey
+
+__all__: list[str] = []
+
+
+class Orchestrator:
+    """Owns every task's driver and the executors. Create it with `swarm_ray.connect()`."""
+
+    def __init__(
+        self,
+        catalogs: list[str],
+        state_url: str | None = None,
+        results_uri: str | None = None,
+        state_dir: str | None = None,
+    ) -> None:
+        self._registry, self._router = load_catalogs(catalogs)
+        self._store = open_state_store(
+            state_url, state_dir=state_dir, supported_schema_version=SCHEMA_VERSION
+        )
+        if results_uri is None and state_dir is not None:
+            results_uri = f"{state_dir.rstrip('/')}/results"
+        self._results = ResultStore(results_uri)
+        self._key = WatermarkKey.from_config(state_dir)
+        self._drivers: dict[str, TaskDriver] = {}
+        self._finished: dict[str, asyncio.Event] = {}
+        self._changed: dict[str, asyncio.Condition] = {}
+        self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
+        self._serve = ServeExecutor()
+        self._data = DataExecutor()
+        self._metrics = SwarmMetrics()
+        self._recovered: asyncio.Task[int] | None = None
+        self._unknown_results = 0
+        self.started_at = time.time()
+        # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
+        ray.get_runtime_context().current_actor.recover.remote()
+
+    # ---- recovery --------------------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Reload open tasks and resume them (idempotent); returns how many were resumed."""
+        if self._recovered is None:
+            self._recovered = asyncio.get_running_loop().create_task(self._recover())
+        return await asyncio.shield(self._recovered)
+
+    async def _recover(self) -> int:
+        resumed = 0
+        for task_id in self._store.list_tasks(open_only=True):
+            driver = TaskDriver.load(task_id, **self._deps())
+            if driver is None:
+                continue
+            self._track(driver)
+            resumed += 1
+            if driver.record.plan is None or driver.scheduler is None:
+                self._plan(driver)
+            elif driver.scheduler.outcome is not None:
+                self._execute(driver, [driver.scheduler.outcome])
+            else:
+                outstanding = driver.scheduler.outstanding()
+                driver.reissue(outstanding)
+                driver.emit(
+                    "state", str(driver.state), summary=f"resumed {len(outstanding)} sub-tasks"
+                )
+                if driver.state is TaskState.DISPATCHING:
+                    driver.move(TaskState.EXECUTING, "resumed after a restart")
+                self._execute(driver, list(outstanding))  # type: ignore[arg-type]
+        return resumed
+
+    def _deps(self) -> dict[str, Any]:
+        return {
+            "registry": self._registry,
+            "store": self._store,
+            "results": self._results,
+            "key": self._key,
+        }
+
+    def _track(self, driver: TaskDriver) -> None:
+        self._drivers[driver.task_id] = driver
+        self._finished.setdefault(driver.task_id, asyncio.Event())
+        self._changed.setdefault(driver.task_id, asyncio.Condition())
+        if driver.state.terminal:
+            self._finished[driver.task_id].set()
+
+    def _driver(self, task_id: str) -> TaskDriver:
+        if task_id not in self._drivers:
+            driver = TaskDriver.load(task_id, **self._deps())
+            if driver is None:
+                raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
+            self._track(driver)
+        return self._drivers[task_id]
+
+    # ---- public API ------------------------------------------------------------------
+
+    async def submit(self, request: TaskRequest) -> str:
+        """Plan a task and start it; returns its id at once. Raises user errors."""
+        await self.recover()
+        if request.task_id is not None and self._store.get_task(request.task_id) is not None:
+            return request.task_id
+        driver = TaskDriver.create(request, **self._deps())
+        self._track(driver)
+        error = self._plan(driver)
+        if error is not None:
+            raise error
+        return driver.task_id
+
+    def _plan(self, driver: TaskDriver) -> SwarmUserError | None:
+        try:
+            intents = driver.plan(self._router)
+        except SwarmUserError as exc:
+            driver.fail(exc)
+            self._finished[driver.task_id].set()
+            return exc
+        self._execute(driver, intents)
+        return None
+
+    async def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
+        """Wait until the task ends (or the timeout passes); returns its record."""
+        await self.recover()
+        self._driver(task_id)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
+        return self._drivers[task_id].view()
+
+    async def record(self, task_id: str) -> TaskRecord:
+        """The task's record: request, plan, state, audit log and scheduler log."""
+        await self.recover()
+        return self._driver(task_id).view()
+
+    async def status(self, task_id: str) -> dict[str, Any]:
+        """A compact status: state, progress, each sub-task's status, warnings, error."""
+        await self.recover()
+        return _status(self._driver(task_id))
+
+    async def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
+        """The newest tasks, one summary line each."""
+        await self.recover()
+        ids = self._store.list_tasks()[-limit:]
+        return [_status(self._driver(t), brief=True) for t in reversed(ids)]
+
+    async def events(
+        self, task_id: str, after_seq: int = 0, wait_s: float = 0.0
+    ) -> list[TaskEvent]:
+        """Events after `after_seq`; waits up to `wait_s` for one when there are none."""
+        await self.recover()
+        driver = self._driver(task_id)
+        if wait_s > 0 and len(driver.events) <= after_seq and not driver.state.terminal:
+            condition = self._changed[task_id]
+            async with condition:
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(
+                        condition.wait_for(lambda: len(driver.events) > after_seq), wait_s
+                    )
+        return driver.events[after_seq:]
+
+    async def cancel(self, task_id: str, reason: str = "cancelled by user") -> TaskRecord:
+        """Cancel a running task (no-op for an ended one)."""
+        await self.recover()
+        driver = self._driver(task_id)
+        if not driver.state.terminal:
+            if driver.scheduler is None:
+                driver.fail(SwarmUserError(reason))
+            else:
+                self._execute(driver, driver.feed(CancelRequested(at=time.time(), reason=reason)))
+        return driver.view()
+
+    async def report(self, result: SubTaskResult) -> bool:
+        """Accept a result from an external agent; False (and counted) when refused."""
+        await self.recover()
+        return self._on_result(result)
+
+    async def info(self) -> dict[str, Any]:
+        """Capabilities, templates, agents and counters of this orchestrator."""
+        await self.recover()
+        rejections: dict[str, int] = defaultdict(int)
+        for driver in self._drivers.values():
+            for reason, n in driver.rejections.items():
+                rejections[reason] += n
+        rejections["unknown_task"] += self._unknown_results
+        return {
+            "capabilities": self._registry.ids(),
+            "templates": [t.name for t in self._router],
+            "agents": self._pool.agent_names(),
+            "data_pipelines": self._data.pipelines,
+            "watermark_rejections": dict(rejections),
+            "open_tasks": sum(not d.state.terminal for d in self._drivers.values()),
+            "started_at": self.started_at,
+        }
+
+    async def catalogue(self) -> list[dict[str, Any]]:
+        """The registry's catalogue and its JSON Schema (for the gateway and planner)."""
+        return self._registry.catalogue()
+
+    # ---- carrying out intents --------------------------------------------------------
+
+    def _execute(self, driver: TaskDriver, intents: list[Intent]) -> None:
+        batches: dict[str, list[RunIntent]] = defaultdict(list)
+        for intent in intents:
+            match intent:
+                case Dispatch() | Retry() | Fallback():
+                    if isinstance(intent, Retry | Fallback):
+                        self._metrics.retry(intent.capability_id, type(intent).__name__.lower())
+                    spec = self._registry.get(intent.capability_id)
+                    if spec.executor is ExecutorKind.DATA:
+                        batches[intent.capability_id].append(intent)
+                    else:
+                        self._spawn(driver, intent.subtask_id, self._run_one(driver, intent))
+                case CancelSubTasks(subtask_ids=ids):
+                    for sid in ids:
+                        task = self._inflight.pop((driver.task_id, sid), None)
+                        if task is not None:
+                            task.cancel()
+                case BreakerOpened(capability_id=cid, until=until):
+                    self._metrics.breaker(cid, 2)
+                    delay = max(0.0, until - time.time())
+                    asyncio.get_running_loop().call_later(delay, self._tick, driver.task_id)
+                case BreakerHalfOpened(capability_id=cid):
+                    self._metrics.breaker(cid, 1)
+                case BreakerClosed(capability_id=cid):
+                    self._metrics.breaker(cid, 0)
+                case ResultRejected():
+                    self._metrics.rejection("not_outstanding")
+                case FinishTask() | FailTask():
+                    self._end(driver, intent)
+                case _:
+                    pass
+        for cid, batch in batches.items():
+            key = f"data:{cid}:{batch[0].subtask_id}"
+            self._spawn(driver, key, self._run_batch(driver, cid, batch))
+        self._notify(driver.task_id)
+
+    def _spawn(self, driver: TaskDriver, key: str, coro: Any) -> None:
+        task = asyncio.get_running_loop().create_task(coro)
+        self._inflight[(driver.task_id, key)] = task
+        task.add_done_callback(lambda _t: self._inflight.pop((driver.task_id, key), None))
+
+    def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
+        before = driver.state
+        driver.finish(outcome)
+        self._metrics.transition(str(before), str(driver.state))
+        self._finished[driver.task_id].set()
+
+    def _tick(self, task_id: str) -> None:
+        driver = self._drivers.get(task_id)
+        if driver is not None and driver.scheduler is not None and not driver.state.terminal:
+            self._execute(driver, driver.feed(Tick(at=time.time())))
+
+    def _notify(self, task_id: str) -> None:
+        condition = self._changed.get(task_id)
+        if condition is None:
+            return
+
+        async def wake() -> None:
+            async with condition:
+                condition.notify_all()
+
+        asyncio.get_running_loop().create_task(wake())
+
+    async def _run_one(self, driver: TaskDriver, intent: RunIntent) -> None:
+        if intent.delay_s:
+            await asyncio.sleep(intent.delay_s)
+        if driver.state.terminal:
+            return
+        subtask = driver.subtask_for(intent)
+        spec = self._registry.get(intent.capability_id)
+        executor = self._serve if spec.executor is ExecutorKind.SERVE else self._pool
+        result = await executor.run(spec, subtask)
+        self._on_result(result)
+
+    async def _run_batch(self, driver: TaskDriver, cid: str, intents: list[RunIntent]) -> None:
+        delay = max(i.delay_s for i in intents)
+        if delay:
+            await asyncio.sleep(delay)
+        if driver.state.terminal:
+            return
+        spec = self._registry.get(cid)
+        subtasks = [driver.subtask_for(i) for i in intents]
+        loop = asyncio.get_running_loop()
+        timers = [
+            loop.call_later(
+                s.timeout_s,
+                self._on_result,
+                error_result(
+                    s,
+                    ErrorCode.TIMEOUT,
+                    f"sub-task `{s.subtask_id}` ran past its "
+                    f"{s.timeout_s} s deadline in the Ray Data stage of `{cid}`",
+                ),
+            )
+            for s in subtasks
+        ]
+        try:
+            await self._data.run_batch(spec, subtasks, self._on_result)
+        finally:
+            for timer in timers:
+                timer.cancel()
+
+    def _on_result(self, result: SubTaskResult) -> bool:
+        driver = self._drivers.get(result.task_id)
+        if driver is None or driver.scheduler is None:
+            self._unknown_results += 1
+            self._metrics.rejection("unknown_task")
+            return False
+        try:
+            event = driver.accept(result)
+        except WatermarkRejectedError as exc:
+            self._metrics.rejection(str(exc.details.get("reason", "invalid")))
+            return False
+        if result.timings.duration_s:
+            self._metrics.duration(result.capability_id, result.timings.duration_s)
+        if result.error is not None:
+            self._metrics.error(result.capability_id, str(result.error.code))
+        self._execute(driver, driver.feed(event))
+        return True
+
+
+def _status(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
+    record = driver.record
+    scheduler = driver.scheduler
+    status: dict[str, Any] = {
+        "task_id": record.task_id,
+        "state": str(driver.state),
+        "template": record.plan.template.name if record.plan else None,
+        "query": record.request.query,
+        "progress": 1.0
+        if driver.state is TaskState.COMPLETED
+        else (scheduler.progress() if scheduler else 0.0),
+        "created_at": record.created_at,
+        "updated_at": record.updated_at,
+        "warnings": list(record.warnings or (scheduler.warnings if scheduler else ())),
+        "error": record.error.model_dump(mode="json") if record.error else None,
+    }
+    if brief or scheduler is None:
+        return status
+    status["subtasks"] = {
+        s.id: {
+            "status": str(scheduler.status(s.id)),
+            "capability": s.capability_id,
+            "stage": s.stage,
+            "depends_on": list(s.depends_on),
+        }
+        for s in scheduler.specs()
+    }
+    usage = scheduler.usage()
+    status["usage"] = {
+        "prompt_tokens": usage.prompt_tokens,
+        "completion_tokens": usage.completion_tokens,
+        "compute_s": round(scheduler.compute_seconds(), 6),
+    }
+    status["output"] = record.output
+    status["output_ref"] = record.output_ref
+    return status

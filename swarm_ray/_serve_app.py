@@ -1,0 +1,73 @@
+"""Capabilities as Ray Serve deployments (model-backed agents live here).
+
+`capability_app(spec)` builds a Serve application whose replicas run the capability's
+entrypoint with the capability's `ray_actor_options` (so `num_gpus=0.25` puts four
+replicas on one GPU). `check_health` raises after repeated agent failures, so Serve
+replaces the replica.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ray import serve
+
+from swarm_ray._agent import run_subtask
+from swarm_ray._capability import CapabilitySpec
+from swarm_ray._subtask import SubTask, SubTaskResult
+
+__all__: list[str] = []
+
+
+@serve.deployment
+class CapabilityDeployment:
+    """A Serve replica running one capability."""
+
+    def __init__(self, spec: CapabilitySpec) -> None:
+        self._spec = spec
+        self._calls = 0
+        self._consecutive_errors = 0
+        self._last_latency_s = 0.0
+
+    def run(self, subtask: SubTask) -> SubTaskResult:
+        """Run one attempt of a sub-task."""
+        started = time.perf_counter()
+        result = run_subtask(self._spec, subtask, agent=f"serve:{self._spec.id}")
+        self._last_latency_s = time.perf_counter() - started
+        self._calls += 1
+        self._consecutive_errors = 0 if result.ok else self._consecutive_errors + 1
+        return result
+
+    def health(self) -> dict[str, Any]:
+        """Status, version and latency of this replica."""
+        return {
+            "capability": self._spec.id,
+            "version": self._spec.version,
+            "calls": self._calls,
+            "latency_ms": round(self._last_latency_s * 1000, 3),
+            "consecutive_errors": self._consecutive_errors,
+        }
+
+    def check_health(self) -> None:
+        """Raise (so Serve replaces the replica) after 3 agent errors in a row."""
+        if self._consecutive_errors >= 3:
+            raise RuntimeError(
+                f"replica of `{self._spec.id}` failed {self._consecutive_errors} calls in a row"
+            )
+
+
+def deployment_names(spec: CapabilitySpec) -> tuple[str, str]:
+    """(application name, deployment name) for a capability."""
+    return f"swarm-{spec.id.replace('.', '-')}", spec.id.replace(".", "_")
+
+
+def capability_app(spec: CapabilitySpec) -> Any:
+    """A Serve application for `spec`, sized by its resources."""
+    _, deployment = deployment_names(spec)
+    return CapabilityDeployment.options(  # type: ignore[attr-defined]
+        name=deployment,
+        ray_actor_options=spec.resources.ray_options(),
+        num_replicas=1,
+        max_ongoing_requests=max(1, spec.resources.max_concurrency),
+    ).bind(spec)

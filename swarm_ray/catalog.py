@@ -1,0 +1,17 @@
+"""The built-in catalogs: what `swarm_ray.connect()` loads by default."""
+
+from __future__ import annotations
+
+from swarm_ray._catalog import Catalog
+from swarm_ray.testing import testing_catalog
+
+__all__ = ["default_catalog"]
+
+
+def default_catalog() -> Catalog:
+    """Every built-in capability and template."""
+    parts = [testing_catalog()]
+    return Catalog(
+        capabilities=tuple(c for p in parts for c in p.capabilities),
+        templates=tuple(t for p in parts for t in p.templates),
+    )

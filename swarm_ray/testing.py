@@ -1,0 +1,245 @@
+"""Test doubles that ship with the library: small real capabilities and templates.
+
+They do real (if tiny) work in real Ray processes, so tests and benchmarks exercise the
+runtime without a model: `test.echo.text` echoes after an optional delay, can fail its
+first attempts and records every finished execution to a file, which lets a test count
+how often each sub-task really ran.
+
+`testing_catalog` registers them; pass `"swarm_ray.testing:testing_catalog"` to
+`swarm_ray.connect(catalogs=[...])`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import time
+from pathlib import Path
+
+from pydantic import BaseModel, Field
+
+from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray._catalog import Catalog
+from swarm_ray._template import TaskTemplate
+
+__all__ = [
+    "EchoIn",
+    "EchoOut",
+    "JoinIn",
+    "JoinOut",
+    "NoopIn",
+    "count_executions",
+    "echo",
+    "join",
+    "noop",
+    "testing_catalog",
+]
+
+
+class EchoIn(BaseModel):
+    """Input of `test.echo.*`."""
+
+    text: str
+    """What to echo."""
+    delay_s: float = Field(default=0.0, ge=0)
+    """Sleep this long first (a stand-in for real work)."""
+    record_dir: str | None = None
+    """Append one line per finished execution to `executions.log` here."""
+    fail_first: int = Field(default=0, ge=0)
+    """Raise on this many first executions of this `text` (needs `record_dir`)."""
+
+
+class EchoOut(BaseModel):
+    """Output of `test.echo.*`."""
+
+    text: str
+    """The input text, upper-cased."""
+    pid: int
+    """Process that ran it (tells agents apart)."""
+
+
+class JoinIn(BaseModel):
+    """Input of `test.join.texts`."""
+
+    parts: list[str | None]
+    """Texts to join; missing ones (failed upstream) are None."""
+
+
+class JoinOut(BaseModel):
+    """Output of `test.join.texts`."""
+
+    text: str
+    """The parts joined by spaces."""
+    count: int
+    """How many parts were present."""
+
+
+class NoopIn(BaseModel):
+    """Input of `test.noop.run`."""
+
+    n: int = 0
+    """Ignored; lets each sub-task have its own input."""
+
+
+class NoopOut(BaseModel):
+    """Output of `test.noop.run`."""
+
+
+def echo(data: EchoIn) -> EchoOut:
+    """Echo upper-cased, after the delay; fail the first `fail_first` times."""
+    if data.record_dir and data.fail_first:
+        tries = (
+            Path(data.record_dir) / f"{hashlib.sha256(data.text.encode()).hexdigest()[:16]}.tries"
+        )
+        with tries.open("a") as handle:
+            handle.write("x")
+        if tries.stat().st_size <= data.fail_first:
+            raise RuntimeError(f"`{data.text}` fails on purpose (try {tries.stat().st_size})")
+    if data.delay_s:
+        time.sleep(data.delay_s)
+    if data.record_dir:
+        line = f"{data.text}\t{os.getpid()}\t{time.time():.6f}\n"
+        fd = os.open(
+            Path(data.record_dir) / "executions.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT
+        )
+        try:
+            os.write(fd, line.encode())
+        finally:
+            os.close(fd)
+    return EchoOut(text=data.text.upper(), pid=os.getpid())
+
+
+def join(data: JoinIn) -> JoinOut:
+    """Join the present parts."""
+    present = [p for p in data.parts if p is not None]
+    return JoinOut(text=" ".join(present), count=len(present))
+
+
+def noop(data: NoopIn) -> NoopOut:
+    """Do nothing (measures the runtime's own overhead)."""
+    return NoopOut()
+
+
+def count_executions(record_dir: str | Path) -> dict[str, list[int]]:
+    """Map each echoed text to the pids of the processes that finished it."""
+    path = Path(record_dir) / "executions.log"
+    runs: dict[str, list[int]] = {}
+    if path.exists():
+        for line in path.read_text().splitlines():
+            text, pid, _ = line.split("\t")
+            runs.setdefault(text, []).append(int(pid))
+    return runs
+
+
+def _echo_spec(
+    cid: str, executor: ExecutorKind, concurrency: int, timeout_s: float = 30, attempts: int = 4
+) -> CapabilitySpec:
+    return CapabilitySpec(
+        id=cid,
+        description=f"Echo a text upper-cased ({executor} executor; for tests).",
+        input_model=EchoIn,
+        output_model=EchoOut,
+        entrypoint="swarm_ray.testing:echo",
+        executor=executor,
+        resources=Resources(num_cpus=0.25, max_concurrency=concurrency),
+        timeout_s=timeout_s,
+        retry=RetryPolicy(max_attempts=attempts, backoff_s=0.05),
+    )
+
+
+def _fanout(name: str, capability: str) -> TaskTemplate:
+    return TaskTemplate.model_validate(
+        {
+            "name": name,
+            "description": f"Echo every item with `{capability}`, then join them.",
+            "keywords": [name.replace("_", " ")],
+            "aggregate": "join",
+            "stages": [
+                {
+                    "name": "echo",
+                    "capability": capability,
+                    "fan_out": "per_item",
+                    "input": {
+                        "text": "$item",
+                        "delay_s": "$params.delay_s",
+                        "record_dir": "$params.record_dir",
+                        "fail_first": "$params.fail_first",
+                    },
+                },
+                {
+                    "name": "join",
+                    "capability": "test.join.texts",
+                    "depends_on": ["echo"],
+                    "partial_ok": True,
+                    "input": {"parts": "$from.echo.text"},
+                },
+            ],
+        }
+    )
+
+
+def _chain() -> TaskTemplate:
+    """Ray Data stage, then a per-item actor stage, then a join: shows partial rollout."""
+    template = _fanout("echo_data_chain", "test.echo.data")
+    echo, join_stage = template.stages
+    second = echo.model_copy(
+        update={
+            "name": "again",
+            "capability": "test.echo.text",
+            "depends_on": ("echo",),
+            "input": {"text": "$from.echo.text", "record_dir": "$params.record_dir"},
+        }
+    )
+    join_stage = join_stage.model_copy(
+        update={"depends_on": ("again",), "input": {"parts": "$from.again.text"}}
+    )
+    return template.model_copy(update={"stages": (echo, second, join_stage)})
+
+
+def testing_catalog() -> Catalog:
+    """Echo (on each executor), join and no-op capabilities, and fan-out templates."""
+    noop_template = TaskTemplate.model_validate(
+        {
+            "name": "noop_fanout",
+            "stages": [
+                {
+                    "name": "noop",
+                    "capability": "test.noop.run",
+                    "fan_out": "per_item",
+                    "input": {"n": "$item"},
+                }
+            ],
+        }
+    )
+    return Catalog(
+        capabilities=(
+            _echo_spec("test.echo.text", ExecutorKind.ACTOR, 4),
+            _echo_spec("test.echo.serve", ExecutorKind.SERVE, 2),
+            _echo_spec("test.echo.data", ExecutorKind.DATA, 2),
+            _echo_spec("test.echo.quick", ExecutorKind.ACTOR, 2, timeout_s=1, attempts=2),
+            CapabilitySpec(
+                id="test.join.texts",
+                description="Join texts (for tests).",
+                input_model=JoinIn,
+                output_model=JoinOut,
+                entrypoint="swarm_ray.testing:join",
+                resources=Resources(num_cpus=0.25),
+            ),
+            CapabilitySpec(
+                id="test.noop.run",
+                description="Do nothing (measures overhead).",
+                input_model=NoopIn,
+                output_model=NoopOut,
+                entrypoint="swarm_ray.testing:noop",
+                resources=Resources(num_cpus=0.25, max_concurrency=2),
+            ),
+        ),
+        templates=(
+            _fanout("echo_fanout", "test.echo.text"),
+            _fanout("echo_serve", "test.echo.serve"),
+            _fanout("echo_data", "test.echo.data"),
+            _fanout("echo_quick", "test.echo.quick"),
+            _chain(),
+            noop_template,
+        ),
+    )

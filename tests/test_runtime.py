@@ -1,0 +1,200 @@
+"""The orchestrator on a real local Ray: executors, failures, watermarks, events."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+import swarm_ray
+from swarm_ray import (
+    NoTemplateMatchedError,
+    SubTaskResult,
+    SwarmClient,
+    TaskState,
+    issue_watermark,
+)
+from swarm_ray.testing import count_executions
+
+pytestmark = pytest.mark.ray
+
+
+def wait_until(predicate, timeout_s: float = 60.0, what: str = "condition"):  # type: ignore[no-untyped-def]
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+def test_fan_out_and_aggregate_with_events(swarm: SwarmClient) -> None:
+    record = swarm.run(template="echo_fanout", items=("a", "b", "c"))
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output == {"text": "A B C", "count": 3}
+    states = [e.to_state for e in record.machine.audit]
+    assert states == [
+        "routing",
+        "dispatching",
+        "executing",
+        "aggregating",
+        "finalizing",
+        "completed",
+    ]
+    events = swarm.events(record.task_id)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    assert {e.trace_id for e in events} == {record.trace_id}
+    assert events[-1].status == "completed" and events[-1].progress == 1.0
+    assert [e.seq for e in swarm.events(record.task_id, after_seq=5)] == list(
+        range(6, len(events) + 1)
+    )
+    status = swarm.status(record.task_id)
+    assert status["subtasks"]["join"]["status"] == "succeeded"
+    assert status["usage"]["compute_s"] > 0
+
+
+def test_submit_is_idempotent_with_a_task_id(swarm: SwarmClient) -> None:
+    first = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
+    again = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
+    assert first == again == "fixed-id-1"
+    assert swarm.wait(first).output == {"text": "X", "count": 1}
+
+
+def test_unroutable_request_is_a_clear_error(swarm: SwarmClient) -> None:
+    with pytest.raises(NoTemplateMatchedError, match="no template matches"):
+        swarm.submit(query="bake me a cake")
+    failed = [t for t in swarm.tasks() if t["query"] == "bake me a cake"]
+    assert failed and failed[0]["state"] == "failed"
+
+
+def test_bad_item_fails_alone_and_the_batch_completes(swarm: SwarmClient) -> None:
+    record = swarm.run(template="echo_fanout", items=("good", 42, "fine"))
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output == {"text": "GOOD FINE", "count": 2}
+    assert any("`echo[1]`" in w and "field `text`" in w for w in record.warnings)
+
+
+def test_failed_subtasks_are_retried_and_finished_ones_never_rerun(
+    swarm: SwarmClient, record_dir: str
+) -> None:
+    items = tuple(f"item-{i}" for i in range(12))
+    record = swarm.run(
+        template="echo_fanout", items=items, params={"record_dir": record_dir, "fail_first": 1}
+    )
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output is not None and record.output["count"] == 12
+    runs = count_executions(record_dir)
+    assert sorted(runs) == sorted(items)
+    assert all(len(pids) == 1 for pids in runs.values())  # each failed once, finished once
+
+
+def test_deadline_frees_the_slot_and_reports_a_timeout(swarm: SwarmClient) -> None:
+    before = set(swarm.info()["agents"])
+    record = swarm.run(template="echo_quick", items=("slow",), params={"delay_s": 3})
+    assert record.machine.state is TaskState.COMPLETED  # degraded: join ran on nothing
+    assert record.output == {"text": "", "count": 0}
+    assert any("deadline" in w for w in record.warnings)
+    quick_agents = {a for a in swarm.info()["agents"] if "quick" in a}
+    assert not quick_agents & before  # the timed-out agents were killed and replaced
+
+
+def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
+    swarm: SwarmClient, record_dir: str
+) -> None:
+    items = tuple(f"k{i}" for i in range(200))
+    task_id = swarm.submit(
+        template="echo_fanout", items=items, params={"record_dir": record_dir, "delay_s": 0.01}
+    )
+    killed_pids: set[int] = set()
+    for round_ in range(1, 5):
+        target = 30 * round_
+        wait_until(lambda t=target: len(count_executions(record_dir)) > t, what="progress")
+        agents = [a for a in swarm.info()["agents"] if "test.echo.text" in a]
+        victim = ray.get_actor(agents[0], namespace="swarm-ray")
+        killed_pids.add(ray.get(victim.pid.remote()))
+        ray.kill(victim, no_restart=True)
+    record = swarm.wait(task_id, timeout_s=120)
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output is not None and record.output["count"] == 200
+    runs = count_executions(record_dir)
+    assert set(runs) == set(items)
+    for text, pids in runs.items():
+        # a sub-task finished by a live agent is never computed again; only one whose
+        # agent was killed after finishing but before answering may run a second time
+        assert sum(pid not in killed_pids for pid in pids) <= 1, text
+        assert len(pids) == 1 or pids[0] in killed_pids, text
+
+
+def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClient) -> None:
+    task_id = swarm.submit(template="echo_fanout", items=("w",), params={"delay_s": 1.5})
+    wait_until(lambda: swarm.status(task_id)["subtasks"]["echo[0]"]["status"] == "running")
+    key = swarm_ray.WatermarkKey(b"not-the-orchestrator-key")
+    forged_token = issue_watermark(
+        key,
+        task_id=task_id,
+        subtask_id="echo[0]",
+        capability_id="test.echo.text",
+        input={},
+        issued_ms=int(time.time() * 1000),
+    )
+    base = {
+        "task_id": task_id,
+        "subtask_id": "echo[0]",
+        "capability_id": "test.echo.text",
+        "output": {"text": "EVIL", "pid": 0},
+    }
+    forged = SubTaskResult(**base, watermark=forged_token)
+    assert ray.get(swarm.actor.report.remote(forged)) is False
+    record = swarm.wait(task_id)
+    assert record.output == {"text": "W", "count": 1}
+    # replay the genuine accepted result: refused as replayed
+    done = next(e for e in record.log if e.kind == "done" and e.result.subtask_id == "echo[0]")
+    assert ray.get(swarm.actor.report.remote(done.result)) is False
+    # the genuine token on another sub-task (altered claims): refused
+    altered = done.result.model_copy(update={"subtask_id": "join"})
+    assert ray.get(swarm.actor.report.remote(altered)) is False
+    # an unknown task
+    unknown = done.result.model_copy(update={"task_id": "no-such-task"})
+    assert ray.get(swarm.actor.report.remote(unknown)) is False
+    counts = swarm.info()["watermark_rejections"]
+    assert counts.get("forged", 0) >= 1 and counts.get("replayed", 0) >= 1
+    assert counts.get("mismatch", 0) >= 1 and counts.get("unknown_task", 0) >= 1
+    assert swarm.wait(task_id).output == {"text": "W", "count": 1}
+
+
+def test_cancel_stops_the_task(swarm: SwarmClient) -> None:
+    task_id = swarm.submit(template="echo_fanout", items=("c1", "c2"), params={"delay_s": 5})
+    wait_until(lambda: swarm.status(task_id)["state"] == "executing")
+    record = swarm.cancel(task_id)
+    assert record.machine.state is TaskState.CANCELLED
+    assert swarm.status(task_id)["subtasks"]["echo[0]"]["status"] == "cancelled"
+
+
+def test_serve_deployment_executor(swarm: SwarmClient) -> None:
+    record = swarm.run(template="echo_serve", items=("s1", "s2"))
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output == {"text": "S1 S2", "count": 2}
+    done = [
+        e.result for e in record.log if e.kind == "done" and e.result.subtask_id.startswith("echo")
+    ]
+    assert {r.agent for r in done} == {"serve:test.echo.serve"}
+
+
+def test_ray_data_stage_streams_rows_to_downstream_work(swarm: SwarmClient) -> None:
+    items = tuple(f"d{i}" for i in range(6))
+    record = swarm.run(template="echo_data_chain", items=items, params={"delay_s": 0.5})
+    assert record.machine.state is TaskState.COMPLETED
+    assert record.output == {"text": " ".join(i.upper() for i in items), "count": 6}
+    events = swarm.events(record.task_id)
+    data_done = [
+        e.at for e in events if e.status == "succeeded" and (e.subtask_id or "").startswith("echo[")
+    ]
+    next_started = [
+        e.at for e in events if e.status == "running" and (e.subtask_id or "").startswith("again[")
+    ]
+    assert len(data_done) == 6
+    # partial rollout: downstream work started before the Ray Data stage finished
+    assert min(next_started) < max(data_done)
+    assert swarm.info()["data_pipelines"] >= 1
