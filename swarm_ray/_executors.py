@@ -20,6 +20,7 @@ import functools
 import itertools
 import threading
 import time
+import uuid
 from collections import deque
 from collections.abc import Callable
 from typing import Any
@@ -80,6 +81,8 @@ class _Pool:
     """Actors of one capability, leased one sub-task at a time."""
 
     _serial = itertools.count()
+    _incarnation = uuid.uuid4().hex[:6]
+    """Distinguishes agents of a restarted orchestrator from the dying ones of the last."""
 
     def __init__(self, spec: CapabilitySpec, namespace: str) -> None:
         self.spec = spec
@@ -89,7 +92,7 @@ class _Pool:
         self.waiters: deque[asyncio.Future[Any]] = deque()
 
     def _create(self) -> Any:
-        name = f"swarm-agent:{self.spec.id}:{next(self._serial)}"
+        name = f"swarm-agent:{self.spec.id}:{self._incarnation}-{next(self._serial)}"
         options = {**self.spec.resources.ray_options(), "name": name, "namespace": self.namespace}
         actor = ray.remote(SubAgent).options(max_restarts=0, **options).remote(self.spec, name)
         self.names[actor] = name

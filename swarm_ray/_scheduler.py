@@ -118,6 +118,11 @@ class Scheduler:
         self._running: dict[str, Dispatch | Retry | Fallback] = {}
         self._held: list[str] = []
         self._breakers: dict[str, Breaker] = {}
+        self._settled = 0
+        self._index: dict[str, int] = {}
+        self._fresh: list[str] = []
+        self._dependents: dict[str, list[str]] = {}
+        self._previous: dict[str, str] = {}
         self._received: list[SubTaskResult] = []
         self.warnings: list[str] = list(plan.warnings)
         self.log: list[SchedulerEvent] = []
@@ -206,7 +211,7 @@ class Scheduler:
 
     def progress(self) -> float:
         """Fraction of sub-tasks settled."""
-        return sum(s in _SETTLED for s in self._status.values()) / max(1, len(self._status))
+        return self._settled / max(1, len(self._status))
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt received so far, failed ones included."""
@@ -236,9 +241,17 @@ class Scheduler:
 
     # ---- bookkeeping -----------------------------------------------------------------
 
+    def _set(self, sid: str, status: SubTaskStatus) -> None:
+        self._settled += (status in _SETTLED) - (self._status.get(sid) in _SETTLED)
+        self._status[sid] = status
+
     def _add(self, spec: SubTaskSpec, *, origin: str) -> None:
+        self._index[spec.id] = len(self._index)
+        self._fresh.append(spec.id)
+        for dep in spec.depends_on:
+            self._dependents.setdefault(dep, []).append(spec.id)
         self._specs[spec.id] = spec
-        self._status[spec.id] = _S.PENDING
+        self._set(spec.id, _S.PENDING)
         self._origin[spec.id] = origin
         self._capability[spec.id] = spec.capability_id
         self._tried[spec.id] = [spec.capability_id]
@@ -298,7 +311,7 @@ class Scheduler:
         if not self._breaker(capability_id).admits(sid):
             if self._next_fallback(sid) is not None:
                 return self._switch(sid, at, f"circuit open for `{capability_id}`")
-            self._status[sid] = _S.HELD
+            self._set(sid, _S.HELD)
             self._held.append(sid)
             return []
         spec = self._specs[sid]
@@ -309,7 +322,7 @@ class Scheduler:
             return self._on_failure(sid, SubTaskError.from_exception(exc), at)
         self._attempt[sid] += 1
         self._cap_attempts[sid] += 1
-        self._status[sid] = _S.RUNNING
+        self._set(sid, _S.RUNNING)
         intent = cast(
             "Dispatch | Retry | Fallback",
             kind(
@@ -325,29 +338,46 @@ class Scheduler:
         self._running[sid] = intent
         return [intent]
 
-    def _dispatch_ready(self, at: float) -> list[Intent]:
+    def _waiting_on(self, sid: str) -> list[str]:
+        """Sub-tasks that may have become ready because `sid` (or a round it replaced) settled."""
+        found: list[str] = []
+        while True:
+            found += self._dependents.get(sid, [])
+            if sid not in self._previous:
+                return found
+            sid = self._previous[sid]
+
+    def _dispatch_ready(self, at: float, settled: str | None = None) -> list[Intent]:
+        """Dispatch what became ready: everything pending, or what waited on `settled`."""
+        if settled is None:
+            candidates = list(self._specs)
+        else:
+            candidates = self._fresh + self._waiting_on(settled)
+        self._fresh = []
+        queue = sorted(set(candidates), key=self._index.__getitem__)
         out: list[Intent] = []
-        changed = True
-        while changed:
-            changed = False
-            for sid, spec in self._specs.items():
-                if self._status[sid] is not _S.PENDING:
-                    continue
-                deps = [self.current(d) for d in spec.depends_on]
-                if any(self._status[d] not in _SETTLED for d in deps):
-                    continue
-                changed = True
-                broken = [d for d in deps if self._status[d] is not _S.SUCCEEDED]
-                if broken and not spec.partial_ok:
-                    self._status[sid] = _S.SKIPPED
-                    reason = f"sub-task `{sid}` skipped: `{broken[0]}` did not succeed"
-                    out += [SkipSubTask(subtask_id=sid, reason=reason), self._warn(reason, sid)]
-                    if spec.required:
-                        return out + self._end(reason, ErrorCode.SKIPPED, sid)
-                    continue
-                out += self._launch(sid, at, Dispatch, reason=self._origin[sid])
-                if self.outcome is not None:
-                    return out
+        position = 0
+        while position < len(queue):
+            sid = queue[position]
+            position += 1
+            spec = self._specs[sid]
+            if self._status[sid] is not _S.PENDING:
+                continue
+            deps = [self.current(d) for d in spec.depends_on]
+            if any(self._status[d] not in _SETTLED for d in deps):
+                continue
+            broken = [d for d in deps if self._status[d] is not _S.SUCCEEDED]
+            if broken and not spec.partial_ok:
+                self._set(sid, _S.SKIPPED)
+                reason = f"sub-task `{sid}` skipped: `{broken[0]}` did not succeed"
+                out += [SkipSubTask(subtask_id=sid, reason=reason), self._warn(reason, sid)]
+                if spec.required:
+                    return out + self._end(reason, ErrorCode.SKIPPED, sid)
+                queue += self._waiting_on(sid)
+                continue
+            out += self._launch(sid, at, Dispatch, reason=self._origin[sid])
+            if self.outcome is not None:
+                return out
         return out
 
     def _next_fallback(self, sid: str) -> str | None:
@@ -405,13 +435,13 @@ class Scheduler:
         return out + self._settle_failed(sid, error, at)
 
     def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
-        self._status[sid] = _S.FAILED
+        self._set(sid, _S.FAILED)
         self._errors[sid] = error
         message = f"sub-task `{sid}` on `{self._capability[sid]}` failed: {error.message}"
         out: list[Intent] = [self._warn(message, sid)]
         if self._specs[sid].required:
             return out + self._end(message, error.code, sid)
-        return out + self._dispatch_ready(at)
+        return out + self._dispatch_ready(at, sid)
 
     def _on_done(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
@@ -448,11 +478,11 @@ class Scheduler:
     def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
         self._running.pop(sid, None)
-        self._status[sid] = _S.SUCCEEDED
+        self._set(sid, _S.SUCCEEDED)
         self._results[sid] = result
         out = self._fire_rules(sid, result)
         out += self._feedback(sid, result)
-        return out + self._dispatch_ready(at)
+        return out + self._dispatch_ready(at, sid)
 
     def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
         out: list[Intent] = []
@@ -493,6 +523,7 @@ class Scheduler:
                 ):
                     deps = (*other.depends_on, new_id)
                     self._specs[other.id] = other.model_copy(update={"depends_on": deps})
+                    self._dependents.setdefault(new_id, []).append(other.id)
             out.append(RuleFired(rule=rule.name, source=sid, added=(new_id,)))
         return out
 
@@ -541,6 +572,7 @@ class Scheduler:
             for spec in (new_gen, new_judge):
                 self._add(spec, origin="feedback")
             self._alias[gen_id], self._alias[sid] = new_gen.id, new_judge.id
+            self._previous[new_gen.id], self._previous[new_judge.id] = gen_id, sid
             return [
                 FeedbackRoundStarted(
                     stage=loop.stage, judge_subtask=sid, round=nxt, added=(new_gen.id, new_judge.id)
@@ -562,10 +594,10 @@ class Scheduler:
     def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
         running = tuple(k for k, v in self._status.items() if v in (_S.RUNNING, _S.HELD))
         for k in running:
-            self._status[k] = _S.CANCELLED
+            self._set(k, _S.CANCELLED)
         for k, v in self._status.items():
             if v is _S.PENDING:
-                self._status[k] = _S.CANCELLED
+                self._set(k, _S.CANCELLED)
         self._running.clear()
         self._held.clear()
         self.outcome = FailTask(reason=reason, code=code, subtask_id=sid)

@@ -1,0 +1,180 @@
+"""The `swarm-ray` command line.
+
+    swarm-ray status              the orchestrator: capabilities, agents, open tasks
+    swarm-ray tasks               newest tasks, one line each
+    swarm-ray show TASK           plan, each sub-task's state, warnings and the audit log
+    swarm-ray cancel TASK         cancel a running task
+    swarm-ray run TEMPLATE ITEM.. submit a task, follow its events, print the result
+
+It joins the running cluster (`--address`, `RAY_ADDRESS`, or a cluster started with
+`ray start` on this machine) or starts a local one. Tasks live in the state store, so a
+new local cluster still lists and shows earlier tasks.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+from collections.abc import Sequence
+from datetime import UTC, datetime
+from typing import Any
+
+from swarm_ray._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
+from swarm_ray._errors import SwarmError
+
+__all__ = ["main"]
+
+
+def _when(ts: float) -> str:
+    return datetime.fromtimestamp(ts, UTC).strftime("%Y-%m-%d %H:%M:%S")
+
+
+def _connect(args: argparse.Namespace) -> SwarmClient:
+    import ray
+
+    address = args.address or os.environ.get("RAY_ADDRESS")
+    if address is None and not ray.is_initialized():
+        try:
+            ray.init(address="auto", log_to_driver=False, namespace="swarm-ray")
+        except ConnectionError:
+            address = None  # no cluster running: connect() starts a local one
+    return connect(
+        address, catalogs=args.catalog or DEFAULT_CATALOGS, state_dir=args.state_dir, name=args.name
+    )
+
+
+def _cmd_status(client: SwarmClient, args: argparse.Namespace) -> int:
+    info = client.info()
+    print(f"orchestrator up since {_when(info['started_at'])} UTC")
+    print(f"open tasks: {info['open_tasks']}")
+    print(f"capabilities ({len(info['capabilities'])}): {', '.join(info['capabilities'])}")
+    print(f"templates: {', '.join(info['templates'])}")
+    print(f"agents: {len(info['agents'])}")
+    rejected = {k: v for k, v in info["watermark_rejections"].items() if v}
+    print(f"watermark rejections: {rejected or 'none'}")
+    return 0
+
+
+def _cmd_tasks(client: SwarmClient, args: argparse.Namespace) -> int:
+    tasks = client.tasks(args.limit)
+    if not tasks:
+        print("no tasks yet")
+        return 0
+    print(f"{'TASK':18} {'STATE':11} {'PROGRESS':>8}  {'TEMPLATE':18} {'UPDATED (UTC)':19}  QUERY")
+    for t in tasks:
+        print(
+            f"{t['task_id']:18} {t['state']:11} {t['progress']:>8.0%}  "
+            f"{t['template'] or '-':18} {_when(t['updated_at'])}  {t['query'][:40]}"
+        )
+    return 0
+
+
+def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
+    status = client.status(args.task)
+    record = client.record(args.task)
+    if args.json:
+        print(json.dumps({"status": status, "record": record.model_dump(mode="json")}, indent=2))
+        return 0
+    print(f"task {record.task_id}  state {status['state']}  progress {status['progress']:.0%}")
+    print(f"trace {record.trace_id}  template {status['template']}")
+    print(f"query {record.request.query!r}  items {len(record.request.items)}")
+    subtasks: dict[str, Any] = status.get("subtasks", {})
+    if subtasks:
+        print("\nsub-tasks:")
+        for sid, info in subtasks.items():
+            deps = f" <- {', '.join(info['depends_on'])}" if info["depends_on"] else ""
+            print(f"  {info['status']:10} {sid:28} {info['capability']}{deps}")
+    for warning in status["warnings"]:
+        print(f"warning: {warning}")
+    if status["error"]:
+        print(f"error: [{status['error']['code']}] {status['error']['message']}")
+    print("\naudit log:")
+    for entry in record.machine.audit:
+        print(f"  {_when(entry.at)}  {entry.from_state:>11} -> {entry.to_state:11} {entry.reason}")
+    if status.get("output") is not None:
+        print("\noutput:")
+        print(json.dumps(status["output"], indent=2)[:4000])
+    elif status.get("output_ref"):
+        print(f"\noutput stored at {status['output_ref']}")
+    return 0
+
+
+def _cmd_cancel(client: SwarmClient, args: argparse.Namespace) -> int:
+    record = client.cancel(args.task)
+    print(f"task {record.task_id}: {record.machine.state}")
+    return 0
+
+
+def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
+    params = json.loads(args.params) if args.params else {}
+    task_id = client.submit(
+        template=args.template, items=tuple(args.items), params=params, query=args.query or ""
+    )
+    print(f"task {task_id} submitted", file=sys.stderr)
+    for event in client.follow(task_id):
+        if event.kind in ("state", "warning") or event.status in ("failed", "skipped"):
+            print(
+                f"[{event.progress:4.0%}] {event.kind:8} {event.status:11} {event.summary}",
+                file=sys.stderr,
+            )
+    status = client.status(task_id)
+    print(
+        json.dumps(
+            {"task_id": task_id, "state": status["state"], "output": status.get("output")}, indent=2
+        )
+    )
+    return 0 if status["state"] == "completed" else 1
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """The argument parser (exposed for documentation and tests)."""
+    parser = argparse.ArgumentParser(prog="swarm-ray", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--address", help="Ray cluster address (default: running cluster or local)")
+    parser.add_argument(
+        "--state-dir", help="state directory (default: $SWARM_RAY_STATE_DIR or ~/.swarm-ray)"
+    )
+    parser.add_argument(
+        "--catalog", action="append", help="catalog import path (repeatable; default: built-ins)"
+    )
+    parser.add_argument("--name", default=ORCHESTRATOR_NAME, help="orchestrator actor name")
+    sub = parser.add_subparsers(dest="command", required=True)
+    sub.add_parser("status", help="the orchestrator and its counters")
+    tasks = sub.add_parser("tasks", help="newest tasks")
+    tasks.add_argument("--limit", type=int, default=20)
+    show = sub.add_parser("show", help="one task in full")
+    show.add_argument("task")
+    show.add_argument("--json", action="store_true", help="machine-readable output")
+    cancel = sub.add_parser("cancel", help="cancel a task")
+    cancel.add_argument("task")
+    run = sub.add_parser("run", help="submit a task and follow it")
+    run.add_argument("template")
+    run.add_argument("items", nargs="*")
+    run.add_argument("--params", help="JSON object of template parameters")
+    run.add_argument("--query", help="the request in words")
+    return parser
+
+
+_COMMANDS = {
+    "status": _cmd_status,
+    "tasks": _cmd_tasks,
+    "show": _cmd_show,
+    "cancel": _cmd_cancel,
+    "run": _cmd_run,
+}
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Entry point of the `swarm-ray` command."""
+    args = build_parser().parse_args(argv)
+    try:
+        client = _connect(args)
+        return _COMMANDS[args.command](client, args)
+    except SwarmError as exc:
+        print(f"swarm-ray: error: {exc.message}", file=sys.stderr)
+        return 2
+
+
+if __name__ == "__main__":  # pragma: no cover
+    sys.exit(main())

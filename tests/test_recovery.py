@@ -1,0 +1,76 @@
+"""The orchestrator dies mid-run and comes back: nothing lost, nothing doubled."""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+import ray
+
+import swarm_ray
+from swarm_ray import SubTaskDone, TaskState
+from swarm_ray.testing import count_executions
+
+pytestmark = pytest.mark.ray
+
+
+def test_orchestrator_killed_three_times_mid_run(
+    ray_cluster: None, tmp_path, record_dir: str
+) -> None:  # type: ignore[no-untyped-def]
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-recovery",
+    )
+    sizes = {"r1": 40, "r2": 40, "r3": 40}
+    ids = {
+        name: client.submit(
+            template="echo_fanout",
+            items=tuple(f"{name}-{i}" for i in range(n)),
+            params={"record_dir": record_dir, "delay_s": 0.05},
+        )
+        for name, n in sizes.items()
+    }
+    kills = 0
+    deadline = time.monotonic() + 120
+    while kills < 3 and time.monotonic() < deadline:
+        done = len(count_executions(record_dir))
+        if done >= 25 * (kills + 1):
+            ray.kill(client.actor, no_restart=False)  # Ray restarts it: recovery runs
+            kills += 1
+        time.sleep(0.05)
+    assert kills == 3
+    for name, task_id in ids.items():
+        record = client.wait(task_id, timeout_s=120)
+        assert record.machine.state is TaskState.COMPLETED, record.error
+        assert record.output is not None and record.output["count"] == sizes[name]
+        accepted = [e for e in record.log if isinstance(e, SubTaskDone)]
+        keys = [(e.result.subtask_id, e.result.attempt) for e in accepted]
+        assert len(keys) == len(set(keys)), "a result was recorded twice"
+        expected = {f"echo[{i}]" for i in range(sizes[name])} | {"join"}
+        assert expected <= {k for k, _ in keys}, "a result was lost"
+    runs = count_executions(record_dir)
+    assert len(runs) == sum(sizes.values())
+    # Only work in flight when the orchestrator died may run again (4 agents x 3 kills).
+    assert sum(len(p) - 1 for p in runs.values()) <= 4 * kills
+    client.shutdown()
+
+
+def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from tests.conftest_redis import running_redis_server
+
+    with running_redis_server(tmp_path) as url:
+        client = swarm_ray.connect(
+            catalogs=["swarm_ray.testing:testing_catalog"],
+            state_url=url,
+            state_dir=tmp_path,
+            name="swarm-redis",
+        )
+        record = client.run(template="echo_fanout", items=("r", "s"))
+        assert record.output == {"text": "R S", "count": 2}
+        from swarm_ray import RedisStateStore
+
+        with RedisStateStore(url) as store:
+            assert record.task_id in store.list_tasks()
+            assert not store.get_task(record.task_id).is_open  # type: ignore[union-attr]
+        client.shutdown()
