@@ -127,6 +127,11 @@ class SwarmClient:
         """Submit and wait."""
         return self.wait(self.submit(request, **fields))
 
+    def output(self, task_id: str) -> dict[str, Any] | None:
+        """The task's output, fetched from the result store when it was large."""
+        output: dict[str, Any] | None = self._call("output", task_id)
+        return output
+
     def status(self, task_id: str) -> dict[str, Any]:
         """State, progress, sub-task statuses, warnings, usage and output."""
         status: dict[str, Any] = self._call("status", task_id)

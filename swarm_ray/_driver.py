@@ -137,6 +137,13 @@ class TaskDriver:
         """The task's state."""
         return self.record.machine.state
 
+    def output(self) -> dict[str, Any] | None:
+        """The task's output, read back from the result store when it was large."""
+        if self.record.output is not None or self.record.output_ref is None:
+            return self.record.output
+        output: dict[str, Any] = self._results.get_json(self.record.output_ref)
+        return output
+
     def view(self) -> TaskRecord:
         """The record with its scheduler log filled in (for `show`)."""
         log = tuple(self.scheduler.log) if self.scheduler else ()

@@ -179,6 +179,11 @@ class Orchestrator:
         await self.recover()
         return self._driver(task_id).view()
 
+    async def output(self, task_id: str) -> dict[str, Any] | None:
+        """The task's output (None until it completes), wherever it is stored."""
+        await self.recover()
+        return self._driver(task_id).output()
+
     async def status(self, task_id: str) -> dict[str, Any]:
         """A compact status: state, progress, each sub-task's status, warnings, error."""
         await self.recover()

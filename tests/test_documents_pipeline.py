@@ -33,9 +33,9 @@ from swarm_ray.documents import (
     normalise_facts,
     parse_pdf,
 )
+from swarm_ray.documents._score import same_value, score_extraction
 
 _N = 30
-_MATCH_TOLERANCE = 0.005
 """Ground truth holds the printed value converted by the generator's own factors."""
 
 
@@ -69,37 +69,16 @@ def run(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory
 
 
 def _same(a: float | str, b: float | str) -> bool:
-    if isinstance(a, str) or isinstance(b, str):
-        return a == b
-    return abs(a - b) <= _MATCH_TOLERANCE * max(abs(a), abs(b))
+    return same_value(a, b)
 
 
 def _scores(run: Run) -> tuple[float, float, dict[str, float]]:
-    true_positives = false_positives = 0
-    found_per_field: Counter[str] = Counter()
-    total_per_field: Counter[str] = Counter()
-    for doc in run.sample.ground_truth.documents:
-        truth = [(f.field, f.qualifier, f.value, f.unit) for f in doc.facts]
-        got = [(f.fact.field, f.fact.qualifier, f.value, f.unit) for f in run.normalised[doc.file]]
-
-        def matches(
-            a: tuple[str, str | None, float | str, str], b: tuple[str, str | None, float | str, str]
-        ) -> bool:
-            return a[0] == b[0] and a[1] == b[1] and a[3] == b[3] and _same(a[2], b[2])
-
-        for g in got:
-            if any(matches(g, t) for t in truth):
-                true_positives += 1
-            else:
-                false_positives += 1
-        for t in truth:
-            total_per_field[t[0]] += 1
-            if any(matches(g, t) for g in got):
-                found_per_field[t[0]] += 1
-    precision = true_positives / (true_positives + false_positives)
-    recall = sum(found_per_field.values()) / sum(total_per_field.values())
-    per_field = {f: found_per_field[f] / n for f, n in total_per_field.items()}
-    return precision, recall, per_field
+    found = {
+        file: [(f.fact.field, f.fact.qualifier, f.value, f.unit) for f in facts]
+        for file, facts in run.normalised.items()
+    }
+    score = score_extraction(run.sample.ground_truth, found)
+    return score.precision, score.recall, score.per_field
 
 
 def test_precision_and_recall_against_ground_truth(run: Run) -> None:
@@ -186,3 +165,12 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
         assert Path(a).read_bytes() == Path(b).read_bytes()
     other = generate_brochures(tmp_path / "c", n=6, seed=8)
     assert other.ground_truth != first.ground_truth
+
+
+def test_scoring_from_the_comparison_agrees_with_the_facts(run: Run) -> None:
+    from swarm_ray.documents._score import facts_by_file
+
+    score = score_extraction(run.sample.ground_truth, facts_by_file(run.comparison))
+    precision, recall, _ = _scores(run)
+    assert score.recall >= 0.90 and score.precision >= 0.95
+    assert abs(score.recall - recall) < 0.02 and abs(score.precision - precision) < 0.02

@@ -1,0 +1,45 @@
+# The two entry points the README names: `make report` (the main job) and `make test`.
+# Both set up .venv on first use; nothing else needs to be installed by hand.
+
+VENV := .venv
+PY := $(VENV)/bin/python
+PIP := $(VENV)/bin/pip
+SAMPLES ?= 100
+OUT ?= out/compare
+
+.PHONY: report test lint typecheck pytest services bench clean
+
+$(VENV)/.installed: pyproject.toml
+	python3 -m venv $(VENV)
+	$(PIP) install -q --upgrade pip
+	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
+	$(PIP) install -q "torch==2.13.0"
+	$(PIP) install -q -e ".[cpu,dev]"
+	touch $@
+
+report: $(VENV)/.installed
+	$(PY) jobs/compare_documents.py --samples $(SAMPLES) --out $(OUT)
+
+# Services the tests use: a redis-server binary (the tests start and stop their own).
+services:
+	@command -v redis-server >/dev/null 2>&1 || { \
+	  echo "installing redis-server"; \
+	  apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq redis-server >/dev/null; }
+
+lint: $(VENV)/.installed
+	$(VENV)/bin/ruff check swarm_ray tests bench jobs
+	$(VENV)/bin/ruff format --check swarm_ray tests bench jobs
+
+typecheck: $(VENV)/.installed
+	$(VENV)/bin/mypy
+
+pytest: $(VENV)/.installed services
+	$(VENV)/bin/pytest -q
+
+test: lint typecheck pytest
+
+bench: $(VENV)/.installed
+	$(PY) bench/fanout.py
+
+clean:
+	rm -rf $(VENV) out

@@ -1,0 +1,220 @@
+"""The document workload as capabilities and a template (`compare_documents`).
+
+    parse (Ray Data, per file) -> extract (per file x dimension) -> normalise (same)
+        -> compare (once, all) -> report (once: Markdown, charts, facts.parquet)
+
+Extraction of a file starts as soon as that file is parsed: the Ray Data stage streams
+rows back one by one and the scheduler has no stage barrier (partial rollout). A file
+that cannot be parsed fails alone with a named error; the rest of the batch completes.
+"""
+
+from __future__ import annotations
+
+import functools
+from collections.abc import Sequence
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarm_ray._agent import AgentReply
+from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray._catalog import Catalog
+from swarm_ray._errors import ErrorCode, InvalidInputError
+from swarm_ray._template import TaskTemplate
+from swarm_ray.documents._compare import Comparison, compare_facts
+from swarm_ray.documents._dimensions import Dimension, default_dimensions, load_dimensions
+from swarm_ray.documents._extract import ExtractionResult, extract_facts
+from swarm_ray.documents._facts import NormalisedFact
+from swarm_ray.documents._parse import ParsedDocument, parse_pdf
+from swarm_ray.documents._units import NormalisationResult, normalise_facts
+
+__all__ = [
+    "CompareIn",
+    "ExtractIn",
+    "NormaliseIn",
+    "ParseIn",
+    "compare_entities",
+    "documents_catalog",
+    "extract_specs",
+    "find_dimensions",
+    "normalise_units",
+    "parse_document",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ParseIn(BaseModel):
+    """Input of `document.parsing.pdf`."""
+
+    model_config = _FROZEN
+    path: str = Field(min_length=1)
+    """The PDF file."""
+    max_pages: int | None = Field(default=None, ge=1)
+    """Read at most this many pages."""
+
+
+class ExtractIn(BaseModel):
+    """Input of `document.extraction.specs`."""
+
+    model_config = _FROZEN
+    document: ParsedDocument
+    """The parsed document."""
+    dimension: str
+    """Which dimension to extract (`battery`, ...)."""
+    dimension_files: tuple[str, ...] = ()
+    """YAML files declaring further dimensions."""
+
+
+class NormaliseIn(BaseModel):
+    """Input of `analysis.normalize.units`."""
+
+    model_config = _FROZEN
+    extraction: ExtractionResult
+    """Facts as written."""
+
+
+class CompareIn(BaseModel):
+    """Input of `analysis.compare.entities`."""
+
+    model_config = _FROZEN
+    results: list[NormalisationResult | None]
+    """Normalised facts per (document, dimension); None where that sub-task failed."""
+    rel_tolerance: float = Field(default=0.01, ge=0, le=1)
+    """Values closer than this fraction are the same value."""
+
+
+@functools.cache
+def find_dimensions(files: tuple[str, ...] = ()) -> dict[str, Dimension]:
+    """Built-in dimensions plus those declared in `files`, by name (cached per process)."""
+    found = {d.name: d for d in default_dimensions()}
+    found.update({d.name: d for d in load_dimensions(files)})
+    return found
+
+
+def parse_document(data: ParseIn) -> ParsedDocument:
+    """Parse one PDF (raises `DocumentParseError` naming the file and the reason)."""
+    return parse_pdf(data.path, max_pages=data.max_pages)
+
+
+def extract_specs(data: ExtractIn) -> AgentReply:
+    """Rule-based extraction of one dimension from one document."""
+    dimensions = find_dimensions(tuple(data.dimension_files))
+    if data.dimension not in dimensions:
+        raise InvalidInputError(
+            f"dimension `{data.dimension}` is not declared "
+            f"(known: {', '.join(sorted(dimensions))})",
+            field="dimension",
+        )
+    result = extract_facts(data.document, [dimensions[data.dimension]])
+    confidence = min((f.confidence for f in result.facts), default=1.0)
+    return AgentReply(output=result, confidence=confidence, warnings=result.warnings)
+
+
+def normalise_units(data: NormaliseIn) -> NormalisationResult:
+    """Canonical units for one extraction, every conversion recorded."""
+    return normalise_facts(data.extraction.facts)
+
+
+def compare_entities(data: CompareIn) -> Comparison:
+    """Group every normalised fact by entity and flag conflicts between sources."""
+    facts: list[NormalisedFact] = [f for r in data.results if r is not None for f in r.facts]
+    return compare_facts(facts, rel_tolerance=data.rel_tolerance)
+
+
+def _spec(
+    cid: str, description: str, entry: str, inp: type[BaseModel], out: type[BaseModel], **kw: object
+) -> CapabilitySpec:
+    return CapabilitySpec.model_validate(
+        {
+            "id": cid,
+            "description": description,
+            "input_model": inp,
+            "output_model": out,
+            "entrypoint": f"swarm_ray.documents._capabilities:{entry}",
+            **kw,
+        }
+    )
+
+
+def _capabilities() -> Sequence[CapabilitySpec]:
+    no_retry_on_bad_files = RetryPolicy(
+        max_attempts=2, retry_on=frozenset({ErrorCode.TIMEOUT, ErrorCode.AGENT_UNAVAILABLE})
+    )
+    return (
+        _spec(
+            "document.parsing.pdf",
+            "Text per page, metadata and warnings of a PDF (pypdfium2); "
+            "a named error per bad file.",
+            "parse_document",
+            ParseIn,
+            ParsedDocument,
+            executor=ExecutorKind.DATA,
+            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            timeout_s=120,
+            retry=no_retry_on_bad_files,
+        ),
+        _spec(
+            "document.extraction.specs",
+            "Facts {entity, field, value, unit, page, quote, confidence} of one dimension, "
+            "by rules.",
+            "extract_specs",
+            ExtractIn,
+            ExtractionResult,
+            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            timeout_s=60,
+        ),
+        _spec(
+            "analysis.normalize.units",
+            "Facts in canonical units (pint), each conversion recorded, test cycles kept apart.",
+            "normalise_units",
+            NormaliseIn,
+            NormalisationResult,
+            resources=Resources(num_cpus=0.25, max_concurrency=2),
+            timeout_s=60,
+        ),
+        _spec(
+            "analysis.compare.entities",
+            "Comparison table entity x field; conflicting sources kept side by side for review.",
+            "compare_entities",
+            CompareIn,
+            Comparison,
+            resources=Resources(num_cpus=0.5),
+            timeout_s=300,
+        ),
+    )
+
+
+COMPARE_TEMPLATE = """
+name: compare_documents
+description: Compare product documents across dimensions; flag conflicting sources.
+keywords: [compare, brochures, brochure, documents, datasheets, pdf]
+aggregate: compare
+stages:
+  - name: parse
+    capability: document.parsing.pdf
+    fan_out: per_item
+    input: {path: $item}
+  - name: extract
+    capability: document.extraction.specs
+    fan_out: per_item_dimension
+    depends_on: [parse]
+    input: {document: $from.parse, dimension: $dimension, dimension_files: $params.dimension_files}
+  - name: normalize
+    capability: analysis.normalize.units
+    fan_out: per_item_dimension
+    depends_on: [extract]
+    input: {extraction: $from.extract}
+  - name: compare
+    capability: analysis.compare.entities
+    depends_on: [normalize]
+    partial_ok: true
+    input: {results: $from.normalize, rel_tolerance: $params.rel_tolerance}
+"""
+
+
+def documents_catalog() -> Catalog:
+    """Capabilities and the `compare_documents` template."""
+    return Catalog(
+        capabilities=tuple(_capabilities()),
+        templates=(TaskTemplate.from_yaml(COMPARE_TEMPLATE, source="compare_documents"),),
+    )
