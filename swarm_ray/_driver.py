@@ -74,8 +74,10 @@ class TaskDriver:
         results: ResultStore,
         key: WatermarkKey,
         clock: Clock = time.time,
+        on_transition: Callable[[str, str], object] | None = None,
     ) -> None:
         self.record = record
+        self._on_transition = on_transition
         self.registry = registry
         self._store = store
         self._results = results
@@ -219,10 +221,13 @@ class TaskDriver:
 
     def move(self, to: TaskState, reason: str) -> None:
         """Transition the state machine, persist, then announce it."""
+        before = self.state
         machine = transition(
             self.record.machine, to, reason=reason, at=self._clock(), trace_id=self.record.trace_id
         )
         self.record = self.record.model_copy(update={"machine": machine})
+        if self._on_transition is not None:
+            self._on_transition(str(before), str(to))
         self._save()
         self.emit("state", str(to), summary=reason)
 

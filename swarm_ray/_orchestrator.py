@@ -125,6 +125,7 @@ class Orchestrator:
             "store": self._store,
             "results": self._results,
             "key": self._key,
+            "on_transition": self._metrics.transition,
         }
 
     def _track(self, driver: TaskDriver) -> None:
@@ -292,9 +293,7 @@ class Orchestrator:
         task.add_done_callback(lambda _t: self._inflight.pop((driver.task_id, key), None))
 
     def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
-        before = driver.state
         driver.finish(outcome)
-        self._metrics.transition(str(before), str(driver.state))
         self._finished[driver.task_id].set()
 
     def _tick(self, task_id: str) -> None:

@@ -198,3 +198,34 @@ def test_ray_data_stage_streams_rows_to_downstream_work(swarm: SwarmClient) -> N
     # partial rollout: downstream work started before the Ray Data stage finished
     assert min(next_started) < max(data_done)
     assert swarm.info()["data_pipelines"] >= 1
+
+
+def test_metrics_reach_the_ray_metrics_endpoint(swarm: SwarmClient, record_dir: str) -> None:
+    import urllib.request
+
+    # one failed attempt per item (errors, retries) and one refused result (rejections)
+    record = swarm.run(
+        template="echo_fanout",
+        items=("m1", "m2"),
+        params={"record_dir": record_dir, "fail_first": 1},
+    )
+    stray = SubTaskResult(
+        task_id=record.task_id, subtask_id="join", capability_id="test.join.texts", watermark="x.y"
+    )
+    assert ray.get(swarm.actor.report.remote(stray)) is False
+    port = ray._private.worker.global_worker.node.metrics_export_port
+    wanted = {
+        "ray_agent_task_duration_seconds_count",
+        "ray_swarm_task_transitions_total",
+        "ray_agent_error_total",
+        "ray_swarm_retries_total",
+        "ray_swarm_watermark_rejections_total",
+    }
+
+    def exported() -> set[str]:
+        text = urllib.request.urlopen(f"http://127.0.0.1:{port}/metrics", timeout=5).read().decode()
+        names = {line.split("{")[0].split(" ")[0] for line in text.splitlines()}
+        return wanted & names
+
+    # Ray exports custom metrics every few seconds: wait for them to show.
+    assert wait_until(lambda: exported() == wanted, timeout_s=60, what="metrics export")
