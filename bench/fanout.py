@@ -22,7 +22,7 @@ import ray
 import swarm_ray
 
 
-@ray.remote(num_cpus=0.25)
+@ray.remote(num_cpus=0.5)
 def bare_noop(n: int) -> int:
     return n
 
@@ -83,6 +83,8 @@ def main() -> None:
         state_dir=tempfile.mkdtemp(prefix="swarm-bench-"),
         name="swarm-bench",
         include_dashboard=False,
+        # Logical CPUs: the swarm's pooled agents hold theirs while bare tasks run beside.
+        num_cpus=4,
     )
     time_swarm(client, 10)
     time_bare(10)

@@ -22,7 +22,7 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from typing import Any
 
 import ray
@@ -65,6 +65,11 @@ class SubAgent:
     def run(self, subtask: SubTask) -> SubTaskResult:
         """Run one attempt (fresh input, no state kept between calls)."""
         return run_subtask(self._spec, subtask, agent=self._name)
+
+    def run_stream(self, subtasks: list[SubTask]) -> Iterator[SubTaskResult]:
+        """Run attempts in order, yielding each result as soon as it exists."""
+        for subtask in subtasks:
+            yield run_subtask(self._spec, subtask, agent=self._name)
 
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""
@@ -139,36 +144,58 @@ class ActorPoolExecutor:
             self._pools[spec.id] = _Pool(spec, self._namespace)
         return self._pools[spec.id]
 
-    async def run(self, spec: CapabilitySpec, subtask: SubTask) -> SubTaskResult:
-        """Run one attempt within its deadline; never raises (but may be cancelled)."""
+    async def run_many(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> None:
+        """Run attempts one after another on one agent, reporting each as it finishes.
+
+        One streaming call carries the whole batch, which saves a round trip per sub-task;
+        each result still comes back the moment it is ready (partial rollout), and each
+        sub-task keeps its own deadline, counted from the previous result. When the agent
+        dies or passes a deadline, the sub-task it was running fails; the ones queued
+        behind it never started and go to a fresh agent, unchanged.
+        """
         pool = self._pool(spec)
         actor = await pool.acquire()
         name = pool.names.get(actor, "?")
-        ref = actor.run.remote(subtask)
+        stream = actor.run_stream.options(num_returns="streaming").remote(subtasks)
+        pending = list(subtasks)
         try:
-            result: SubTaskResult = await asyncio.wait_for(_await(ref), subtask.timeout_s)
+            while pending:
+                current = pending[0]
+                ref = await asyncio.wait_for(stream.__anext__(), current.timeout_s)
+                result: SubTaskResult = await ref
+                pending.pop(0)
+                on_result(result)
         except TimeoutError:
             pool.replace(actor)
-            return error_result(
-                subtask,
-                ErrorCode.TIMEOUT,
-                f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
-                f"on `{name}`; the agent was replaced",
-                name,
+            on_result(
+                error_result(
+                    current,
+                    ErrorCode.TIMEOUT,
+                    f"sub-task `{current.subtask_id}` ran past its {current.timeout_s} s "
+                    f"deadline on `{name}`; the agent was replaced",
+                    name,
+                )
             )
-        except RayActorError as exc:
+        except (RayActorError, StopAsyncIteration) as exc:
             pool.replace(actor)
-            return error_result(
-                subtask,
-                ErrorCode.AGENT_UNAVAILABLE,
-                f"agent `{name}` died: {type(exc).__name__}",
-                name,
+            on_result(
+                error_result(
+                    current,
+                    ErrorCode.AGENT_UNAVAILABLE,
+                    f"agent `{name}` died: {type(exc).__name__}",
+                    name,
+                )
             )
         except asyncio.CancelledError:
             pool.replace(actor)
             raise
-        pool.release(actor)
-        return result
+        else:
+            pool.release(actor)
+            return
+        if len(pending) > 1:
+            await self.run_many(spec, pending[1:], on_result)
 
 
 class ServeExecutor:

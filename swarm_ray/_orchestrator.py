@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import time
 from collections import defaultdict
 from typing import Any
@@ -55,6 +56,9 @@ from swarm_ray._watermark import WatermarkKey
 
 __all__: list[str] = []
 
+_MAX_CHUNK = 16
+"""Most sub-tasks sent to one agent in one streaming call."""
+
 
 class Orchestrator:
     """Owns every task's driver and the executors. Create it with `swarm_ray.connect()`."""
@@ -78,6 +82,8 @@ class Orchestrator:
         self._finished: dict[str, asyncio.Event] = {}
         self._changed: dict[str, asyncio.Condition] = {}
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._members: dict[tuple[str, str], set[str]] = {}
+        self._serial = itertools.count()
         self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
         self._serve = ServeExecutor()
         self._data = DataExecutor()
@@ -252,22 +258,23 @@ class Orchestrator:
     # ---- carrying out intents --------------------------------------------------------
 
     def _execute(self, driver: TaskDriver, intents: list[Intent]) -> None:
-        batches: dict[str, list[RunIntent]] = defaultdict(list)
+        batches: dict[tuple[str, float], list[RunIntent]] = defaultdict(list)
         for intent in intents:
             match intent:
                 case Dispatch() | Retry() | Fallback():
                     if isinstance(intent, Retry | Fallback):
                         self._metrics.retry(intent.capability_id, type(intent).__name__.lower())
-                    spec = self._registry.get(intent.capability_id)
-                    if spec.executor is ExecutorKind.DATA:
-                        batches[intent.capability_id].append(intent)
+                    if self._registry.get(intent.capability_id).executor is ExecutorKind.SERVE:
+                        self._spawn(driver, [intent.subtask_id], self._run_serve(driver, intent))
                     else:
-                        self._spawn(driver, intent.subtask_id, self._run_one(driver, intent))
+                        batches[(intent.capability_id, intent.delay_s)].append(intent)
                 case CancelSubTasks(subtask_ids=ids):
-                    for sid in ids:
-                        task = self._inflight.pop((driver.task_id, sid), None)
-                        if task is not None:
-                            task.cancel()
+                    cancelled = set(ids)
+                    for key, members in list(self._members.items()):
+                        if key[0] == driver.task_id and cancelled & members:
+                            task = self._inflight.pop(key, None)
+                            if task is not None:
+                                task.cancel()
                 case BreakerOpened(capability_id=cid, until=until):
                     self._metrics.breaker(cid, 2)
                     delay = max(0.0, until - time.time())
@@ -282,15 +289,29 @@ class Orchestrator:
                     self._end(driver, intent)
                 case _:
                     pass
-        for cid, batch in batches.items():
-            key = f"data:{cid}:{batch[0].subtask_id}"
-            self._spawn(driver, key, self._run_batch(driver, cid, batch))
+        for (cid, _delay), batch in batches.items():
+            spec = self._registry.get(cid)
+            if spec.executor is ExecutorKind.DATA:
+                chunks = [batch]  # one streaming Ray Data stage per batch
+            else:  # spread over the pool; small chunks keep results streaming back
+                size = min(_MAX_CHUNK, -(-len(batch) // spec.resources.max_concurrency))
+                chunks = [batch[i : i + size] for i in range(0, len(batch), size)]
+            for chunk in chunks:
+                chunk_ids = [i.subtask_id for i in chunk]
+                self._spawn(driver, chunk_ids, self._run_batch(driver, cid, chunk))
         self._notify(driver.task_id)
 
-    def _spawn(self, driver: TaskDriver, key: str, coro: Any) -> None:
+    def _spawn(self, driver: TaskDriver, ids: list[str], coro: Any) -> None:
+        key = (driver.task_id, f"{ids[0]}+{len(ids)}:{next(self._serial)}")
         task = asyncio.get_running_loop().create_task(coro)
-        self._inflight[(driver.task_id, key)] = task
-        task.add_done_callback(lambda _t: self._inflight.pop((driver.task_id, key), None))
+        self._inflight[key] = task
+        self._members[key] = set(ids)
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._inflight.pop(key, None)
+            self._members.pop(key, None)
+
+        task.add_done_callback(forget)
 
     def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
         driver.finish(outcome)
@@ -312,16 +333,13 @@ class Orchestrator:
 
         asyncio.get_running_loop().create_task(wake())
 
-    async def _run_one(self, driver: TaskDriver, intent: RunIntent) -> None:
+    async def _run_serve(self, driver: TaskDriver, intent: RunIntent) -> None:
         if intent.delay_s:
             await asyncio.sleep(intent.delay_s)
         if driver.state.terminal:
             return
         subtask = driver.subtask_for(intent)
-        spec = self._registry.get(intent.capability_id)
-        executor = self._serve if spec.executor is ExecutorKind.SERVE else self._pool
-        result = await executor.run(spec, subtask)
-        self._on_result(result)
+        self._on_result(await self._serve.run(self._registry.get(intent.capability_id), subtask))
 
     async def _run_batch(self, driver: TaskDriver, cid: str, intents: list[RunIntent]) -> None:
         delay = max(i.delay_s for i in intents)
@@ -331,6 +349,9 @@ class Orchestrator:
             return
         spec = self._registry.get(cid)
         subtasks = [driver.subtask_for(i) for i in intents]
+        if spec.executor is ExecutorKind.ACTOR:
+            await self._pool.run_many(spec, subtasks, self._on_result)
+            return
         loop = asyncio.get_running_loop()
         timers = [
             loop.call_later(

@@ -231,7 +231,7 @@ def testing_catalog() -> Catalog:
                 input_model=NoopIn,
                 output_model=NoopOut,
                 entrypoint="swarm_ray.testing:noop",
-                resources=Resources(num_cpus=0.25, max_concurrency=2),
+                resources=Resources(num_cpus=0.25, max_concurrency=4),
             ),
         ),
         templates=(

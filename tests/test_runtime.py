@@ -30,6 +30,17 @@ def wait_until(predicate, timeout_s: float = 60.0, what: str = "condition"):  # 
     raise AssertionError(f"timed out waiting for {what}")
 
 
+def _live_agent(swarm: SwarmClient, capability: str):  # type: ignore[no-untyped-def]
+    """A handle on a registered agent of `capability` (new ones register asynchronously)."""
+    for name in swarm.info()["agents"]:
+        if capability in name:
+            try:
+                return ray.get_actor(name, namespace="swarm-ray")
+            except ValueError:
+                continue
+    return None
+
+
 def test_fan_out_and_aggregate_with_events(swarm: SwarmClient) -> None:
     record = swarm.run(template="echo_fanout", items=("a", "b", "c"))
     assert record.machine.state is TaskState.COMPLETED
@@ -111,8 +122,7 @@ def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
     for round_ in range(1, 5):
         target = 30 * round_
         wait_until(lambda t=target: len(count_executions(record_dir)) > t, what="progress")
-        agents = [a for a in swarm.info()["agents"] if "test.echo.text" in a]
-        victim = ray.get_actor(agents[0], namespace="swarm-ray")
+        victim = wait_until(lambda: _live_agent(swarm, "test.echo.text"), what="a live agent")
         killed_pids.add(ray.get(victim.pid.remote()))
         ray.kill(victim, no_restart=True)
     record = swarm.wait(task_id, timeout_s=120)
