@@ -47,9 +47,10 @@ def connect(
         address: A Ray address (`auto`, `ray://...`, `host:port`); None starts a local
             cluster unless this process is already connected.
         catalogs: Import paths of `Catalog` functions the orchestrator loads.
-        state_url: State store (`sqlite:///...`, `redis://...`); default SQLite under
-            the state directory.
-        results_uri: Result store root (any `pyarrow.fs` URI); default under the state dir.
+        state_url: State store (`sqlite:///...`, `redis://...`); default
+            `SWARM_RAY_STATE_URL`, else SQLite under the state directory.
+        results_uri: Result store root (any `pyarrow.fs` URI); default
+            `SWARM_RAY_RESULTS_URI`, else under the state directory.
         state_dir: Directory for state, results and keys (default `SWARM_RAY_STATE_DIR`
             or `~/.swarm-ray`).
         name: Actor name; several orchestrators can live side by side under other names.
@@ -59,6 +60,8 @@ def connect(
     The orchestrator is created only if none runs under `name`; an existing one keeps the
     catalogs and stores it was created with (Ray ignores constructor arguments then).
     """
+    state_url = state_url or os.environ.get("SWARM_RAY_STATE_URL")
+    results_uri = results_uri or os.environ.get("SWARM_RAY_RESULTS_URI")
     if not ray.is_initialized():
         init_kwargs.setdefault("log_to_driver", False)
         ray.init(address=address, namespace=namespace, **init_kwargs)

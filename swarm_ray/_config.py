@@ -3,6 +3,8 @@
 | variable | default | meaning |
 | --- | --- | --- |
 | `SWARM_RAY_STATE_DIR` | `~/.swarm-ray` | state database, result store, audit logs, keys |
+| `SWARM_RAY_STATE_URL` | SQLite in the state dir | `redis://host:port/db` for clusters |
+| `SWARM_RAY_RESULTS_URI` | `results/` in the state dir | any `pyarrow.fs` URI (`s3://...`) |
 | `SWARM_RAY_WATERMARK_KEY` | (unset) | the watermark secret itself |
 | `SWARM_RAY_WATERMARK_KEY_FILE` | (unset) | a file holding the watermark secret |
 """

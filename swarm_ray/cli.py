@@ -5,6 +5,7 @@
     swarm-ray show TASK           plan, each sub-task's state, warnings and the audit log
     swarm-ray cancel TASK         cancel a running task
     swarm-ray run TEMPLATE ITEM.. submit a task, follow its events, print the result
+    swarm-ray compare [...]       the document comparison job (`swarm-ray compare -h`)
 
 It joins the running cluster (`--address`, `RAY_ADDRESS`, or a cluster started with
 `ray start` on this machine) or starts a local one. Tasks live in the state store, so a
@@ -153,6 +154,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("items", nargs="*")
     run.add_argument("--params", help="JSON object of template parameters")
     run.add_argument("--query", help="the request in words")
+    sub.add_parser("compare", help="compare documents (the main job; see `compare -h`)")
     return parser
 
 
@@ -167,6 +169,11 @@ _COMMANDS = {
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the `swarm-ray` command."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if argv[:1] == ["compare"]:
+        from swarm_ray.documents._job import main as compare
+
+        return compare(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         client = _connect(args)

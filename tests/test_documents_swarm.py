@@ -1,0 +1,80 @@
+"""The document comparison workload end to end on the real local Ray."""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from pathlib import Path
+
+import pytest
+
+import swarm_ray
+from swarm_ray import SwarmClient, TaskState
+from swarm_ray.documents._job import list_pdfs, main
+
+pytestmark = pytest.mark.ray
+
+CORPUS = Path(__file__).resolve().parent.parent.parent / "shared" / "corpus" / "pdf"
+
+
+@pytest.fixture(scope="module")
+def docs_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.catalog:default_catalog"],
+        state_dir=tmp_path_factory.mktemp("docs-state"),
+        name="swarm-docs",
+    )
+    yield client
+    client.shutdown()
+
+
+def test_main_job_on_generated_brochures(
+    ray_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        [
+            "--samples",
+            "16",
+            "--seed",
+            "3",
+            "--out",
+            str(tmp_path),
+            "--dimensions",
+            "battery",
+            "motor",
+        ]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "precision 1.000" in out or "precision 0.9" in out
+    comparison = json.loads((tmp_path / "comparison.json").read_text())
+    assert comparison["entities"] and comparison["cells"]
+    assert {c["field"].split(".")[0] for c in comparison["cells"]} == {"battery", "motor"}
+    assert "report:" in out
+
+
+def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient) -> None:
+    if not CORPUS.is_dir():
+        pytest.skip(f"no corpus at {CORPUS}")
+    paths = list_pdfs(str(CORPUS))
+    task_id = docs_swarm.submit(
+        template="compare_documents", items=tuple(paths), dimensions=("battery",)
+    )
+    record = docs_swarm.wait(task_id, timeout_s=600)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    status = docs_swarm.status(task_id)
+    parse = {sid: s for sid, s in status["subtasks"].items() if sid.startswith("parse[")}
+    assert len(parse) == len(paths)
+    assert {s["status"] for s in parse.values()} <= {"succeeded", "failed"}
+    reasons: Counter[str] = Counter()
+    for sid, s in parse.items():
+        if s["status"] == "failed":
+            index = int(sid[len("parse[") : -1])
+            name = Path(paths[index]).name
+            warning = next(w for w in record.warnings if f"`{sid}`" in w and "failed" in w)
+            assert name in warning, warning  # the error names the file ...
+            reasons[warning.rsplit("(reason ", 1)[-1].strip(")'")] += 1  # ... and the reason
+    ok = sum(s["status"] == "succeeded" for s in parse.values())
+    print(f"\ncorpus: {len(paths)} PDFs, {ok} parsed, failures by reason: {dict(reasons)}")
+    assert ok + sum(reasons.values()) == len(paths)
+    assert ok > len(paths) // 2

@@ -1,0 +1,32 @@
+"""Project files people run directly: the cluster config and the README's commands."""
+
+from __future__ import annotations
+
+import json
+import re
+from importlib import resources
+from pathlib import Path
+
+import jsonschema
+import yaml
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_cluster_yaml_is_a_valid_launcher_config() -> None:
+    schema = json.loads((resources.files("ray.autoscaler") / "ray-schema.json").read_text())
+    config = yaml.safe_load((ROOT / "cluster.yaml").read_text())
+    jsonschema.validate(config, schema)
+    gpu = config["available_node_types"]["gpu_workers"]["resources"]
+    assert gpu["GPU"] >= 1  # GPUs declared explicitly, so the autoscaler can place them
+
+
+def test_readme_names_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:
+    readme = (ROOT / "README.md").read_text()
+    block = re.search(r"## Set up and run\n.*?```bash\n(.*?)```", readme, re.S)
+    assert block is not None
+    commands = [line.split("#")[0].strip() for line in block.group(1).splitlines() if line.strip()]
+    assert commands == ["make report", "make test"]
+    assert "make test" in (ROOT / ".ci" / "run").read_text()
+    makefile = (ROOT / "Makefile").read_text()
+    assert re.search(r"^report:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
