@@ -113,3 +113,16 @@ def test_threads_may_share_the_parser(tmp_path: Path) -> None:
     with ThreadPoolExecutor(max_workers=8) as pool:
         together = list(pool.map(parse_pdf, paths * 4))
     assert together == alone * 4
+
+
+def test_a_uri_reads_like_a_path(tmp_path: Path) -> None:
+    from swarm_ray.documents import generate_brochures
+
+    sample = generate_brochures(tmp_path, n=1, seed=5)
+    local = Path(sample.pdf_paths[0])
+    by_path = parse_pdf(local)
+    by_uri = parse_pdf(local.as_uri())
+    assert by_uri.pages == by_path.pages and by_uri.file_name == local.name
+    with pytest.raises(DocumentParseError) as info:
+        parse_pdf((tmp_path / "missing.pdf").as_uri())
+    assert info.value.reason == "not_found"

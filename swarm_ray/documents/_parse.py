@@ -273,11 +273,23 @@ def _read(
             pdf.close()
 
 
+def _read_bytes(name: str) -> bytes:
+    """Read a local path, or any URI pyarrow can open (`s3://`, `gs://`, `file://`)."""
+    if "://" not in name:
+        return Path(name).read_bytes()
+    import pyarrow.fs as pafs  # type: ignore[import-untyped]
+
+    filesystem, inner = pafs.FileSystem.from_uri(name)
+    with filesystem.open_input_file(inner) as handle:
+        data: bytes = handle.read()
+    return data
+
+
 def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocument:
     """Parse one PDF into text per page, metadata and warnings.
 
     Args:
-        path: The PDF file.
+        path: The PDF file: a local path or any URI pyarrow can open (`s3://...`).
         max_pages: Read at most this many pages (a `truncated_pages` warning says so);
             bounds the time one pathological file can take in a shared worker.
 
@@ -294,7 +306,7 @@ def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocume
     if max_pages is not None and max_pages < 1:
         raise InvalidInputError(f"`max_pages`={max_pages!r} must be at least 1")
     try:
-        data = Path(path).read_bytes()
+        data = _read_bytes(name)
     except FileNotFoundError:
         raise _fail(name, ParseFailureReason.NOT_FOUND, "no such file") from None
     except (OSError, ValueError) as error:  # ValueError: a NUL byte in the path
@@ -328,7 +340,7 @@ def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocume
     return ParsedDocument(
         document_id=hashlib.sha256(data).hexdigest()[:16],
         path=name,
-        file_name=Path(path).name,
+        file_name=name.rstrip("/").rsplit("/", 1)[-1],
         size_bytes=len(data),
         metadata=metadata,
         pages=tuple(pages),
