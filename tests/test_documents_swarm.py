@@ -78,3 +78,16 @@ def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient
     print(f"\ncorpus: {len(paths)} PDFs, {ok} parsed, failures by reason: {dict(reasons)}")
     assert ok + sum(reasons.values()) == len(paths)
     assert ok > len(paths) // 2
+
+
+def test_the_notebook_runs(ray_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "compare_documents.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    namespace: dict[str, object] = {}
+    for cell in cells:
+        if cell["cell_type"] == "code":
+            exec("".join(cell["source"]), namespace)  # noqa: S102 - our own notebook
+    out = capsys.readouterr().out
+    assert "completed" in out and "precision" in out
+    score = namespace["score"]
+    assert score.recall > 0.9  # type: ignore[attr-defined]
