@@ -24,6 +24,8 @@ __all__ = ["Plan", "expand", "validate_plan"]
 
 FROM_MARKER = "$from"
 """Key of the marker dict that a dispatch-time `$from.STAGE` placeholder becomes."""
+TASK_MARKER = "$task"
+"""Key of the marker dict for `$warnings` and `$costs`, filled from the task at dispatch."""
 
 _MISSING = object()
 """An absent `$params.NAME`: the key is left out so the input model's default applies."""
@@ -133,6 +135,8 @@ def _fill(
         return list(request.dimensions)
     if value == "$query":
         return request.query
+    if value in ("$warnings", "$costs"):
+        return {TASK_MARKER: value[1:]}
     if match := _PARAM.match(value):
         return request.params.get(match.group(1), _MISSING)
     if match := _FROM.match(value):

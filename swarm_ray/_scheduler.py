@@ -20,7 +20,7 @@ from pydantic import TypeAdapter
 
 from swarm_ray._breaker import Breaker
 from swarm_ray._errors import ErrorCode, InvalidInputError
-from swarm_ray._plan import FROM_MARKER, Plan, nesting_depth, stage_subtask
+from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, nesting_depth, stage_subtask
 from swarm_ray._registry import Registry
 from swarm_ray._signals import (
     BreakerClosed,
@@ -88,6 +88,13 @@ def _path(value: Any, path: str | None) -> Any:
             continue
         value = value.get(part) if isinstance(value, dict) else None
     return value
+
+
+def _field(result: SubTaskResult, path: str | None) -> Any:
+    """A field of a result's output, or `@watermark` / `@subtask_id` of the result itself."""
+    if path is not None and path.startswith("@"):
+        return getattr(result, path[1:], None) if path[1:] in ("watermark", "subtask_id") else None
+    return _path(result.output, path)
 
 
 def _matches(rule: DynamicRule, value: Any) -> bool:
@@ -294,17 +301,31 @@ class Scheduler:
             if isinstance(value, dict):
                 if FROM_MARKER in value:
                     outputs = [
-                        _path(self._results[d].output, value.get("path"))
+                        _field(self._results[d], value.get("path"))
                         for d in deps
                         if self._specs[d].stage == value[FROM_MARKER] and d in self._results
                     ]
                     return outputs if value.get("many") else (outputs[0] if outputs else None)
+                if TASK_MARKER in value:
+                    return self._task_value(value[TASK_MARKER])
                 return {k: fill(v) for k, v in value.items()}
             if isinstance(value, list):
                 return [fill(v) for v in value]
             return value
 
         return fill(spec.input)  # type: ignore[no-any-return]
+
+    def _task_value(self, name: str) -> Any:
+        if name == "warnings":
+            return list(self.warnings)
+        return [
+            {
+                "sub_task_id": sid,
+                "seconds": result.timings.duration_s,
+                "calls": self._attempt[sid],
+            }
+            for sid, result in self._results.items()
+        ]
 
     def _launch(self, sid: str, at: float, kind: type[RunIntent], **extra: Any) -> list[Intent]:
         capability_id = self._capability[sid]

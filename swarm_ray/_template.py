@@ -9,8 +9,10 @@ request into a `Plan`.
 Inputs of a stage may use placeholders, filled in when the plan is expanded:
 `"$item"` (the request item), `"$dimension"`, `"$items"` (all items), `"$query"`,
 `"$params.NAME"` (left out when the request has no such parameter, so the input model's
-default applies); and one filled in at dispatch time from upstream results:
-`"$from.STAGE"` or `"$from.STAGE.path.in.output"`.
+default applies); and some filled in at dispatch time: from upstream results,
+`"$from.STAGE"`, `"$from.STAGE.path.in.output"` or `"$from.STAGE.@watermark"` (the
+watermark of the upstream sub-task, for provenance); from the task so far, `"$warnings"`
+(every degradation until now) and `"$costs"` (seconds and attempts per settled sub-task).
 """
 
 from __future__ import annotations

@@ -553,3 +553,36 @@ def test_success_while_open_closes_the_breaker_and_releases_held_work() -> None:
     out = s.handle(done(p1, at=2))  # dispatched before the breaker opened, and it worked
     assert of(out, BreakerClosed)
     assert "parse[0]" in ids(out)
+
+
+def test_provenance_warnings_and_costs_are_filled_at_dispatch() -> None:
+    template = TaskTemplate.model_validate(
+        {
+            "name": "prov",
+            "aggregate": "merge",
+            "stages": [
+                {
+                    "name": "parse",
+                    "capability": "doc.parse.text",
+                    "fan_out": "per_item",
+                    "input": {"text": "$item"},
+                },
+                {
+                    "name": "merge",
+                    "capability": "doc.merge.all",
+                    "depends_on": ["parse"],
+                    "partial_ok": True,
+                    "input": {"parts": ["$from.parse.@watermark", "$warnings", "$costs"]},
+                },
+            ],
+        }
+    )
+    reg = registry(spec("doc.parse.text", retry={"max_attempts": 1}))
+    s = make(template, req=TaskRequest(query="q", items=("a", "b")), reg=reg)
+    p0, p1 = runs(s.handle(Start(at=0)))
+    s.handle(done(p0, watermark="wm-0"))
+    (merge,) = runs(s.handle(failed(p1)))
+    marks, warnings, costs = merge.input["parts"]
+    assert marks == ["wm-0"]
+    assert len(warnings) == 1 and "`parse[1]`" in warnings[0]
+    assert costs == [{"sub_task_id": "parse[0]", "seconds": 0.0, "calls": 1}]
