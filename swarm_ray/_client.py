@@ -64,6 +64,11 @@ def connect(
     results_uri = results_uri or os.environ.get("SWARM_RAY_RESULTS_URI")
     if not ray.is_initialized():
         init_kwargs.setdefault("log_to_driver", False)
+        if address is None and "RAY_ADDRESS" not in os.environ:
+            # A new local cluster: pooled agents keep their CPU reservation while idle, so
+            # with only as many logical CPUs as cores a few pools could starve the Ray Data
+            # stages that feed them. Oversubscribe logically; the OS shares the cores.
+            init_kwargs.setdefault("num_cpus", max(4, 2 * (os.cpu_count() or 1)))
         ray.init(address=address, namespace=namespace, **init_kwargs)
     actor = (
         ray.remote(Orchestrator)

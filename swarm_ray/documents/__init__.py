@@ -1,19 +1,33 @@
 """Document comparison building blocks: parse PDFs, extract facts, normalise, compare.
 
-Pure functions over frozen, JSON-serialisable Pydantic models, so each step can become a
+Functions over frozen, JSON-serialisable Pydantic models, so each step can become a
 capability (`document.parsing.pdf`, ...) whose input and output models are these::
 
     parse_pdf(path) -> ParsedDocument                      (or raises DocumentParseError)
     extract_facts(document, default_dimensions()) -> ExtractionResult
     normalise_facts(result.facts) -> NormalisationResult   (canonical units per kind)
     compare_facts(normalised.facts) -> Comparison          (entity x field, conflicts)
+    index_document(IndexRequest) / query_chunks(ChunkQuery)  (Chroma, atomic re-index)
+    render_report(ReportRequest) -> ReportFiles            (Markdown, charts, Parquet, JSON)
+    judge_factuality / judge_coherence / judge_efficiency -> JudgeVerdict
 
 `generate_brochures` writes sample EV brochures with a ground truth, for tests and demos;
-it is the only part that needs reportlab, imported when it runs.
+it is the only part that needs reportlab, imported when it runs. Chroma, the embedding
+model and matplotlib are likewise imported on first use, not with the package.
 """
 
 from __future__ import annotations
 
+from swarm_ray.documents._capabilities import (
+    CompareIn,
+    ExtractIn,
+    JudgeIn,
+    Judgement,
+    NormaliseIn,
+    ParseIn,
+    ReportIn,
+    documents_catalog,
+)
 from swarm_ray.documents._compare import (
     CellStatus,
     Comparison,
@@ -38,6 +52,29 @@ from swarm_ray.documents._facts import (
     NormalisedFact,
     QuantityKind,
 )
+from swarm_ray.documents._index import (
+    ChromaStore,
+    Chunk,
+    ChunkHit,
+    ChunkQuery,
+    ChunkQueryResult,
+    IndexRequest,
+    IndexResult,
+    chunk_document,
+    close_index_clients,
+    index_document,
+    load_embedding_model,
+    query_chunks,
+)
+from swarm_ray.documents._judges import (
+    JudgeFinding,
+    JudgeName,
+    JudgeVerdict,
+    SubTaskCost,
+    judge_coherence,
+    judge_efficiency,
+    judge_factuality,
+)
 from swarm_ray.documents._parse import (
     DocumentMetadata,
     DocumentParseError,
@@ -47,6 +84,7 @@ from swarm_ray.documents._parse import (
     ParseWarning,
     parse_pdf,
 )
+from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
 from swarm_ray.documents._sample import (
     GroundTruth,
     GroundTruthConflict,
@@ -54,6 +92,14 @@ from swarm_ray.documents._sample import (
     GroundTruthFact,
     SampleSet,
     generate_brochures,
+)
+from swarm_ray.documents._score import (
+    ExtractionScore,
+    FactKey,
+    facts_by_file,
+    in_dimensions,
+    same_value,
+    score_extraction,
 )
 from swarm_ray.documents._units import (
     CANONICAL_UNITS,
@@ -66,6 +112,12 @@ from swarm_ray.documents._units import (
 __all__ = [
     "CANONICAL_UNITS",
     "CellStatus",
+    "ChromaStore",
+    "Chunk",
+    "ChunkHit",
+    "ChunkQuery",
+    "ChunkQueryResult",
+    "CompareIn",
     "Comparison",
     "ComparisonCell",
     "Conversion",
@@ -74,32 +126,62 @@ __all__ = [
     "DocumentMetadata",
     "DocumentParseError",
     "EntitySource",
+    "ExtractIn",
     "ExtractionMethod",
     "ExtractionResult",
+    "ExtractionScore",
     "Fact",
+    "FactKey",
     "FactSource",
     "GroundTruth",
     "GroundTruthConflict",
     "GroundTruthDocument",
     "GroundTruthFact",
+    "IndexRequest",
+    "IndexResult",
+    "JudgeFinding",
+    "JudgeIn",
+    "JudgeName",
+    "JudgeVerdict",
+    "Judgement",
     "NormalisationResult",
+    "NormaliseIn",
     "NormalisedFact",
     "PageText",
     "ParseFailureReason",
+    "ParseIn",
     "ParseWarning",
     "ParsedDocument",
     "QuantityKind",
+    "ReportFiles",
+    "ReportIn",
+    "ReportRequest",
     "SampleSet",
+    "SubTaskCost",
     "ValueGroup",
     "canonical_unit",
+    "chunk_document",
+    "close_index_clients",
     "compare_facts",
     "convert_value",
     "default_dimensions",
     "detect_entity",
+    "documents_catalog",
     "extract_facts",
+    "facts_by_file",
     "generate_brochures",
+    "in_dimensions",
+    "index_document",
+    "judge_coherence",
+    "judge_efficiency",
+    "judge_factuality",
     "load_dimension",
     "load_dimensions",
+    "load_embedding_model",
     "normalise_facts",
     "parse_pdf",
+    "query_chunks",
+    "render_report",
+    "same_value",
+    "score_extraction",
 ]

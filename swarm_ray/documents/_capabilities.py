@@ -1,7 +1,9 @@
 """The document workload as capabilities and a template (`compare_documents`).
 
-    parse (Ray Data, per file) -> extract (per file x dimension) -> normalise (same)
-        -> compare (once, all) -> report (once: Markdown, charts, facts.parquet)
+    parse (Ray Data, per file) -> index (per file: chunks into Chroma)
+                               -> extract (per file x dimension) -> normalise (same)
+        -> compare (once, all) -> judge (factuality, coherence, efficiency)
+        -> report (once: Markdown, charts, facts.parquet, report.json)
 
 Extraction of a file starts as soon as that file is parsed: the Ray Data stage streams
 rows back one by one and the scheduler has no stage barrier (partial rollout). A file
@@ -24,20 +26,27 @@ from swarm_ray.documents._compare import Comparison, compare_facts
 from swarm_ray.documents._dimensions import Dimension, default_dimensions, load_dimensions
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
 from swarm_ray.documents._facts import NormalisedFact
+from swarm_ray.documents._index import IndexRequest, IndexResult, index_document
+from swarm_ray.documents._judges import (
+    JudgeVerdict,
+    SubTaskCost,
+    judge_coherence,
+    judge_efficiency,
+    judge_factuality,
+)
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
+from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 
 __all__ = [
     "CompareIn",
     "ExtractIn",
+    "JudgeIn",
+    "Judgement",
     "NormaliseIn",
     "ParseIn",
-    "compare_entities",
+    "ReportIn",
     "documents_catalog",
-    "extract_specs",
-    "find_dimensions",
-    "normalise_units",
-    "parse_document",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -83,6 +92,50 @@ class CompareIn(BaseModel):
     """Values closer than this fraction are the same value."""
 
 
+class JudgeIn(BaseModel):
+    """Input of `analysis.judge.quality`."""
+
+    model_config = _FROZEN
+    results: list[NormalisationResult]
+    """Normalised facts of every (document, dimension) that succeeded."""
+    costs: list[SubTaskCost] = []
+    """Seconds and attempts per settled sub-task so far (`$costs`)."""
+    rel_tolerance: float = Field(default=0.01, ge=0, le=1)
+    """As for the comparison."""
+
+
+class Judgement(BaseModel):
+    """Output of `analysis.judge.quality`: the three judges' verdicts."""
+
+    model_config = _FROZEN
+    factuality: JudgeVerdict
+    """Agreement across sources."""
+    coherence: JudgeVerdict
+    """One name per term."""
+    efficiency: JudgeVerdict
+    """Time and calls per sub-task."""
+
+
+class ReportIn(BaseModel):
+    """Input of `report.render.markdown`."""
+
+    model_config = _FROZEN
+    comparison: Comparison
+    """The comparison table and conflicts."""
+    results: list[NormalisationResult] = []
+    """Normalised facts (one Parquet row each)."""
+    document_ids: list[str] = []
+    """Parsed documents' ids, in the order of `watermarks`."""
+    watermarks: list[str] = []
+    """Watermark of the sub-task that parsed each document (`$from.parse.@watermark`)."""
+    judgement: Judgement | None = None
+    """The judges' verdicts, appended to the report."""
+    warnings: list[str] = []
+    """Every degradation of the task so far (`$warnings`)."""
+    out_dir: str = Field(min_length=1)
+    """Where the files go."""
+
+
 @functools.cache
 def find_dimensions(files: tuple[str, ...] = ()) -> dict[str, Dimension]:
     """Built-in dimensions plus those declared in `files`, by name (cached per process)."""
@@ -119,6 +172,45 @@ def compare_entities(data: CompareIn) -> Comparison:
     """Group every normalised fact by entity and flag conflicts between sources."""
     facts: list[NormalisedFact] = [f for r in data.results if r is not None for f in r.facts]
     return compare_facts(facts, rel_tolerance=data.rel_tolerance)
+
+
+def index_chunks(data: IndexRequest) -> IndexResult:
+    """Chunk one parsed document into Chroma (replacing its previous chunks atomically)."""
+    return index_document(data)
+
+
+def judge_quality(data: JudgeIn) -> AgentReply:
+    """Factuality, coherence and efficiency of the run; confidence is the lowest score."""
+    facts = [f for r in data.results for f in r.facts]
+    judgement = Judgement(
+        factuality=judge_factuality(facts, rel_tolerance=data.rel_tolerance),
+        coherence=judge_coherence(facts),
+        efficiency=judge_efficiency(data.costs),
+    )
+    lowest = min(judgement.factuality.score, judgement.coherence.score, judgement.efficiency.score)
+    return AgentReply(output=judgement, confidence=lowest)
+
+
+def render_markdown(data: ReportIn) -> ReportFiles:
+    """Write the report files, with the judges' verdicts appended."""
+    files = render_report(
+        ReportRequest(
+            comparison=data.comparison,
+            facts=tuple(f for r in data.results for f in r.facts),
+            out_dir=data.out_dir,
+            warnings=tuple(data.warnings),
+            watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
+        )
+    )
+    if data.judgement is not None:
+        verdicts = (data.judgement.factuality, data.judgement.coherence, data.judgement.efficiency)
+        lines = ["", "## Judges", "", "| judge | score | worst finding |", "| --- | --- | --- |"]
+        for verdict in verdicts:
+            worst = verdict.findings[0].message if verdict.findings else "none"
+            lines.append(f"| {verdict.judge} | {verdict.score:.2f} | {worst} |")
+        with open(files.markdown_path, "a", encoding="utf-8") as handle:
+            handle.write("\n".join(lines) + "\n")
+    return files
 
 
 def _spec(
@@ -181,6 +273,37 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             resources=Resources(num_cpus=0.5),
             timeout_s=300,
         ),
+        _spec(
+            "document.indexing.chroma",
+            "Chunks of a parsed document, embedded (all-MiniLM-L6-v2) into Chroma with page "
+            "and watermark; re-indexing replaces a document's chunks atomically.",
+            "index_chunks",
+            IndexRequest,
+            IndexResult,
+            # One writer: an embedded Chroma store takes one process at a time.
+            resources=Resources(num_cpus=0.5, max_concurrency=1),
+            timeout_s=600,
+        ),
+        _spec(
+            "analysis.judge.quality",
+            "Judges: factuality (agreement across sources), coherence (one name per term), "
+            "efficiency (time and calls per sub-task).",
+            "judge_quality",
+            JudgeIn,
+            Judgement,
+            resources=Resources(num_cpus=0.5),
+            timeout_s=300,
+        ),
+        _spec(
+            "report.render.markdown",
+            "Markdown report with tables, conflicts, warnings and a chart per dimension, "
+            "plus facts.parquet (with watermarks) and report.json.",
+            "render_markdown",
+            ReportIn,
+            ReportFiles,
+            resources=Resources(num_cpus=0.5),
+            timeout_s=300,
+        ),
     )
 
 
@@ -188,7 +311,7 @@ COMPARE_TEMPLATE = """
 name: compare_documents
 description: Compare product documents across dimensions; flag conflicting sources.
 keywords: [compare, brochures, brochure, documents, datasheets, pdf]
-aggregate: compare
+aggregate: report
 stages:
   - name: parse
     capability: document.parsing.pdf
@@ -204,11 +327,36 @@ stages:
     fan_out: per_item_dimension
     depends_on: [extract]
     input: {extraction: $from.extract}
+  - name: index
+    capability: document.indexing.chroma
+    fan_out: per_item
+    depends_on: [parse]
+    input:
+      document: $from.parse
+      watermark: $from.parse.@watermark
+      store: {path: $params.index_path, url: $params.chroma_url}
   - name: compare
     capability: analysis.compare.entities
     depends_on: [normalize]
     partial_ok: true
     input: {results: $from.normalize, rel_tolerance: $params.rel_tolerance}
+  - name: judge
+    capability: analysis.judge.quality
+    depends_on: [normalize, compare]
+    partial_ok: true
+    input: {results: $from.normalize, costs: $costs, rel_tolerance: $params.rel_tolerance}
+  - name: report
+    capability: report.render.markdown
+    depends_on: [compare, judge, normalize, parse, index]
+    partial_ok: true
+    input:
+      comparison: $from.compare
+      results: $from.normalize
+      document_ids: $from.parse.document_id
+      watermarks: $from.parse.@watermark
+      judgement: $from.judge
+      warnings: $warnings
+      out_dir: $params.out_dir
 """
 
 

@@ -26,10 +26,11 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import swarm_ray
 from swarm_ray.documents._capabilities import find_dimensions
 from swarm_ray.documents._compare import Comparison
+from swarm_ray.documents._report import ReportFiles
 from swarm_ray.documents._sample import GroundTruth, generate_brochures
 from swarm_ray.documents._score import facts_by_file, in_dimensions, score_extraction
 
-__all__ = ["list_pdfs", "main"]
+__all__: list[str] = []
 
 DEFAULT_DIMENSIONS = ("battery", "motor", "driver_assistance", "interior")
 
@@ -55,6 +56,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--dimensions", nargs="+", default=list(DEFAULT_DIMENSIONS))
     parser.add_argument("--dimension-file", action="append", default=[], help="extra YAML")
     parser.add_argument("--address", help="Ray address (default: RAY_ADDRESS or a local cluster)")
+    parser.add_argument("--chroma-url", help="a Chroma server (default: embedded, under --out)")
     args = parser.parse_args(argv)
 
     out = Path(args.out).resolve()
@@ -81,7 +83,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         query=f"compare {len(paths)} documents on {', '.join(args.dimensions)}",
         items=tuple(paths),
         dimensions=tuple(args.dimensions),
-        params={"out_dir": str(out), "dimension_files": args.dimension_file},
+        params={
+            "out_dir": str(out),
+            "index_path": str(out / "index"),
+            "dimension_files": args.dimension_file,
+            **({"chroma_url": args.chroma_url} if args.chroma_url else {}),
+        },
     )
     print(f"task {task_id}: {len(paths)} documents x {len(args.dimensions)} dimensions")
     next_mark = 0.1
@@ -98,12 +105,12 @@ def main(argv: Sequence[str] | None = None) -> int:
     if status["state"] != "completed":
         print(f"task {task_id} {status['state']}: {status['error']}", file=sys.stderr)
         return 1
-    comparison = swarm.output(task_id)
-    assert comparison is not None
-    (out / "comparison.json").write_text(json.dumps(comparison, indent=2))
+    files = ReportFiles.model_validate(swarm.output(task_id))
+    comparison = json.loads(Path(files.json_path).read_text())["comparison"]
     print(
         f"done in {elapsed:.1f} s: {len(comparison['entities'])} entities, "
-        f"{len(comparison['cells'])} cells, {len(comparison['conflicts'])} conflicts flagged"
+        f"{len(comparison['cells'])} cells, {files.fact_count} facts, "
+        f"{files.conflict_count} conflicts flagged for review"
     )
     for warning in status["warnings"][:10]:
         print(f"  warning: {warning}")
@@ -123,6 +130,6 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"contradictions planted {len(planted)}, found {len(planted & flagged)}, "
             f"flagged but not planted {len(flagged - planted)}"
         )
-    report = comparison.get("report_path") or out / "comparison.json"
-    print(f"report: {report}")
+    print(f"report: {files.markdown_path}")
+    print(f"facts:  {files.parquet_path}")
     return 0

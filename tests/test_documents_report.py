@@ -1,0 +1,154 @@
+"""`report.render.markdown` on a real comparison of generated brochures.
+
+The comparison comes from the whole pipeline (generate, parse, extract, normalise, compare)
+so the report is checked against what the pipeline really produces: planted conflicts with
+their quotes, canonical units, features as lists, and one document left without a
+watermark to show how a gap is reported rather than hidden.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from swarm_ray.documents import (
+    CellStatus,
+    Comparison,
+    NormalisedFact,
+    ReportFiles,
+    ReportRequest,
+    compare_facts,
+    default_dimensions,
+    extract_facts,
+    generate_brochures,
+    normalise_facts,
+    parse_pdf,
+    render_report,
+)
+
+_WARNING = "extraction of `brochure_004.pdf` fell back to `document.extraction.llm`"
+
+
+@dataclass(frozen=True)
+class Rendered:
+    comparison: Comparison
+    facts: tuple[NormalisedFact, ...]
+    watermarks: dict[str, str]
+    unmarked: str
+    """The document id left out of `watermarks`."""
+    files: ReportFiles
+    markdown: str
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory: pytest.TempPathFactory) -> Rendered:
+    sample = generate_brochures(tmp_path_factory.mktemp("report-brochures"), n=30, seed=0)
+    facts: list[NormalisedFact] = []
+    documents = [parse_pdf(path) for path in sample.pdf_paths]
+    for document in documents:
+        facts.extend(normalise_facts(extract_facts(document, default_dimensions()).facts).facts)
+    comparison = compare_facts(facts)
+    assert comparison.conflicts, "seed 0 plants conflicts; the report must show some"
+    watermarks = {d.document_id: f"wm-{d.file_name}" for d in documents[1:]}
+    request = ReportRequest(
+        comparison=comparison,
+        facts=tuple(facts),
+        out_dir=str(tmp_path_factory.mktemp("report") / "out"),
+        warnings=(_WARNING,),
+        watermarks=watermarks,
+        title="EV brochures",
+    )
+    files = render_report(request)
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    return Rendered(comparison, tuple(facts), watermarks, documents[0].document_id, files, markdown)
+
+
+def _section(markdown: str, heading: str) -> str:
+    return markdown.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
+
+
+def test_every_file_is_written(rendered: Rendered) -> None:
+    files = rendered.files
+    for path in (files.markdown_path, files.json_path, files.parquet_path):
+        assert Path(path).is_file() and Path(path).stat().st_size > 0
+    assert set(files.chart_paths) == {c.field.split(".")[0] for c in rendered.comparison.cells}
+    for dimension, path in files.chart_paths.items():
+        assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+        assert Path(path) == Path(files.out_dir) / "charts" / f"{dimension}.png"
+        assert f"![{dimension}](charts/{dimension}.png)" in rendered.markdown
+    assert not list(Path(files.out_dir).glob("*.partial"))
+    assert files.fact_count == len(rendered.facts)
+    assert files.conflict_count == len(rendered.comparison.conflicts)
+
+
+def test_the_tables_have_a_row_per_entity_and_its_values(rendered: Rendered) -> None:
+    for cell in rendered.comparison.cells:
+        section = _section(rendered.markdown, cell.field.split(".")[0])
+        rows = [line for line in section.splitlines() if line.startswith(f"| {cell.entity} |")]
+        assert len(rows) == 1, (cell.entity, cell.field)
+        if cell.field == "battery.capacity" and cell.status is CellStatus.SINGLE:
+            assert f"| {float(cell.values[0].value):g} |" in rows[0]
+        if cell.status is CellStatus.LIST:
+            assert all(str(group.value) in rows[0] for group in cell.values)
+    for cell in rendered.comparison.conflicts:
+        section = _section(rendered.markdown, cell.field.split(".")[0])
+        row = next(line for line in section.splitlines() if line.startswith(f"| {cell.entity} |"))
+        assert "(conflict)" in row
+    header = _section(rendered.markdown, "battery").splitlines()
+    assert any(line.startswith("| Entity | capacity [kWh] |") for line in header)
+
+
+def test_conflicts_show_both_values_with_quotes_sources_and_watermarks(rendered: Rendered) -> None:
+    conflicts = _section(rendered.markdown, "Conflicts")
+    for cell in rendered.comparison.conflicts:
+        assert f"### {cell.entity}: " in conflicts
+        assert len(cell.values) >= 2
+        for group in cell.values:
+            for source in group.sources:
+                quote = " ".join(source.quote.split())
+                line = next(x for x in conflicts.splitlines() if f"“{quote}”" in x)
+                assert f"`{source.source}` page {source.page}" in line
+                assert f"`{source.value_text}`" in line
+                mark = rendered.watermarks.get(source.document_id)
+                assert (f"watermark `{mark}`" if mark else "watermark none") in line
+    assert f"- {_WARNING}" in _section(rendered.markdown, "Warnings")
+
+
+def test_the_facts_table_reads_back_one_row_per_fact(rendered: Rendered) -> None:
+    table = pq.read_table(rendered.files.parquet_path)
+    assert table.num_rows == len(rendered.facts)
+    for column in ("entity", "field", "value", "unit", "qualifier", "page", "quote"):
+        assert column in table.column_names
+    assert {"confidence", "document", "watermark"} <= set(table.column_names)
+    rows = table.to_pylist()
+    for row, fact in zip(rows, rendered.facts, strict=True):
+        assert row["document"] == fact.fact.document_id and row["quote"] == fact.fact.quote
+        assert row["watermark"] == rendered.watermarks.get(fact.fact.document_id)
+        if isinstance(fact.value, str):
+            assert row["term"] == fact.value and row["value"] is None
+        else:
+            assert row["value"] == pytest.approx(fact.value) and row["term"] is None
+    assert any(row["watermark"] is None for row in rows), "the unmarked document's facts"
+    assert {row["document"] for row in rows if row["watermark"] is None} == {rendered.unmarked}
+
+
+def test_the_json_report_round_trips_the_comparison(rendered: Rendered) -> None:
+    data = json.loads(Path(rendered.files.json_path).read_text(encoding="utf-8"))
+    assert Comparison.model_validate(data["comparison"]) == rendered.comparison
+    assert data["warnings"] == [_WARNING]
+    assert data["fact_count"] == len(rendered.facts)
+    marks = {d["document_id"]: d["watermark"] for d in data["documents"]}
+    assert marks[rendered.unmarked] is None
+    assert {k: v for k, v in marks.items() if v} == rendered.watermarks
+
+
+def test_an_empty_comparison_still_gives_a_report(tmp_path: Path) -> None:
+    empty = Comparison(entities=(), fields=(), cells=(), conflicts=(), rel_tolerance=0.01)
+    files = render_report(ReportRequest(comparison=empty, out_dir=str(tmp_path)))
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    assert "No conflicts" in markdown and "None." in markdown
+    assert files.chart_paths == {} and pq.read_table(files.parquet_path).num_rows == 0
