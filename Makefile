@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[cpu,dev]"
+	$(PIP) install -q -e ".[embeddings,dev]"
 	touch $@
 
 report: $(VENV)/.installed
@@ -40,6 +40,8 @@ test: lint typecheck pytest
 
 bench: $(VENV)/.installed
 	$(PY) bench/fanout.py
+	$(PY) bench/documents.py
+	$(PY) bench/video.py
 
 clean:
 	rm -rf $(VENV) out

@@ -6,6 +6,7 @@
     swarm-ray cancel TASK         cancel a running task
     swarm-ray run TEMPLATE ITEM.. submit a task, follow its events, print the result
     swarm-ray compare [...]       the document comparison job (`swarm-ray compare -h`)
+    swarm-ray video [...]         the video analysis job (`swarm-ray video -h`)
 
 It joins the running cluster (`--address`, `RAY_ADDRESS`, or a cluster started with
 `ray start` on this machine) or starts a local one. Tasks live in the state store, so a
@@ -155,6 +156,7 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("--params", help="JSON object of template parameters")
     run.add_argument("--query", help="the request in words")
     sub.add_parser("compare", help="compare documents (the main job; see `compare -h`)")
+    sub.add_parser("video", help="analyse a long video (see `video -h`)")
     return parser
 
 
@@ -174,6 +176,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from swarm_ray.documents._job import main as compare
 
         return compare(argv[1:])
+    if argv[:1] == ["video"]:
+        from swarm_ray.video._job import main as video
+
+        return video(argv[1:])
     args = build_parser().parse_args(argv)
     try:
         client = _connect(args)

@@ -1,0 +1,209 @@
+"""The video workload as capabilities and three templates.
+
+    video_plan      probe (once) -> segment (once)              -> SegmentPlan
+    video_segments  analyze (per segment, one Ray Data stage)   -> results per segment
+    video_timeline  timeline (once)                             -> TimelineReport
+
+Why three tasks rather than one: a template expands per request item when the task is
+submitted, and the segments exist only once the first pass has run. Submitting a second
+task whose items are the segments makes every segment a sub-task of its own, so the
+runtime gives each one what the issue asks for without new machinery: its own watermark,
+its own named error, retries of that segment alone, and a row of a streaming Ray Data
+stage whose result comes back as soon as it is done. The timeline is a third task
+because its input must carry each segment's watermark, which is known only from the
+second task's record. `swarm_ray.video.analyze_video` drives the three.
+"""
+
+from __future__ import annotations
+
+import os
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarm_ray._agent import AgentReply
+from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray._catalog import Catalog
+from swarm_ray._errors import ErrorCode
+from swarm_ray._template import TaskTemplate
+from swarm_ray.video._analyze import analyze_segment
+from swarm_ray.video._models import SegmentAnalysis, SegmentAnalysisRequest
+from swarm_ray.video._probe import VideoMetadata, probe_video
+from swarm_ray.video._report import TimelineReport, TimelineRequest, render_timeline
+from swarm_ray.video._segment import SegmentationRequest, SegmentPlan, plan_segments
+
+__all__ = [
+    "ProbeRequest",
+    "analyze_video_segment",
+    "probe_metadata",
+    "render_video_timeline",
+    "segment_adaptive",
+    "video_catalog",
+]
+
+_PLAN_TEMPLATE = """
+name: video_plan
+description: Probe a video and split it into content-aware segments (cheap first pass).
+keywords: [video, probe, segment, segmentation]
+aggregate: segment
+stages:
+  - name: probe
+    capability: video.probe.metadata
+    input: {path: $params.path}
+  - name: segment
+    capability: video.segmentation.adaptive
+    depends_on: [probe]
+    input:
+      metadata: $from.probe
+      target_segments: $params.target_segments
+      min_segment_s: $params.min_segment_s
+      max_segment_s: $params.max_segment_s
+      sample_rate_hz: $params.sample_rate_hz
+      max_samples: $params.max_samples
+      max_decode_fraction: $params.max_decode_fraction
+"""
+
+_SEGMENTS_TEMPLATE = """
+name: video_segments
+description: Analyse every segment of a video in parallel (one Ray Data row each).
+keywords: [video, segments, analyse, analyze, intensity]
+stages:
+  - name: analyze
+    capability: video.analysis.segment
+    fan_out: per_item
+    input: {job: $item, out_dir: $params.out_dir, settings: $params.settings}
+"""
+
+_TIMELINE_TEMPLATE = """
+name: video_timeline
+description: Stitch analysed segments into a timeline report (Markdown, JSON, plot).
+keywords: [video, timeline, report]
+aggregate: timeline
+stages:
+  - name: timeline
+    capability: report.render.timeline
+    required: true
+    input:
+      metadata: $params.metadata
+      segments: $params.segments
+      out_dir: $params.out_dir
+      settings: $params.settings
+      top: $params.top
+      provenance: $params.provenance
+"""
+
+
+class ProbeRequest(BaseModel):
+    """Input of `video.probe.metadata`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+    path: str = Field(min_length=1)
+    """A local path or URI every worker can read."""
+    max_keyframes: int = Field(default=256, ge=2)
+    """Keyframe times returned at most."""
+
+
+def probe_metadata(data: ProbeRequest) -> VideoMetadata:
+    """Describe a video (raises `VideoProbeError` naming the file and the reason)."""
+    return probe_video(data.path, max_keyframes=data.max_keyframes)
+
+
+def segment_adaptive(data: SegmentationRequest) -> AgentReply:
+    """Sample the video cheaply and place content-aware segment boundaries."""
+    plan = plan_segments(data)
+    return AgentReply(output=plan, warnings=plan.warnings)
+
+
+def analyze_video_segment(data: SegmentAnalysisRequest) -> AgentReply:
+    """Decode one segment's range and measure it (raises `SegmentDecodeError`)."""
+    result = analyze_segment(data)
+    return AgentReply(output=result, warnings=result.warnings)
+
+
+def render_video_timeline(data: TimelineRequest) -> AgentReply:
+    """Write the timeline report; failed segments are listed, never guessed."""
+    report = render_timeline(data)
+    ok = report.segments_ok / max(1, report.segments_ok + report.segments_failed)
+    return AgentReply(output=report, confidence=ok, warnings=report.warnings)
+
+
+def _spec(
+    cid: str, description: str, entry: str, inp: type[BaseModel], out: type[BaseModel], **kw: object
+) -> CapabilitySpec:
+    return CapabilitySpec.model_validate(
+        {
+            "id": cid,
+            "description": description,
+            "input_model": inp,
+            "output_model": out,
+            "entrypoint": f"swarm_ray.video._capabilities:{entry}",
+            "tags": ("video",),
+            **kw,
+        }
+    )
+
+
+def _capabilities() -> tuple[CapabilitySpec, ...]:
+    workers = int(os.environ.get("SWARM_RAY_VIDEO_WORKERS", "64"))
+    return (
+        _spec(
+            "video.probe.metadata",
+            "Duration, streams, codec, frame rate (variable or not), keyframes and rotation "
+            "of a video (PyAV); a named error per unreadable file.",
+            "probe_metadata",
+            ProbeRequest,
+            VideoMetadata,
+            resources=Resources(num_cpus=0.25, max_concurrency=4),
+            timeout_s=120,
+            retry=RetryPolicy(
+                max_attempts=2, retry_on=frozenset({ErrorCode.TIMEOUT, ErrorCode.AGENT_UNAVAILABLE})
+            ),
+        ),
+        _spec(
+            "video.segmentation.adaptive",
+            "Content-aware segment boundaries from a cheap seek-sampling pass over frames "
+            "and audio, sized to the cluster.",
+            "segment_adaptive",
+            SegmentationRequest,
+            SegmentPlan,
+            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            timeout_s=900,
+            retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
+        ),
+        _spec(
+            "video.analysis.segment",
+            "Scene cuts, activity curve, loudness peaks, keyframe thumbnails and an "
+            "intensity score of one segment, decoding only its own time range.",
+            "analyze_video_segment",
+            SegmentAnalysisRequest,
+            SegmentAnalysis,
+            executor=ExecutorKind.DATA,
+            resources=Resources(num_cpus=1.0, max_concurrency=workers),
+            timeout_s=3600,
+            retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
+        ),
+        _spec(
+            "report.render.timeline",
+            "Timeline report of a video: intense segments ranked, pacing, intensity plot, "
+            "thumbnails, each segment traceable by its watermark.",
+            "render_video_timeline",
+            TimelineRequest,
+            TimelineReport,
+            resources=Resources(num_cpus=0.25),
+            timeout_s=300,
+        ),
+    )
+
+
+def video_catalog() -> Catalog:
+    """The video capabilities and templates (`video_plan`, `video_segments`, ...)."""
+    return Catalog(
+        capabilities=_capabilities(),
+        templates=tuple(
+            TaskTemplate.from_yaml(text, source=name)
+            for name, text in (
+                ("video_plan", _PLAN_TEMPLATE),
+                ("video_segments", _SEGMENTS_TEMPLATE),
+                ("video_timeline", _TIMELINE_TEMPLATE),
+            )
+        ),
+    )

@@ -1,0 +1,151 @@
+"""The video workload end to end on the real local Ray: three tasks, one report."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+import swarm_ray
+from swarm_ray import SwarmClient, SwarmRuntimeError, read_claims
+from swarm_ray.video import (
+    SampleVideo,
+    SegmentJob,
+    SegmentPlan,
+    VideoRun,
+    analyze_video,
+    corrupt_range,
+    generate_sample_video,
+    segment_outcomes,
+)
+from swarm_ray.video._job import main
+
+pytestmark = pytest.mark.ray
+
+
+@pytest.fixture(scope="module")
+def video_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.video:video_catalog"],
+        state_dir=tmp_path_factory.mktemp("video-state"),
+        name="swarm-video",
+    )
+    yield client
+    client.shutdown()
+
+
+@pytest.fixture(scope="module")
+def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleVideo:
+    out = tmp_path_factory.mktemp("video-swarm") / "sample.mp4"
+    return generate_sample_video(out, duration_s=30, gop=10, seed=5)
+
+
+@pytest.fixture(scope="module")
+def clean_run(
+    video_swarm: SwarmClient, sample: SampleVideo, tmp_path_factory: pytest.TempPathFactory
+) -> VideoRun:
+    out = tmp_path_factory.mktemp("video-report")
+    return analyze_video(video_swarm, sample.path, str(out), target_segments=5, min_segment_s=2)
+
+
+def test_report_finds_the_planted_cuts_and_spans(clean_run: VideoRun, sample: SampleVideo) -> None:
+    report = clean_run.report
+    # The target is 5; the longest-segment bound (twice the mean) may add one or two.
+    assert 5 <= report.segments_ok == len(clean_run.plan.segments) <= 7
+    cuts = [c.t_s for c in report.timeline.cuts if c.kind != "fade"]
+    assert len(cuts) == len(sample.cut_times_s)
+    assert all(
+        abs(a - b) <= 1 / sample.fps + 1e-6 for a, b in zip(cuts, sample.cut_times_s, strict=True)
+    )
+    spans = [(s.start_s, s.end_s) for s in report.timeline.active_spans]
+    assert len(spans) == len(sample.active_spans_s)
+    for (a, b), (ta, tb) in zip(spans, sample.active_spans_s, strict=True):
+        assert abs(a - ta) <= 0.75 and abs(b - tb) <= 0.75
+    markdown = Path(report.markdown_path).read_text()
+    assert "## Where it is intense" in markdown and "## Pacing" in markdown
+    assert Path(report.plot_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    document = json.loads(Path(report.json_path).read_text())
+    assert len(document["segments"]) == report.segments_ok and document["timeline"]["ranking"]
+    thumbs = [t for o in clean_run.outcomes if o.analysis for t in o.analysis.thumbnails]
+    assert thumbs and all(Path(t.path).exists() for t in thumbs)
+    print(f"\nvideo run: {clean_run.seconds}")
+
+
+def test_every_segment_keeps_its_watermark(clean_run: VideoRun, video_swarm: SwarmClient) -> None:
+    markdown = Path(clean_run.report.markdown_path).read_text()
+    document = json.loads(Path(clean_run.report.json_path).read_text())
+    for outcome, written in zip(clean_run.outcomes, document["segments"], strict=True):
+        assert outcome.watermark is not None and written["watermark"] == outcome.watermark
+        assert f"`{outcome.watermark}`" in markdown
+        claims = read_claims(outcome.watermark)
+        assert claims.task_id == clean_run.segments_task
+        assert claims.subtask_id == outcome.subtask_id == f"analyze[{outcome.index}]"
+        assert claims.capability_id == "video.analysis.segment"
+    # The same tokens the orchestrator accepted, read back from the task's record.
+    again = segment_outcomes(video_swarm, clean_run.segments_task, clean_run.plan)
+    assert [o.watermark for o in again] == [o.watermark for o in clean_run.outcomes]
+
+
+def test_segments_ran_as_one_streaming_data_stage(
+    clean_run: VideoRun, video_swarm: SwarmClient
+) -> None:
+    status = video_swarm.status(clean_run.segments_task)
+    count = len(clean_run.plan.segments)
+    assert set(status["subtasks"]) == {f"analyze[{i}]" for i in range(count)}
+    for outcome in clean_run.outcomes:
+        assert outcome.analysis is not None and outcome.attempts == 1
+        # each worker decoded its own range: at most one keyframe interval of pre-roll
+        assert outcome.analysis.preroll_frames < 10
+    plan = SegmentPlan.model_validate(video_swarm.output(clean_run.plan_task))
+    assert plan.frames_decoded < plan.metadata.frame_count / 4
+
+
+def test_a_corrupted_segment_fails_alone_and_only_it_is_retried(
+    video_swarm: SwarmClient, clean_run: VideoRun, sample: SampleVideo, tmp_path: Path
+) -> None:
+    plan = clean_run.plan
+    target = plan.segments[len(plan.segments) // 2]
+    bad = corrupt_range(sample.path, tmp_path / "bad.mp4", target.start_s, target.end_s)
+    jobs = tuple(
+        SegmentJob(
+            path=str(bad), index=s.index, start_s=s.start_s, end_s=s.end_s, frame_rate=sample.fps
+        ).model_dump(mode="json")
+        for s in plan.segments
+    )
+    task = video_swarm.submit(template="video_segments", items=jobs)
+    video_swarm.wait(task, timeout_s=300)
+    outcomes = segment_outcomes(video_swarm, task, plan)
+    failed = [o for o in outcomes if o.analysis is None]
+    assert [o.index for o in failed] == [target.index], [(o.index, o.error) for o in outcomes]
+    broken = failed[0]
+    assert broken.error is not None and f"`{bad}`" in broken.error
+    assert f"segment {target.index} of" in broken.error and broken.watermark is None
+    assert broken.attempts == 2  # retried once: a read may fail once on network storage
+    assert all(o.attempts == 1 and o.watermark for o in outcomes if o is not broken)
+    # The whole workload on the damaged file still ends in a report.
+    run = analyze_video(
+        video_swarm, str(bad), str(tmp_path / "out"), target_segments=5, min_segment_s=2
+    )
+    assert run.report.segments_ok + run.report.segments_failed == len(run.outcomes)
+    assert Path(run.report.markdown_path).exists()
+
+
+def test_an_unreadable_file_is_a_named_error(video_swarm: SwarmClient, tmp_path: Path) -> None:
+    empty = tmp_path / "empty.mp4"
+    empty.write_bytes(b"")
+    with pytest.raises(SwarmRuntimeError) as caught:
+        analyze_video(video_swarm, str(empty), str(tmp_path / "out"))
+    assert f"`{empty}`" in caught.value.message and "empty" in caught.value.message
+
+
+def test_job_generates_a_sample_and_scores_it(
+    ray_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    code = main(
+        ["--out", str(tmp_path), "--sample-seconds", "24", "--segments", "4", "--min-segment", "2"]
+    )
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert "'cuts_matched': " in out and "report: " in out
+    assert (tmp_path / "timeline.md").exists()
