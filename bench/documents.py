@@ -110,9 +110,8 @@ def main() -> None:
     client = swarm_ray.connect(state_dir=out / "state", name="swarm-bench-docs")
     warm_paths = list(generate_brochures(out / "warm", n=4, seed=12).pdf_paths)
     swarm_run(client, warm_paths, args.dimensions, out / "warm-run")
-    print(
-        f"cold start (ray.init, agents, embedding model, first task): {time.perf_counter() - cold:.1f} s"
-    )
+    cold_s = time.perf_counter() - cold
+    print(f"cold start (ray.init, agents, embedding model, first task): {cold_s:.1f} s")
 
     seq_total, seq_first = sequential(paths, args.dimensions, out)
     total, first, stages = swarm_run(client, paths, args.dimensions, out)
