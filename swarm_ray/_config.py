@@ -6,6 +6,7 @@
 | `SWARM_RAY_STATE_URL` | SQLite in the state dir | `redis://host:port/db` for clusters |
 | `SWARM_RAY_RESULTS_URI` | `results/` in the state dir | any `pyarrow.fs` URI (`s3://...`) |
 | `SWARM_RAY_WATERMARK_KEY` | (unset) | the watermark secret itself |
+| `SWARM_RAY_AGENT_IDLE_S` | `60` | pooled agents idle this long are released |
 | `SWARM_RAY_WATERMARK_KEY_FILE` | (unset) | a file holding the watermark secret |
 """
 

@@ -93,6 +93,7 @@ class _Pool:
         self.spec = spec
         self.namespace = namespace
         self.idle: list[Any] = []
+        self.idle_since: dict[Any, float] = {}
         self.names: dict[Any, str] = {}
         self.waiters: deque[asyncio.Future[Any]] = deque()
 
@@ -105,7 +106,9 @@ class _Pool:
 
     async def acquire(self) -> Any:
         if self.idle:
-            return self.idle.pop()
+            actor = self.idle.pop()
+            self.idle_since.pop(actor, None)
+            return actor
         if len(self.names) < self.spec.resources.max_concurrency:
             return self._create()
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
@@ -119,6 +122,19 @@ class _Pool:
                 waiter.set_result(actor)
                 return
         self.idle.append(actor)
+        self.idle_since[actor] = time.monotonic()
+
+    def reap(self, max_idle_s: float) -> int:
+        """Kill agents idle longer than `max_idle_s`, so idle pools hold no CPU or GPU."""
+        now = time.monotonic()
+        stale = [a for a in self.idle if now - self.idle_since.get(a, now) > max_idle_s]
+        for actor in stale:
+            self.idle.remove(actor)
+            self.idle_since.pop(actor, None)
+            self.names.pop(actor, None)
+            with contextlib.suppress(RayError, ValueError):
+                ray.kill(actor, no_restart=True)
+        return len(stale)
 
     def replace(self, actor: Any) -> None:
         self.names.pop(actor, None)
@@ -134,6 +150,10 @@ class ActorPoolExecutor:
     def __init__(self, namespace: str) -> None:
         self._namespace = namespace
         self._pools: dict[str, _Pool] = {}
+
+    def reap(self, max_idle_s: float) -> int:
+        """Release agents idle longer than `max_idle_s` (they are created again on demand)."""
+        return sum(pool.reap(max_idle_s) for pool in self._pools.values())
 
     def agent_names(self) -> list[str]:
         """Names of the live sub-agent actors."""

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import os
 import time
 from collections import defaultdict
 from typing import Any
@@ -90,6 +91,8 @@ class Orchestrator:
         self._metrics = SwarmMetrics()
         self._recovered: asyncio.Task[int] | None = None
         self._unknown_results = 0
+        self._agent_idle_s = float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60"))
+        self._reaper: asyncio.Task[None] | None = None
         self.started_at = time.time()
         # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
         ray.get_runtime_context().current_actor.recover.remote()
@@ -102,7 +105,14 @@ class Orchestrator:
             self._recovered = asyncio.get_running_loop().create_task(self._recover())
         return await asyncio.shield(self._recovered)
 
+    async def _reap_idle_agents(self) -> None:
+        """Give back the resources of agents nobody used for a while."""
+        while True:
+            await asyncio.sleep(max(1.0, self._agent_idle_s / 4))
+            self._pool.reap(self._agent_idle_s)
+
     async def _recover(self) -> int:
+        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_agents())
         resumed = 0
         for task_id in self._store.list_tasks(open_only=True):
             driver = TaskDriver.load(task_id, **self._deps())

@@ -14,8 +14,11 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     import ray
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
+    # Agents idle a few seconds are released, so pools of earlier tests hold no CPUs.
+    os.environ.setdefault("SWARM_RAY_AGENT_IDLE_S", "5")
     ray.init(
-        num_cpus=4,
+        # Logical CPUs: several orchestrators' agent pools live side by side in one session.
+        num_cpus=12,
         include_dashboard=False,
         namespace="swarm-ray",
         log_to_driver=False,

@@ -239,3 +239,14 @@ def test_metrics_reach_the_ray_metrics_endpoint(swarm: SwarmClient, record_dir: 
 
     # Ray exports custom metrics every few seconds: wait for them to show.
     assert wait_until(lambda: exported() == wanted, timeout_s=60, what="metrics export")
+
+
+def test_idle_agents_are_released(swarm: SwarmClient) -> None:
+    swarm.run(template="noop_fanout", items=(1, 2, 3))
+    # The session sets SWARM_RAY_AGENT_IDLE_S=5: idle agents give their CPUs back.
+    wait_until(
+        lambda: not [a for a in swarm.info()["agents"] if "test.noop.run" in a],
+        timeout_s=60,
+        what="idle noop agents to be released",
+    )
+    assert swarm.run(template="noop_fanout", items=(4,)).machine.state is TaskState.COMPLETED
