@@ -47,10 +47,13 @@ def test_main_job_on_generated_brochures(
     out = capsys.readouterr().out
     assert code == 0, out
     assert "precision 1.000" in out or "precision 0.9" in out
-    comparison = json.loads((tmp_path / "comparison.json").read_text())
+    comparison = json.loads((tmp_path / "report.json").read_text())["comparison"]
     assert comparison["entities"] and comparison["cells"]
     assert {c["field"].split(".")[0] for c in comparison["cells"]} == {"battery", "motor"}
-    assert "report:" in out
+    report = (tmp_path / "report.md").read_text()
+    assert "## Judges" in report and "factuality" in report
+    assert (tmp_path / "facts.parquet").exists() and (tmp_path / "charts" / "battery.png").exists()
+    assert f"report: {tmp_path / 'report.md'}" in out
 
 
 def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient) -> None:

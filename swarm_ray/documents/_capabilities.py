@@ -13,6 +13,7 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 from __future__ import annotations
 
 import functools
+import uuid
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -20,6 +21,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swarm_ray._agent import AgentReply
 from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray._catalog import Catalog
+from swarm_ray._config import state_dir
 from swarm_ray._errors import ErrorCode, InvalidInputError
 from swarm_ray._template import TaskTemplate
 from swarm_ray.documents._compare import Comparison, compare_facts
@@ -132,8 +134,8 @@ class ReportIn(BaseModel):
     """The judges' verdicts, appended to the report."""
     warnings: list[str] = []
     """Every degradation of the task so far (`$warnings`)."""
-    out_dir: str = Field(min_length=1)
-    """Where the files go."""
+    out_dir: str | None = None
+    """Where the files go; default a new folder under the state directory's `reports/`."""
 
 
 @functools.cache
@@ -193,11 +195,12 @@ def judge_quality(data: JudgeIn) -> AgentReply:
 
 def render_markdown(data: ReportIn) -> ReportFiles:
     """Write the report files, with the judges' verdicts appended."""
+    out_dir = data.out_dir or str(state_dir() / "reports" / uuid.uuid4().hex[:12])
     files = render_report(
         ReportRequest(
             comparison=data.comparison,
             facts=tuple(f for r in data.results for f in r.facts),
-            out_dir=data.out_dir,
+            out_dir=out_dir,
             warnings=tuple(data.warnings),
             watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
         )
