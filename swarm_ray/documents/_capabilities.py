@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import uuid
+from pathlib import Path
 from collections.abc import Sequence
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -177,7 +178,14 @@ def compare_entities(data: CompareIn) -> Comparison:
 
 
 def index_chunks(data: IndexRequest) -> IndexResult:
-    """Chunk one parsed document into Chroma (replacing its previous chunks atomically)."""
+    """Chunk one parsed document into Chroma (replacing its previous chunks atomically).
+
+    A relative store path would land in whatever directory the agent's worker runs in,
+    so it is taken relative to the state directory instead.
+    """
+    if data.store.url is None and not Path(data.store.path).is_absolute():
+        store = data.store.model_copy(update={"path": str(state_dir() / data.store.path)})
+        data = data.model_copy(update={"store": store})
     return index_document(data)
 
 
