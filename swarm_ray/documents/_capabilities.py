@@ -14,8 +14,8 @@ from __future__ import annotations
 
 import functools
 import uuid
-from pathlib import Path
 from collections.abc import Sequence
+from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
