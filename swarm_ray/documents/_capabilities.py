@@ -358,7 +358,7 @@ stages:
     input: {results: $from.normalize, costs: $costs, rel_tolerance: $params.rel_tolerance}
   - name: report
     capability: report.render.markdown
-    depends_on: [compare, judge, normalize, parse, index]
+    depends_on: [compare, judge, normalize, parse]
     partial_ok: true
     input:
       comparison: $from.compare
