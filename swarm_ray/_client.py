@@ -68,7 +68,7 @@ def connect(
             # A new local cluster: pooled agents keep their CPU reservation while idle, so
             # with only as many logical CPUs as cores a few pools could starve the Ray Data
             # stages that feed them. Oversubscribe logically; the OS shares the cores.
-            init_kwargs.setdefault("num_cpus", max(4, 2 * (os.cpu_count() or 1)))
+            init_kwargs.setdefault("num_cpus", max(8, 4 * (os.cpu_count() or 1)))
         ray.init(address=address, namespace=namespace, **init_kwargs)
     actor = (
         ray.remote(Orchestrator)

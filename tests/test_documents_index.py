@@ -354,3 +354,21 @@ def test_a_chroma_server_through_its_url(
         server.terminate()
         server.wait(timeout=30)
         log.close()
+
+
+def test_vectors_embedded_elsewhere_index_the_same_as_in_place(
+    catalogue: tuple[ParsedDocument, dict[str, int]], store: ChromaStore
+) -> None:
+    from swarm_ray.documents import embed_chunks
+
+    doc, page_of = catalogue
+    request = IndexRequest(document=doc, watermark="wm-pre", store=store)
+    vectors = embed_chunks(request)
+    assert vectors.document_id == doc.document_id
+    result = index_document(request.model_copy(update={"embeddings": vectors.embeddings}))
+    assert result.chunk_count == len(vectors.embeddings)
+    entity, page = next(iter(page_of.items()))
+    hits = query_chunks(ChunkQuery(text=f"Technical data of the {entity}", store=store)).hits
+    assert hits[0].page == page and hits[0].watermark == "wm-pre"
+    with pytest.raises(InvalidInputError, match="vectors"):
+        index_document(request.model_copy(update={"embeddings": vectors.embeddings[:-1]}))

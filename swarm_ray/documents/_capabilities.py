@@ -1,6 +1,6 @@
 """The document workload as capabilities and a template (`compare_documents`).
 
-    parse (Ray Data, per file) -> index (per file: chunks into Chroma)
+    parse (Ray Data, per file) -> embed (per file, parallel) -> index (one Chroma writer)
                                -> extract (per file x dimension) -> normalise (same)
         -> compare (once, all) -> judge (factuality, coherence, efficiency)
         -> report (once: Markdown, charts, facts.parquet, report.json)
@@ -29,7 +29,13 @@ from swarm_ray.documents._compare import Comparison, compare_facts
 from swarm_ray.documents._dimensions import Dimension, default_dimensions, load_dimensions
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
 from swarm_ray.documents._facts import NormalisedFact
-from swarm_ray.documents._index import IndexRequest, IndexResult, index_document
+from swarm_ray.documents._index import (
+    ChunkEmbeddings,
+    IndexRequest,
+    IndexResult,
+    embed_chunks,
+    index_document,
+)
 from swarm_ray.documents._judges import (
     JudgeVerdict,
     SubTaskCost,
@@ -177,6 +183,11 @@ def compare_entities(data: CompareIn) -> Comparison:
     return compare_facts(facts, rel_tolerance=data.rel_tolerance)
 
 
+def embed_document(data: IndexRequest) -> ChunkEmbeddings:
+    """Chunk and embed one document (many agents in parallel; nothing written)."""
+    return embed_chunks(data)
+
+
 def index_chunks(data: IndexRequest) -> IndexResult:
     """Chunk one parsed document into Chroma (replacing its previous chunks atomically).
 
@@ -285,6 +296,18 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             timeout_s=300,
         ),
         _spec(
+            "document.embedding.chunks",
+            "Chunks of a parsed document embedded with all-MiniLM-L6-v2 (packaged on PyPI; "
+            "no download), for the indexer to write.",
+            "embed_document",
+            IndexRequest,
+            ChunkEmbeddings,
+            # Embedding is the heavy part of indexing: spread it over agents, one
+            # intra-op thread each, and leave the single Chroma writer only the writes.
+            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            timeout_s=600,
+        ),
+        _spec(
             "document.indexing.chroma",
             "Chunks of a parsed document, embedded (all-MiniLM-L6-v2) into Chroma with page "
             "and watermark; re-indexing replaces a document's chunks atomically.",
@@ -338,13 +361,22 @@ stages:
     fan_out: per_item_dimension
     depends_on: [extract]
     input: {extraction: $from.extract}
-  - name: index
-    capability: document.indexing.chroma
+  - name: embed
+    capability: document.embedding.chunks
     fan_out: per_item
     depends_on: [parse]
     input:
       document: $from.parse
       watermark: $from.parse.@watermark
+      store: {path: $params.index_path, url: $params.chroma_url}
+  - name: index
+    capability: document.indexing.chroma
+    fan_out: per_item
+    depends_on: [parse, embed]
+    input:
+      document: $from.parse
+      watermark: $from.parse.@watermark
+      embeddings: $from.embed.embeddings
       store: {path: $params.index_path, url: $params.chroma_url}
   - name: compare
     capability: analysis.compare.entities

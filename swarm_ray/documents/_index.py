@@ -46,6 +46,7 @@ if TYPE_CHECKING:
 __all__ = [
     "ChromaStore",
     "Chunk",
+    "ChunkEmbeddings",
     "ChunkHit",
     "ChunkQuery",
     "ChunkQueryResult",
@@ -53,6 +54,7 @@ __all__ = [
     "IndexResult",
     "chunk_document",
     "close_index_clients",
+    "embed_chunks",
     "index_document",
     "load_embedding_model",
     "query_chunks",
@@ -121,6 +123,9 @@ class IndexRequest(BaseModel):
     """Chunk size; MiniLM reads about 256 word pieces (1,000 characters), then truncates."""
     overlap_chars: int = Field(default=120, ge=0)
     """Text repeated between neighbouring chunks, so a fact on a boundary is in one whole."""
+    embeddings: list[list[float]] | None = None
+    """Vectors of the chunks, one per chunk, computed elsewhere (`embed_chunks`), so the
+    one process that writes to an embedded store does not also do the embedding."""
 
     @model_validator(mode="after")
     def _overlap_below_half(self) -> IndexRequest:
@@ -301,6 +306,26 @@ def _flip(versions: Collection, document_id: str, metadata: dict[str, str | int]
     versions.upsert(ids=[document_id], embeddings=_NO_VECTOR, metadatas=[metadata])
 
 
+class ChunkEmbeddings(BaseModel):
+    """Output of `embed_chunks`: one vector per chunk of a document."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    document_id: str
+    embeddings: list[list[float]]
+
+
+def embed_chunks(request: IndexRequest) -> ChunkEmbeddings:
+    """Chunk and embed a document without writing it (parallel agents; one writer)."""
+    sizes = {"max_chars": request.max_chars, "overlap_chars": request.overlap_chars}
+    chunks = chunk_document(request.document, request.watermark, **sizes)
+    vectors = _embed(request.store.model_path, [c.text for c in chunks])
+    return ChunkEmbeddings(
+        document_id=request.document.document_id,
+        embeddings=[[round(float(x), 6) for x in row] for row in vectors],
+    )
+
+
 def index_document(request: IndexRequest) -> IndexResult:
     """Index or re-index one document; readers switch from the old version to the new at once.
 
@@ -312,7 +337,16 @@ def index_document(request: IndexRequest) -> IndexResult:
     sizes = {"max_chars": request.max_chars, "overlap_chars": request.overlap_chars}
     chunks = chunk_document(document, request.watermark, **sizes)
     version = uuid.uuid4().hex[:16]
-    embeddings = _embed(store.model_path, [c.text for c in chunks])
+    if request.embeddings is None:
+        embeddings = _embed(store.model_path, [c.text for c in chunks])
+    elif len(request.embeddings) != len(chunks):
+        raise InvalidInputError(
+            f"`embeddings` of `{document.file_name}` has {len(request.embeddings)} vectors "
+            f"for {len(chunks)} chunks: embed with the same chunk sizes",
+            field="embeddings",
+        )
+    else:
+        embeddings = np.asarray(request.embeddings, dtype=np.float32)
     try:
         chunk_col, versions = _collections(store)
         batch = _client(store).get_max_batch_size()
