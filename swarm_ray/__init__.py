@@ -12,6 +12,7 @@ from swarm_ray._capability import (
     ExecutorKind,
     Resources,
     RetryPolicy,
+    capability_maker,
 )
 from swarm_ray._catalog import Catalog
 from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, connect
@@ -192,6 +193,7 @@ __all__ = [
     "WatermarkRejectedError",
     "__version__",
     "canonical_digest",
+    "capability_maker",
     "connect",
     "expand",
     "issue_watermark",

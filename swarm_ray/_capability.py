@@ -10,6 +10,7 @@ Ray process and the process imports the code itself.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from enum import StrEnum
 from typing import Any, Self
 
@@ -24,6 +25,7 @@ __all__ = [
     "ExecutorKind",
     "Resources",
     "RetryPolicy",
+    "capability_maker",
 ]
 
 CAPABILITY_ID_PATTERN = re.compile(r"^[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*$")
@@ -183,3 +185,34 @@ class CapabilitySpec(BaseModel):
             "confidence_threshold": self.confidence_threshold,
             "tags": list(self.tags),
         }
+
+
+def capability_maker(module: str, **defaults: Any) -> Callable[..., CapabilitySpec]:
+    """A short way to declare the specs of a workload whose functions live in `module`.
+
+    `make(id, description, function_name, input_model, output_model, **fields)` returns a
+    validated `CapabilitySpec` with `entrypoint="module:function_name"`; `defaults` (tags,
+    resources, ...) apply to every spec and `fields` override them.
+    """
+
+    def make(
+        capability_id: str,
+        description: str,
+        function: str,
+        input_model: type[BaseModel],
+        output_model: type[BaseModel],
+        **fields: Any,
+    ) -> CapabilitySpec:
+        return CapabilitySpec.model_validate(
+            {
+                "id": capability_id,
+                "description": description,
+                "input_model": input_model,
+                "output_model": output_model,
+                "entrypoint": f"{module}:{function}",
+                **defaults,
+                **fields,
+            }
+        )
+
+    return make

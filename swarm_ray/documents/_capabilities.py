@@ -20,7 +20,13 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._agent import AgentReply
-from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray._capability import (
+    CapabilitySpec,
+    ExecutorKind,
+    Resources,
+    RetryPolicy,
+    capability_maker,
+)
 from swarm_ray._catalog import Catalog
 from swarm_ray._config import state_dir
 from swarm_ray._errors import ErrorCode, InvalidInputError
@@ -235,19 +241,7 @@ def render_markdown(data: ReportIn) -> ReportFiles:
     return files
 
 
-def _spec(
-    cid: str, description: str, entry: str, inp: type[BaseModel], out: type[BaseModel], **kw: object
-) -> CapabilitySpec:
-    return CapabilitySpec.model_validate(
-        {
-            "id": cid,
-            "description": description,
-            "input_model": inp,
-            "output_model": out,
-            "entrypoint": f"swarm_ray.documents._capabilities:{entry}",
-            **kw,
-        }
-    )
+_spec = capability_maker(__name__)
 
 
 def _capabilities() -> Sequence[CapabilitySpec]:

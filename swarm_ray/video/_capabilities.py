@@ -21,7 +21,13 @@ import os
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._agent import AgentReply
-from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray._capability import (
+    CapabilitySpec,
+    ExecutorKind,
+    Resources,
+    RetryPolicy,
+    capability_maker,
+)
 from swarm_ray._catalog import Catalog
 from swarm_ray._errors import ErrorCode
 from swarm_ray._template import TaskTemplate
@@ -126,20 +132,7 @@ def render_video_timeline(data: TimelineRequest) -> AgentReply:
     return AgentReply(output=report, confidence=ok, warnings=report.warnings)
 
 
-def _spec(
-    cid: str, description: str, entry: str, inp: type[BaseModel], out: type[BaseModel], **kw: object
-) -> CapabilitySpec:
-    return CapabilitySpec.model_validate(
-        {
-            "id": cid,
-            "description": description,
-            "input_model": inp,
-            "output_model": out,
-            "entrypoint": f"swarm_ray.video._capabilities:{entry}",
-            "tags": ("video",),
-            **kw,
-        }
-    )
+_spec = capability_maker(__name__, tags=("video",))
 
 
 def _capabilities() -> tuple[CapabilitySpec, ...]:
