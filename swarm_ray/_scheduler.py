@@ -11,7 +11,6 @@ task's event log through a fresh scheduler rebuilds the same state.
 
 from __future__ import annotations
 
-import re
 from collections.abc import Iterable
 from enum import StrEnum
 from typing import Any, assert_never, cast
@@ -19,8 +18,9 @@ from typing import Any, assert_never, cast
 from pydantic import TypeAdapter
 
 from swarm_ray._breaker import Breaker
+from swarm_ray._dynamic import next_round, output_path, result_field, rule_matches, rule_subtask
 from swarm_ray._errors import ErrorCode, InvalidInputError
-from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, nesting_depth, stage_subtask
+from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, nesting_depth
 from swarm_ray._registry import Registry
 from swarm_ray._signals import (
     BreakerClosed,
@@ -48,7 +48,6 @@ from swarm_ray._signals import (
     Warn,
 )
 from swarm_ray._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
-from swarm_ray._template import DynamicRule
 
 __all__ = ["EVENT_ADAPTER", "Scheduler", "SubTaskStatus"]
 
@@ -63,7 +62,6 @@ _BREAKER_CODES = frozenset(
         ErrorCode.INVALID_OUTPUT,
     }
 )
-_ROUND = re.compile(r"@r\d+$")
 
 
 class SubTaskStatus(StrEnum):
@@ -80,29 +78,6 @@ class SubTaskStatus(StrEnum):
 
 _S = SubTaskStatus
 _SETTLED = frozenset({_S.SUCCEEDED, _S.FAILED, _S.SKIPPED, _S.CANCELLED})
-
-
-def _path(value: Any, path: str | None) -> Any:
-    for part in (path or "").split("."):
-        if not part:
-            continue
-        value = value.get(part) if isinstance(value, dict) else None
-    return value
-
-
-def _field(result: SubTaskResult, path: str | None) -> Any:
-    """A field of a result's output, or `@watermark` / `@subtask_id` of the result itself."""
-    if path is not None and path.startswith("@"):
-        return getattr(result, path[1:], None) if path[1:] in ("watermark", "subtask_id") else None
-    return _path(result.output, path)
-
-
-def _matches(rule: DynamicRule, value: Any) -> bool:
-    if rule.equals is not None:
-        return bool(value == rule.equals)
-    needle = (rule.contains or "").lower()
-    values = value if isinstance(value, list) else [value]
-    return any(v is not None and needle in str(v).lower() for v in values)
 
 
 class Scheduler:
@@ -301,7 +276,7 @@ class Scheduler:
             if isinstance(value, dict):
                 if FROM_MARKER in value:
                     outputs = [
-                        _field(self._results[d], value.get("path"))
+                        result_field(self._results[d], value.get("path"))
                         for d in deps
                         if self._specs[d].stage == value[FROM_MARKER] and d in self._results
                     ]
@@ -510,26 +485,16 @@ class Scheduler:
         source = self._specs[sid]
         template = self.plan.template
         for rule in template.rules:
-            if rule.when_stage != source.stage or not _matches(
-                rule, _path(result.output, rule.field)
-            ):
+            if rule.when_stage != source.stage or not rule_matches(rule, result.output):
                 continue
-            new_id = f"{rule.trigger}@{sid}"
-            if new_id in self._specs:
+            spec = rule_subtask(self.plan, rule, source)
+            if spec.id in self._specs:
                 continue
-            spec = stage_subtask(
-                template.stage(rule.trigger),
-                request=self.plan.request,
-                item=source.item,
-                dimension=source.dimension,
-                depends_on={source.stage: ([sid], False)},
-                parent=sid,
-            ).model_copy(update={"id": new_id})
-            depth = nesting_depth({**self._specs, new_id: spec}, new_id)
+            depth = nesting_depth({**self._specs, spec.id: spec}, spec.id)
             if depth > template.max_depth:
                 out.append(
                     self._warn(
-                        f"rule `{rule.name}` matched `{sid}` but `{new_id}` would nest "
+                        f"rule `{rule.name}` matched `{sid}` but `{spec.id}` would nest "
                         f"{depth} deep, over the limit of {template.max_depth}; not run",
                         sid,
                     )
@@ -542,10 +507,10 @@ class Scheduler:
                     and self._status[other.id] is _S.PENDING
                     and self._depends_on(other.id, sid)
                 ):
-                    deps = (*other.depends_on, new_id)
+                    deps = (*other.depends_on, spec.id)
                     self._specs[other.id] = other.model_copy(update={"depends_on": deps})
-                    self._dependents.setdefault(new_id, []).append(other.id)
-            out.append(RuleFired(rule=rule.name, source=sid, added=(new_id,)))
+                    self._dependents.setdefault(spec.id, []).append(other.id)
+            out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
         return out
 
     def _depends_on(self, sid: str, target: str) -> bool:
@@ -562,7 +527,7 @@ class Scheduler:
     def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
         judge = self._specs[sid]
         for loop in self.plan.template.loops:
-            if loop.judge != judge.stage or _path(result.output, loop.verdict_field):
+            if loop.judge != judge.stage or output_path(result.output, loop.verdict_field):
                 continue
             if judge.round >= loop.max_rounds:
                 message = (
@@ -571,32 +536,17 @@ class Scheduler:
                 )
                 return [self._warn(message, sid)]
             gen_id = next(d for d in judge.depends_on if self._specs[d].stage == loop.stage)
-            generator = self._specs[gen_id]
-            nxt = judge.round + 1
-            new_gen = generator.model_copy(
-                update={
-                    "id": f"{_ROUND.sub('', gen_id)}@r{nxt}",
-                    "round": nxt,
-                    "input": {
-                        **generator.input,
-                        loop.feedback_input: _path(result.output, loop.feedback_field),
-                    },
-                }
-            )
-            new_judge = judge.model_copy(
-                update={
-                    "id": f"{_ROUND.sub('', sid)}@r{nxt}",
-                    "round": nxt,
-                    "depends_on": tuple(new_gen.id if d == gen_id else d for d in judge.depends_on),
-                }
-            )
+            new_gen, new_judge = next_round(loop, judge, self._specs[gen_id], result.output)
             for spec in (new_gen, new_judge):
                 self._add(spec, origin="feedback")
             self._alias[gen_id], self._alias[sid] = new_gen.id, new_judge.id
             self._previous[new_gen.id], self._previous[new_judge.id] = gen_id, sid
             return [
                 FeedbackRoundStarted(
-                    stage=loop.stage, judge_subtask=sid, round=nxt, added=(new_gen.id, new_judge.id)
+                    stage=loop.stage,
+                    judge_subtask=sid,
+                    round=new_judge.round,
+                    added=(new_gen.id, new_judge.id),
                 )
             ]
         return []
