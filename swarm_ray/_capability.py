@@ -134,6 +134,9 @@ class CapabilitySpec(BaseModel):
     """`"package.module:function"` that runs it (input model in, output model out)."""
     executor: ExecutorKind = ExecutorKind.ACTOR
     """Which executor hosts it."""
+    deployment: str | None = None
+    """`"package.module:function"` building the Serve app of a `serve` capability from its
+    spec (model-backed agents bring their own); None is the generic deployment."""
     resources: Resources = Field(default_factory=Resources)
     """Per-agent resources and the concurrency cap."""
     timeout_s: float = Field(default=60.0, gt=0)

@@ -63,8 +63,16 @@ def deployment_names(spec: CapabilitySpec) -> tuple[str, str]:
 
 
 def capability_app(spec: CapabilitySpec) -> Any:
-    """A Serve application for `spec`, sized by its resources."""
+    """A Serve application for `spec`, sized by its resources.
+
+    A spec naming its own `deployment` builder gets that app (it must name its
+    deployment as `deployment_names` says and answer `run(subtask)`).
+    """
     _, deployment = deployment_names(spec)
+    if spec.deployment is not None:
+        from swarm_ray._agent import load_entrypoint
+
+        return load_entrypoint(spec.deployment)(spec)
     return CapabilityDeployment.options(  # type: ignore[attr-defined]
         name=deployment,
         ray_actor_options=spec.resources.ray_options(),

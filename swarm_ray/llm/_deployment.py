@@ -1,0 +1,240 @@
+"""`LLMAgent`: a Ray Serve deployment holding one engine, sized by a capability's resources.
+
+Each replica loads one engine (llama.cpp on CPU, vLLM on its GPU share) and serves
+chat, structured output and, when built for a capability, the sub-task contract that the
+`ServeExecutor` calls (`run(subtask) -> SubTaskResult`). Replicas get their
+`ray_actor_options` from `Resources` (`num_gpus=0.25` puts four on one GPU, and vLLM's
+memory share follows), scale between `min_replicas` and `max_replicas` on ongoing
+requests, and report status, model, latency and tokens through `health()`.
+`check_health` raises after repeated failures, so Serve replaces the replica.
+
+Engine calls run in worker threads, so the replica's event loop keeps answering health
+checks during a long generation, and vLLM can batch concurrent calls.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+from ray import serve
+
+from swarm_ray._capability import CapabilitySpec, Resources
+from swarm_ray._subtask import SubTask, SubTaskResult, TokenUsage
+from swarm_ray.llm._engine import (
+    Completion,
+    EngineConfig,
+    GenerationParams,
+    Message,
+    load_engine,
+    use_engine,
+)
+from swarm_ray.llm._structured import StructuredReply, Target, generate_structured
+
+__all__ = [
+    "ChatRequest",
+    "LLMAgent",
+    "LLMDeploymentOptions",
+    "StructuredRequest",
+    "capability_llm_app",
+    "llm_app",
+]
+
+_FROZEN = ConfigDict(frozen=True, extra="forbid")
+
+
+class ChatRequest(BaseModel):
+    """A chat call to an `LLMAgent`."""
+
+    model_config = _FROZEN
+
+    messages: tuple[Message, ...] = Field(min_length=1)
+    """The conversation so far."""
+    params: GenerationParams = Field(default_factory=GenerationParams)
+    """Sampling settings."""
+
+
+class StructuredRequest(ChatRequest):
+    """A structured-output call: the answer must match `target`."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid", arbitrary_types_allowed=True)
+
+    target: Target
+    """A Pydantic model class (importable in the replica) or a JSON Schema."""
+
+
+class LLMDeploymentOptions(BaseModel):
+    """Scaling of an `LLMAgent` deployment."""
+
+    model_config = _FROZEN
+
+    min_replicas: int = Field(default=1, ge=0)
+    """Replicas kept when idle."""
+    max_replicas: int = Field(default=1, ge=1)
+    """Replicas at most; equal to `min_replicas` means a fixed count."""
+    target_ongoing_requests: float = Field(default=2.0, gt=0)
+    """Ongoing requests per replica the autoscaler aims for."""
+    max_ongoing_requests: int = Field(default=8, ge=1)
+    """Requests a replica takes at once (vLLM batches them; llama.cpp queues them)."""
+    health_check_period_s: float = Field(default=10.0, gt=0)
+    """How often Serve calls `check_health`."""
+
+    def serve_options(self) -> dict[str, Any]:
+        """Keyword options for `Deployment.options()`."""
+        options: dict[str, Any] = {
+            "max_ongoing_requests": self.max_ongoing_requests,
+            "health_check_period_s": self.health_check_period_s,
+        }
+        if self.min_replicas == self.max_replicas:
+            options["num_replicas"] = self.max_replicas
+        else:
+            options["autoscaling_config"] = {
+                "min_replicas": self.min_replicas,
+                "max_replicas": self.max_replicas,
+                "target_ongoing_requests": self.target_ongoing_requests,
+            }
+        return options
+
+
+@serve.deployment
+class LLMAgent:
+    """A Serve replica with one loaded engine."""
+
+    def __init__(
+        self, config: EngineConfig, num_gpus: float = 0.0, spec: CapabilitySpec | None = None
+    ) -> None:
+        started = time.perf_counter()
+        self._engine = load_engine(config, num_gpus=num_gpus)
+        use_engine(self._engine)  # capability entrypoints in this process call this engine
+        self._load_s = time.perf_counter() - started
+        self._spec = spec
+        self._usage = TokenUsage()
+        self._failures = 0
+        self._consecutive_failures = 0
+        self._last_latency_s = 0.0
+        self._last_error: str | None = None
+
+    def _account(self, usage: TokenUsage, seconds: float, ok: bool, error: str | None) -> None:
+        self._usage = self._usage + usage
+        self._last_latency_s = seconds
+        self._failures += not ok
+        self._consecutive_failures = 0 if ok else self._consecutive_failures + 1
+        self._last_error = error if not ok else self._last_error
+
+    async def chat(self, request: ChatRequest) -> Completion:
+        """Generate a reply to `request.messages`."""
+        started = time.perf_counter()
+        try:
+            completion = await asyncio.to_thread(
+                self._engine.complete, request.messages, request.params
+            )
+        except Exception as exc:
+            self._account(TokenUsage(), time.perf_counter() - started, False, repr(exc))
+            raise
+        self._account(completion.usage, time.perf_counter() - started, True, None)
+        return completion
+
+    async def generate_json(self, request: StructuredRequest) -> StructuredReply:
+        """Constrained JSON matching `request.target`, validated (or a structured error)."""
+        started = time.perf_counter()
+        try:
+            reply = await asyncio.to_thread(
+                generate_structured,
+                self._engine,
+                request.messages,
+                request.target,
+                request.params,
+            )
+        except Exception as exc:
+            self._account(TokenUsage(), time.perf_counter() - started, False, repr(exc))
+            raise
+        error = reply.error.message if reply.error else None
+        self._account(reply.completion.usage, time.perf_counter() - started, reply.ok, error)
+        return reply
+
+    async def run(self, subtask: SubTask) -> SubTaskResult:
+        """Run one attempt of a sub-task of this replica's capability (`ServeExecutor`)."""
+        from swarm_ray._agent import run_subtask
+
+        if self._spec is None:
+            raise RuntimeError("this LLMAgent was built without a capability; call `chat`")
+        started = time.perf_counter()
+        agent = f"serve:{self._spec.id}:{serve.get_replica_context().replica_id.unique_id}"
+        result = await asyncio.to_thread(run_subtask, self._spec, subtask, agent=agent)
+        error = result.error.message if result.error else None
+        self._account(result.usage, time.perf_counter() - started, result.ok, error)
+        return result
+
+    def health(self) -> dict[str, Any]:
+        """Status, model, version, latency and tokens served by this replica."""
+        return {
+            "status": "unhealthy" if self._consecutive_failures >= 3 else "healthy",
+            "capability": self._spec.id if self._spec else None,
+            "version": self._spec.version if self._spec else None,
+            "model": self._engine.model,
+            "load_s": round(self._load_s, 3),
+            "latency_ms": round(self._last_latency_s * 1000, 3),
+            "calls": self._usage.calls,
+            "prompt_tokens": self._usage.prompt_tokens,
+            "completion_tokens": self._usage.completion_tokens,
+            "tokens_per_s": round(self._usage.completion_tokens / self._usage.seconds, 2)
+            if self._usage.seconds
+            else 0.0,
+            "failures": self._failures,
+            "consecutive_failures": self._consecutive_failures,
+            "last_error": self._last_error,
+        }
+
+    def check_health(self) -> None:
+        """Raise (so Serve replaces the replica) after 3 failed calls in a row."""
+        if self._consecutive_failures >= 3:
+            raise RuntimeError(
+                f"LLM replica of model `{self._engine.model}` failed "
+                f"{self._consecutive_failures} calls in a row; last: {self._last_error}"
+            )
+
+    def __del__(self) -> None:
+        engine = getattr(self, "_engine", None)
+        if engine is not None:
+            engine.close()
+
+
+def llm_app(
+    config: EngineConfig,
+    *,
+    resources: Resources | None = None,
+    options: LLMDeploymentOptions | None = None,
+    name: str = "LLMAgent",
+    spec: CapabilitySpec | None = None,
+) -> Any:
+    """A Serve application of `LLMAgent` replicas.
+
+    Args:
+        config: The engine each replica loads.
+        resources: Per-replica resources; `num_gpus` also sizes vLLM's memory share.
+        options: Replica counts, autoscaling and concurrency.
+        name: The deployment's name (the `ServeExecutor` looks capabilities up by it).
+        spec: The capability whose sub-tasks `run()` executes, if any.
+    """
+    resources = resources or Resources()
+    options = options or LLMDeploymentOptions()
+    return LLMAgent.options(  # type: ignore[attr-defined]
+        name=name, ray_actor_options=resources.ray_options(), **options.serve_options()
+    ).bind(config, resources.num_gpus, spec)
+
+
+def capability_llm_app(spec: CapabilitySpec) -> Any:
+    """The Serve app of an LLM capability (its spec's `deployment` builder).
+
+    The engine comes from the environment (`SWARM_RAY_LLM_ENGINE`, `SWARM_RAY_LLM_MODEL`)
+    of the process deploying it; replicas scale up to the spec's `max_concurrency`.
+    """
+    from swarm_ray._serve_app import deployment_names
+
+    _, name = deployment_names(spec)
+    options = LLMDeploymentOptions(max_replicas=spec.resources.max_concurrency)
+    return llm_app(
+        EngineConfig.from_env(), resources=spec.resources, options=options, name=name, spec=spec
+    )
