@@ -151,6 +151,10 @@ class CapabilitySpec(BaseModel):
     """Outputs under this confidence trigger the fallback, or a warning without one."""
     tags: tuple[str, ...] = ()
     """Free labels for the catalogue (`llm`, `gpu`, ...)."""
+    health_check: str | None = None
+    """`"package.module:function"` a Serve replica calls (no arguments) to check its
+    health; raising means unhealthy. Three failed checks in a row take the capability out
+    of dispatch until one passes."""
 
     @field_validator("id")
     @classmethod
@@ -162,7 +166,7 @@ class CapabilitySpec(BaseModel):
             )
         return value
 
-    @field_validator("entrypoint")
+    @field_validator("entrypoint", "health_check")
     @classmethod
     def _entrypoint_shape(cls, value: str | None) -> str | None:
         if value is not None and not re.match(r"^[\w.]+:[\w.]+$", value):

@@ -75,9 +75,11 @@ class TaskDriver:
         key: WatermarkKey,
         clock: Clock = time.time,
         on_transition: Callable[[str, str], object] | None = None,
+        on_event: Callable[[TaskEvent], object] | None = None,
     ) -> None:
         self.record = record
         self._on_transition = on_transition
+        self._on_event = on_event
         self.registry = registry
         self._store = store
         self._results = results
@@ -217,6 +219,8 @@ class TaskDriver:
             self.task_id, _EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}"
         )
         self.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
         return event
 
     def move(self, to: TaskState, reason: str) -> None:

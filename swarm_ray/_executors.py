@@ -237,6 +237,25 @@ class ServeExecutor:
                 self._handles[spec.id] = serve.get_deployment_handle(deployment, app_name)
             return self._handles[spec.id]
 
+    def deployed(self) -> list[str]:
+        """Capabilities deployed so far (the ones worth probing)."""
+        return sorted(self._handles)
+
+    async def probe(
+        self, capability_id: str, timeout_s: float = 5.0
+    ) -> tuple[bool, dict[str, Any]]:
+        """Ask a deployment for its health: (healthy, the replica's report or the error)."""
+        handle = self._handles[capability_id]
+        response = handle.health.remote()
+        try:
+            detail: dict[str, Any] = await asyncio.wait_for(_await(response), timeout_s)
+        except TimeoutError:
+            response.cancel()
+            return False, {"error": f"health check of `{capability_id}` took over {timeout_s} s"}
+        except RayError as exc:
+            return False, {"error": f"{type(exc).__name__}: {exc}"}
+        return detail.get("status") in ("ok", "healthy"), detail
+
     async def run(self, spec: CapabilitySpec, subtask: SubTask) -> SubTaskResult:
         """Run one attempt on the capability's deployment within its deadline."""
         handle = await self._handle(spec)

@@ -3,20 +3,56 @@
 Ray exports them with a `ray_` prefix (counters gain `_total`). They are created lazily
 inside the process that records them (the orchestrator actor), which owns the
 swarm-level numbers: one process, so every reader sees the same counts.
+
+The same numbers are also tallied in plain Python (`snapshot()`), which the gateway's
+`GET /metrics` renders in the Prometheus text format: whichever gateway replica answers,
+it asks the one orchestrator, so the numbers agree (a `prometheus_client` registry inside
+a replica would only see that replica).
 """
 
 from __future__ import annotations
 
+import bisect
 import functools
+from collections import defaultdict
 from typing import Any
 
 __all__: list[str] = []
 
-_DURATION_BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300]
+DURATION_BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300]
+
+Labels = tuple[tuple[str, str], ...]
 
 
 class SwarmMetrics:
-    """The orchestrator's metrics, recorded with tags."""
+    """The orchestrator's metrics, recorded with tags (and tallied for `snapshot()`)."""
+
+    def __init__(self) -> None:
+        self._counters: dict[str, dict[Labels, float]] = defaultdict(lambda: defaultdict(float))
+        self._gauges: dict[str, dict[Labels, float]] = defaultdict(dict)
+        # per agent: bucket counts (one per boundary, then +Inf), sum
+        self._durations: dict[str, tuple[list[int], list[float]]] = {}
+
+    def _count(self, name: str, **labels: str) -> None:
+        self._counters[name][tuple(sorted(labels.items()))] += 1
+
+    def snapshot(self) -> dict[str, Any]:
+        """Plain counters, gauges and duration histograms (JSON-ready, picklable)."""
+        return {
+            "counters": {
+                name: [[dict(k), v] for k, v in series.items()]
+                for name, series in self._counters.items()
+            },
+            "gauges": {
+                name: [[dict(k), v] for k, v in series.items()]
+                for name, series in self._gauges.items()
+            },
+            "durations": {
+                agent: {"buckets": list(counts), "sum": total[0]}
+                for agent, (counts, total) in self._durations.items()
+            },
+            "boundaries": list(DURATION_BOUNDARIES),
+        }
 
     @functools.cached_property
     def _m(self) -> dict[str, Any]:
@@ -26,7 +62,7 @@ class SwarmMetrics:
             "duration": metrics.Histogram(
                 "agent_task_duration_seconds",
                 description="Run time of one sub-task attempt on an agent.",
-                boundaries=_DURATION_BOUNDARIES,
+                boundaries=DURATION_BOUNDARIES,
                 tag_keys=("agent",),
             ),
             "errors": metrics.Counter(
@@ -59,23 +95,33 @@ class SwarmMetrics:
     def duration(self, agent: str, seconds: float) -> None:
         """Record one attempt's run time."""
         self._m["duration"].observe(seconds, tags={"agent": agent})
+        counts, total = self._durations.setdefault(
+            agent, ([0] * (len(DURATION_BOUNDARIES) + 1), [0.0])
+        )
+        counts[bisect.bisect_left(DURATION_BOUNDARIES, seconds)] += 1
+        total[0] += seconds
 
     def error(self, agent: str, error_type: str) -> None:
         """Count a failed attempt."""
         self._m["errors"].inc(tags={"agent": agent, "error_type": error_type})
+        self._count("agent_error", agent=agent, error_type=error_type)
 
     def transition(self, from_state: str, to_state: str) -> None:
         """Count a task state transition."""
         self._m["transitions"].inc(tags={"from_state": from_state, "to_state": to_state})
+        self._count("swarm_task_transitions", from_state=from_state, to_state=to_state)
 
     def rejection(self, reason: str) -> None:
         """Count a refused result."""
         self._m["rejections"].inc(tags={"reason": reason})
+        self._count("swarm_watermark_rejections", reason=reason)
 
     def retry(self, agent: str, kind: str) -> None:
         """Count a retry or a fallback."""
         self._m["retries"].inc(tags={"agent": agent, "kind": kind})
+        self._count("swarm_retries", agent=agent, kind=kind)
 
     def breaker(self, agent: str, state: int) -> None:
         """Set a capability's breaker state."""
         self._m["breaker"].set(state, tags={"agent": agent})
+        self._gauges["swarm_breaker_state"][(("agent", agent),)] = state

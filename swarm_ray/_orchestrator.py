@@ -20,8 +20,10 @@ from typing import Any
 
 import ray
 
+from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
+from swarm_ray._config import state_dir as default_state_dir
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     ErrorCode,
@@ -31,6 +33,7 @@ from swarm_ray._errors import (
 )
 from swarm_ray._executors import ActorPoolExecutor, DataExecutor, ServeExecutor, error_result
 from swarm_ray._fsm import TaskState
+from swarm_ray._health import HealthBook
 from swarm_ray._metrics import SwarmMetrics
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
@@ -53,6 +56,8 @@ from swarm_ray._signals import (
 from swarm_ray._store import open_state_store
 from swarm_ray._subtask import SubTaskResult
 from swarm_ray._task import TaskEvent, TaskRequest
+from swarm_ray._trace import find_tokens, trace_token
+from swarm_ray._views import status_view
 from swarm_ray._watermark import WatermarkKey
 
 __all__: list[str] = []
@@ -89,10 +94,13 @@ class Orchestrator:
         self._serve = ServeExecutor()
         self._data = DataExecutor()
         self._metrics = SwarmMetrics()
+        self._health = HealthBook(self._registry)
+        self._audit = AuditTrail.from_env(state_dir or default_state_dir())
         self._recovered: asyncio.Task[int] | None = None
         self._unknown_results = 0
         self._agent_idle_s = float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60"))
-        self._reaper: asyncio.Task[None] | None = None
+        self._health_interval_s = float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10"))
+        self._background: list[asyncio.Task[None]] = []
         self.started_at = time.time()
         # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
         ray.get_runtime_context().current_actor.recover.remote()
@@ -111,8 +119,25 @@ class Orchestrator:
             await asyncio.sleep(max(1.0, self._agent_idle_s / 4))
             self._pool.reap(self._agent_idle_s)
 
+    async def _probe_deployments(self) -> None:
+        """Health-check every deployed Serve capability; see `swarm_ray._health`."""
+        while True:
+            await asyncio.sleep(self._health_interval_s)
+            for cid in self._serve.deployed():
+                ok, detail = await self._serve.probe(cid)
+                was_in = self._health.in_dispatch(cid)
+                if self._health.probe(cid, ok=ok, detail=detail) != was_in:
+                    self._audit_line(
+                        "WARNING" if was_in else "INFO",
+                        {"event": "dispatch", "capability": cid, "in_dispatch": not was_in},
+                    )
+
     async def _recover(self) -> int:
-        self._reaper = asyncio.get_running_loop().create_task(self._reap_idle_agents())
+        loop = asyncio.get_running_loop()
+        self._background += [
+            loop.create_task(self._reap_idle_agents()),
+            loop.create_task(self._probe_deployments()),
+        ]
         resumed = 0
         for task_id in self._store.list_tasks(open_only=True):
             driver = TaskDriver.load(task_id, **self._deps())
@@ -142,7 +167,23 @@ class Orchestrator:
             "results": self._results,
             "key": self._key,
             "on_transition": self._metrics.transition,
+            "on_event": self._audit_event,
         }
+
+    def _audit_event(self, event: TaskEvent) -> None:
+        if self._audit is not None:
+            self._audit.write(
+                "INFO",
+                event.model_dump(exclude={"task_id", "trace_id"}),
+                task_id=event.task_id,
+                trace_id=event.trace_id,
+                agent=event.agent,
+            )
+
+    def _audit_line(self, level: str, record: dict[str, Any]) -> None:
+        """A line about the swarm rather than one task (under the `swarm` pseudo-task)."""
+        if self._audit is not None:
+            self._audit.write(level, {"at": time.time(), **record}, task_id="swarm", trace_id="-")
 
     def _track(self, driver: TaskDriver) -> None:
         self._drivers[driver.task_id] = driver
@@ -204,13 +245,13 @@ class Orchestrator:
     async def status(self, task_id: str) -> dict[str, Any]:
         """A compact status: state, progress, each sub-task's status, warnings, error."""
         await self.recover()
-        return _status(self._driver(task_id))
+        return status_view(self._driver(task_id))
 
     async def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest tasks, one summary line each."""
         await self.recover()
         ids = self._store.list_tasks()[-limit:]
-        return [_status(self._driver(t), brief=True) for t in reversed(ids)]
+        return [status_view(self._driver(t), brief=True) for t in reversed(ids)]
 
     async def events(
         self, task_id: str, after_seq: int = 0, wait_s: float = 0.0
@@ -261,9 +302,44 @@ class Orchestrator:
             "started_at": self.started_at,
         }
 
-    async def catalogue(self) -> list[dict[str, Any]]:
-        """The registry's catalogue and its JSON Schema (for the gateway and planner)."""
-        return self._registry.catalogue()
+    async def health(self) -> dict[str, Any]:
+        """Each capability's health and the swarm health score (see `swarm_ray._health`)."""
+        await self.recover()
+        report = self._health.report()
+        report["open_tasks"] = sum(not d.state.terminal for d in self._drivers.values())
+        report["uptime_s"] = round(time.time() - self.started_at, 3)
+        return report
+
+    async def metrics(self) -> dict[str, Any]:
+        """Swarm-level numbers for `GET /metrics` (this actor is their one owner)."""
+        await self.recover()
+        snapshot = self._metrics.snapshot()
+        states: dict[str, int] = defaultdict(int)
+        for driver in self._drivers.values():
+            states[str(driver.state)] += 1
+        snapshot["tasks"] = dict(states)
+        snapshot["health"] = self._health.report()
+        return snapshot
+
+    async def trace_watermarks(self, text: str) -> list[dict[str, Any]]:
+        """Trace every watermark token found in `text` (a passage, a cell or a token)."""
+        await self.recover()
+
+        def scheduler_of(task_id: str) -> Any:
+            try:
+                return self._driver(task_id).scheduler
+            except TaskNotFoundError:
+                return None
+
+        return [trace_token(self._key, token, scheduler_of) for token in find_tokens(text)]
+
+    async def catalogue(self, schemas: bool = False) -> list[dict[str, Any]]:
+        """The registry's catalogue, with each capability's JSON Schemas if asked."""
+        return self._registry.catalogue(schemas=schemas)
+
+    async def capability(self, capability_id: str) -> dict[str, Any]:
+        """One capability with its JSON Schemas; raises `UnknownCapabilityError`."""
+        return self._registry.describe(capability_id)
 
     # ---- carrying out intents --------------------------------------------------------
 
@@ -349,7 +425,13 @@ class Orchestrator:
         if driver.state.terminal:
             return
         subtask = driver.subtask_for(intent)
-        self._on_result(await self._serve.run(self._registry.get(intent.capability_id), subtask))
+        cid = intent.capability_id
+        if not self._health.in_dispatch(cid):
+            self._on_result(
+                error_result(subtask, ErrorCode.AGENT_UNAVAILABLE, self._health.why_out(cid))
+            )
+            return
+        self._on_result(await self._serve.run(self._registry.get(cid), subtask))
 
     async def _run_batch(self, driver: TaskDriver, cid: str, intents: list[RunIntent]) -> None:
         delay = max(i.delay_s for i in intents)
@@ -397,43 +479,27 @@ class Orchestrator:
             self._metrics.duration(result.capability_id, result.timings.duration_s)
         if result.error is not None:
             self._metrics.error(result.capability_id, str(result.error.code))
+        if result.error is None or result.error.code is not ErrorCode.CANCELLED:
+            self._health.attempt(
+                result.capability_id, ok=result.ok, duration_s=result.timings.duration_s
+            )
+        if self._audit is not None:
+            self._audit.write(
+                "DEBUG",
+                {
+                    "event": "result",
+                    "subtask_id": result.subtask_id,
+                    "attempt": result.attempt,
+                    "capability": result.capability_id,
+                    "ok": result.ok,
+                    "error": None if result.error is None else str(result.error.code),
+                    "confidence": result.confidence,
+                    "timings": result.timings.model_dump(),
+                    "usage": result.usage.model_dump(),
+                },
+                task_id=result.task_id,
+                trace_id=driver.record.trace_id,
+                agent=result.agent or result.capability_id,
+            )
         self._execute(driver, driver.feed(event))
         return True
-
-
-def _status(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
-    record = driver.record
-    scheduler = driver.scheduler
-    status: dict[str, Any] = {
-        "task_id": record.task_id,
-        "state": str(driver.state),
-        "template": record.plan.template.name if record.plan else None,
-        "query": record.request.query,
-        "progress": 1.0
-        if driver.state is TaskState.COMPLETED
-        else (scheduler.progress() if scheduler else 0.0),
-        "created_at": record.created_at,
-        "updated_at": record.updated_at,
-        "warnings": list(record.warnings or (scheduler.warnings if scheduler else ())),
-        "error": record.error.model_dump(mode="json") if record.error else None,
-    }
-    if brief or scheduler is None:
-        return status
-    status["subtasks"] = {
-        s.id: {
-            "status": str(scheduler.status(s.id)),
-            "capability": s.capability_id,
-            "stage": s.stage,
-            "depends_on": list(s.depends_on),
-        }
-        for s in scheduler.specs()
-    }
-    usage = scheduler.usage()
-    status["usage"] = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "compute_s": round(scheduler.compute_seconds(), 6),
-    }
-    status["output"] = record.output
-    status["output_ref"] = record.output_ref
-    return status

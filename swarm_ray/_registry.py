@@ -140,9 +140,21 @@ class Registry:
                 errors=errors,
             ) from None
 
-    def catalogue(self) -> list[dict[str, Any]]:
-        """One JSON-ready line per capability (for the planner and `GET /v1/capabilities`)."""
-        return [spec.summary() for spec in self]
+    def catalogue(self, *, schemas: bool = False) -> list[dict[str, Any]]:
+        """One JSON-ready line per capability (for the planner and `GET /v1/capabilities`).
+
+        With `schemas`, each line also holds its input and output JSON Schemas.
+        """
+        return [self.describe(spec.id) if schemas else spec.summary() for spec in self]
+
+    def describe(self, capability_id: str) -> dict[str, Any]:
+        """A capability's summary with its input and output JSON Schemas."""
+        spec = self.get(capability_id)
+        return {
+            **spec.summary(),
+            "input_schema": spec.input_model.model_json_schema(),
+            "output_schema": spec.output_model.model_json_schema(mode="serialization"),
+        }
 
     def json_schema(self) -> dict[str, Any]:
         """One JSON Schema covering every capability's input and output.

@@ -177,6 +177,16 @@ class Scheduler:
         """The accepted result of a sub-task, if it succeeded."""
         return self._results.get(subtask_id)
 
+    def resolved_input(self, subtask_id: str) -> dict[str, Any]:
+        """The sub-task's input as it resolves now (what a dispatch would send).
+
+        For tracing: inputs that read `$warnings` or `$costs` can differ from what an
+        earlier attempt was sent, which the caller tells by the watermark's input digest.
+        """
+        spec = self._specs[subtask_id]
+        model = self._registry.validate_input(self._capability[subtask_id], self._resolve(spec))
+        return model.model_dump(mode="json")
+
     def error(self, subtask_id: str) -> SubTaskError | None:
         """The final error of a sub-task that failed for good."""
         return self._errors.get(subtask_id)

@@ -2,8 +2,12 @@
 
 `capability_app(spec)` builds a Serve application whose replicas run the capability's
 entrypoint with the capability's `ray_actor_options` (so `num_gpus=0.25` puts four
-replicas on one GPU). `check_health` raises after repeated agent failures, so Serve
-replaces the replica.
+replicas on one GPU).
+
+Health: `health()` runs the spec's own `health_check` (if any) and reports status,
+version and latency; the orchestrator probes it and takes the capability out of
+dispatch after three failures in a row. Serve's own `check_health` raises on the same
+signs, so Serve replaces a sick replica.
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ from typing import Any
 
 from ray import serve
 
-from swarm_ray._agent import run_subtask
+from swarm_ray._agent import load_entrypoint, run_subtask
 from swarm_ray._capability import CapabilitySpec
 from swarm_ray._subtask import SubTask, SubTaskResult
 
@@ -39,9 +43,22 @@ class CapabilityDeployment:
         self._consecutive_errors = 0 if result.ok else self._consecutive_errors + 1
         return result
 
+    def _problem(self) -> str | None:
+        if self._consecutive_errors >= 3:
+            return f"replica of `{self._spec.id}` failed {self._consecutive_errors} calls in a row"
+        if self._spec.health_check is not None:
+            try:
+                load_entrypoint(self._spec.health_check)()
+            except Exception as exc:
+                return f"health check of `{self._spec.id}` raised {type(exc).__name__}: {exc}"
+        return None
+
     def health(self) -> dict[str, Any]:
-        """Status, version and latency of this replica."""
+        """Status (`ok` or `unhealthy` with an error), version and latency of this replica."""
+        problem = self._problem()
         return {
+            "status": "ok" if problem is None else "unhealthy",
+            "error": problem,
             "capability": self._spec.id,
             "version": self._spec.version,
             "calls": self._calls,
@@ -50,11 +67,10 @@ class CapabilityDeployment:
         }
 
     def check_health(self) -> None:
-        """Raise (so Serve replaces the replica) after 3 agent errors in a row."""
-        if self._consecutive_errors >= 3:
-            raise RuntimeError(
-                f"replica of `{self._spec.id}` failed {self._consecutive_errors} calls in a row"
-            )
+        """Raise (so Serve replaces the replica) when `health()` would say unhealthy."""
+        problem = self._problem()
+        if problem is not None:
+            raise RuntimeError(problem)
 
 
 def deployment_names(spec: CapabilitySpec) -> tuple[str, str]:

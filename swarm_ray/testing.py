@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 import time
 from pathlib import Path
 
@@ -23,6 +24,7 @@ from swarm_ray._catalog import Catalog
 from swarm_ray._template import TaskTemplate
 
 __all__ = [
+    "SICK_FLAG",
     "EchoIn",
     "EchoOut",
     "JoinIn",
@@ -30,6 +32,7 @@ __all__ = [
     "NoopIn",
     "count_executions",
     "echo",
+    "health_flag_check",
     "join",
     "noop",
     "testing_catalog",
@@ -120,6 +123,16 @@ def noop(data: NoopIn) -> NoopOut:
     return NoopOut()
 
 
+SICK_FLAG = Path(tempfile.gettempdir()) / "swarm-ray-test-sick"
+"""While this file exists, `test.echo.checked` fails its health check."""
+
+
+def health_flag_check() -> None:
+    """Health check of `test.echo.checked`: raises while `SICK_FLAG` exists."""
+    if SICK_FLAG.exists():
+        raise RuntimeError(f"sick flag `{SICK_FLAG}` is set")
+
+
 def count_executions(record_dir: str | Path) -> dict[str, list[int]]:
     """Map each echoed text to the pids of the processes that finished it."""
     path = Path(record_dir) / "executions.log"
@@ -132,7 +145,12 @@ def count_executions(record_dir: str | Path) -> dict[str, list[int]]:
 
 
 def _echo_spec(
-    cid: str, executor: ExecutorKind, concurrency: int, timeout_s: float = 30, attempts: int = 4
+    cid: str,
+    executor: ExecutorKind,
+    concurrency: int,
+    timeout_s: float = 30,
+    attempts: int = 4,
+    health_check: str | None = None,
 ) -> CapabilitySpec:
     return CapabilitySpec(
         id=cid,
@@ -144,6 +162,7 @@ def _echo_spec(
         resources=Resources(num_cpus=0.25, max_concurrency=concurrency),
         timeout_s=timeout_s,
         retry=RetryPolicy(max_attempts=attempts, backoff_s=0.05),
+        health_check=health_check,
     )
 
 
@@ -217,6 +236,13 @@ def testing_catalog() -> Catalog:
             _echo_spec("test.echo.serve", ExecutorKind.SERVE, 2),
             _echo_spec("test.echo.data", ExecutorKind.DATA, 2),
             _echo_spec("test.echo.quick", ExecutorKind.ACTOR, 2, timeout_s=1, attempts=2),
+            _echo_spec(
+                "test.echo.checked",
+                ExecutorKind.SERVE,
+                1,
+                attempts=1,
+                health_check="swarm_ray.testing:health_flag_check",
+            ),
             CapabilitySpec(
                 id="test.join.texts",
                 description="Join texts (for tests).",
@@ -239,6 +265,7 @@ def testing_catalog() -> Catalog:
             _fanout("echo_serve", "test.echo.serve"),
             _fanout("echo_data", "test.echo.data"),
             _fanout("echo_quick", "test.echo.quick"),
+            _fanout("echo_checked", "test.echo.checked"),
             _chain(),
             noop_template,
         ),

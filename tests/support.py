@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable
 from typing import Any
 
 from pydantic import BaseModel
@@ -116,3 +118,16 @@ def failed(
             error=SubTaskError(code=code, message=f"{intent.subtask_id} broke"),
         ),
     )
+
+
+def wait_until(
+    predicate: Callable[[], Any], timeout_s: float = 60.0, what: str = "condition"
+) -> Any:
+    """Poll `predicate` until it returns something truthy (and return that), or fail."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(0.05)
+    raise AssertionError(f"timed out waiting for {what}")

@@ -16,18 +16,9 @@ from swarm_ray import (
     issue_watermark,
 )
 from swarm_ray.testing import count_executions
+from tests.support import wait_until
 
 pytestmark = pytest.mark.ray
-
-
-def wait_until(predicate, timeout_s: float = 60.0, what: str = "condition"):  # type: ignore[no-untyped-def]
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.05)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def _live_agent(swarm: SwarmClient, capability: str):  # type: ignore[no-untyped-def]

@@ -1,0 +1,103 @@
+"""The audit trail: JSON lines per task and per agent under the state directory.
+
+Every task event (state changes, sub-task dispatches and outcomes, warnings, breaker
+moves, refused results) is written at INFO to `audit/tasks/{task_id}.jsonl` and, when an
+agent or capability is concerned, to `audit/agents/{agent}.jsonl`. Each line carries the
+task's trace id, so one `grep TRACE_ID -r audit/` follows a task through every agent.
+
+DEBUG lines (the details of each accepted result: timings, token usage, confidence) are
+sampled by trace id: a task's DEBUG lines are all written or none are, so a sampled trace
+is complete. `SWARM_RAY_AUDIT_DEBUG_SAMPLE` sets the share of traces (default 0.01; 1 for
+all, 0 for none); `SWARM_RAY_AUDIT=0` turns the trail off.
+
+The audit trail is for people and tools reading history; the state store, not this
+trail, is what recovery relies on, so lines are written through an OS buffer (one
+`write` per line, no fsync).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+from collections import OrderedDict
+from pathlib import Path
+from typing import IO, Any
+
+__all__: list[str] = []
+
+_MAX_OPEN = 128
+"""Files kept open at once (least recently used are closed)."""
+_SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
+
+
+def sampled(trace_id: str, rate: float) -> bool:
+    """Whether DEBUG lines of the trace `trace_id` are kept at sampling `rate`."""
+    if rate >= 1.0:
+        return True
+    if rate <= 0.0:
+        return False
+    try:
+        bucket = int(trace_id[:8], 16) / 0x1_0000_0000
+    except ValueError:
+        bucket = (hash(trace_id) & 0xFFFF_FFFF) / 0x1_0000_0000
+    return bucket < rate
+
+
+class AuditTrail:
+    """Appends audit lines; one instance per orchestrator process."""
+
+    def __init__(self, root: str | os.PathLike[str], *, debug_sample: float = 0.01) -> None:
+        if not 0.0 <= debug_sample <= 1.0:
+            raise ValueError(f"`debug_sample` must be in [0, 1], got {debug_sample!r}")
+        self.root = Path(root)
+        self.debug_sample = debug_sample
+        self._files: OrderedDict[Path, IO[str]] = OrderedDict()
+
+    @classmethod
+    def from_env(cls, state_dir: str | os.PathLike[str]) -> AuditTrail | None:
+        """The trail under `state_dir/audit`, configured from the environment (or None)."""
+        if os.environ.get("SWARM_RAY_AUDIT", "1") in ("0", "false", "off"):
+            return None
+        rate = float(os.environ.get("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "0.01"))
+        return cls(Path(state_dir) / "audit", debug_sample=rate)
+
+    def _file(self, kind: str, name: str) -> IO[str]:
+        path = self.root / kind / f"{_SAFE.sub('_', name)}.jsonl"
+        handle = self._files.pop(path, None)
+        if handle is None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            handle = path.open("a", encoding="utf-8")
+            while len(self._files) >= _MAX_OPEN:
+                self._files.popitem(last=False)[1].close()
+        self._files[path] = handle
+        return handle
+
+    def write(
+        self,
+        level: str,
+        record: dict[str, Any],
+        *,
+        task_id: str,
+        trace_id: str,
+        agent: str | None = None,
+    ) -> bool:
+        """Write one line for the task (and its agent); False when DEBUG is sampled out."""
+        if level == "DEBUG" and not sampled(trace_id, self.debug_sample):
+            return False
+        line = json.dumps(
+            {"level": level, "trace_id": trace_id, "task_id": task_id, "agent": agent, **record},
+            default=str,
+            separators=(",", ":"),
+        )
+        targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
+        for kind, name in targets:
+            handle = self._file(kind, name)
+            handle.write(line + "\n")
+            handle.flush()
+        return True
+
+    def close(self) -> None:
+        """Close every open file."""
+        while self._files:
+            self._files.popitem()[1].close()

@@ -1,0 +1,232 @@
+"""The gateway's pure parts: health book and score, API keys, audit trail, metrics text,
+watermark tracing (no Ray)."""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from pathlib import Path
+
+import pytest
+from prometheus_client.parser import text_string_to_metric_families
+
+from swarm_ray import CapabilitySpec, InvalidSpecError, Plan, Registry, TaskRequest, WatermarkKey
+from swarm_ray._audit import AuditTrail, sampled
+from swarm_ray._health import PROBE_FAILURES_TO_EJECT, HealthBook, health_score
+from swarm_ray._metrics import SwarmMetrics
+from swarm_ray._plan import expand
+from swarm_ray._scheduler import Scheduler
+from swarm_ray._signals import Start, SubTaskDone
+from swarm_ray._subtask import SubTaskResult, Timings
+from swarm_ray._trace import find_tokens, trace_token
+from swarm_ray._watermark import issue_watermark
+from swarm_ray.gateway import ApiKeys, render_metrics
+from swarm_ray.testing import testing_catalog as catalog_of_tests
+
+
+def _specs() -> list[CapabilitySpec]:
+    return list(catalog_of_tests().capabilities)
+
+
+# ---- health ------------------------------------------------------------------------
+
+
+def test_health_score_formula_and_bounds() -> None:
+    assert health_score(1, 1, 1) == 1.0
+    assert health_score(0, 0, 0) == 0.0
+    assert health_score(0.5, 1.0, 0.0) == pytest.approx(0.5)
+    assert health_score(1.0, 0.0, 1.0) == pytest.approx(0.7)
+    with pytest.raises(ValueError, match="`latency_score` must be in"):
+        health_score(1, 1.5, 1)
+
+
+def test_health_book_success_latency_and_availability() -> None:
+    book = HealthBook(_specs())
+    assert book.report()["swarm_health_score"] == 1.0  # nothing happened yet
+    for _ in range(3):
+        book.attempt("test.echo.text", ok=True, duration_s=3.0)  # timeout 30 s: 0.1 of it
+    book.attempt("test.echo.text", ok=False, duration_s=3.0)
+    report = book.report()
+    assert report["success_rate"] == 0.75
+    assert report["latency_score"] == pytest.approx(0.9)
+    assert report["availability"] == 1.0
+    assert report["swarm_health_score"] == pytest.approx(0.4 * 0.75 + 0.3 * 0.9 + 0.3)
+    echo = report["capabilities"]["test.echo.text"]
+    assert echo["attempts"] == 4 and echo["latency_ms"] == 3000.0 and echo["status"] == "ok"
+
+
+def test_three_failed_probes_take_a_capability_out_until_one_passes() -> None:
+    book = HealthBook(_specs())
+    cid = "test.echo.serve"
+    for i in range(PROBE_FAILURES_TO_EJECT - 1):
+        assert book.probe(cid, ok=False, detail={"error": f"boom {i}"}) is True
+    assert book.capability(cid)["status"] == "degraded"
+    assert book.probe(cid, ok=False, detail={"error": "boom last"}) is False
+    assert not book.in_dispatch(cid)
+    assert "last error: boom last" in book.why_out(cid)
+    n = len(_specs())
+    assert book.report()["availability"] == pytest.approx((n - 1) / n)
+    assert book.capability(cid)["status"] == "unavailable"
+    assert book.probe(cid, ok=True, detail={"status": "ok", "model": "m-1"}) is True
+    assert book.capability(cid)["model"] == "m-1"
+    assert book.capability(cid)["status"] == "ok"
+
+
+# ---- API keys ----------------------------------------------------------------------
+
+
+def test_api_keys_accept_only_listed_keys_and_hide_them(tmp_path: Path) -> None:
+    good = "k" * 20
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"# comment\n\n{good}\n{'z' * 24}\n")
+    keys = ApiKeys.from_file(keys_file)
+    assert len(keys) == 2
+    assert keys.accepts(good) and keys.accepts("z" * 24)
+    assert not keys.accepts(good + "x") and not keys.accepts("") and not keys.accepts(None)
+    assert good not in repr(keys) and good not in str(keys)
+
+
+def test_api_keys_refuse_short_or_missing(tmp_path: Path) -> None:
+    with pytest.raises(InvalidSpecError, match="shorter than 16"):
+        ApiKeys(["short"], source="test")
+    with pytest.raises(InvalidSpecError, match="no API keys"):
+        ApiKeys([], source="test")
+    with pytest.raises(InvalidSpecError, match="cannot be read"):
+        ApiKeys.from_file(tmp_path / "missing")
+
+
+def test_api_keys_generated_once_private(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SWARM_RAY_API_KEYS", raising=False)
+    monkeypatch.delenv("SWARM_RAY_API_KEYS_FILE", raising=False)
+    first = ApiKeys.from_config(state_dir=tmp_path)
+    path = tmp_path / "api_keys"
+    assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
+    key = path.read_text().splitlines()[-1]
+    assert first.accepts(key) and ApiKeys.from_config(state_dir=tmp_path).accepts(key)
+    monkeypatch.setenv("SWARM_RAY_API_KEYS", "a" * 16 + ", " + "b" * 16)
+    from_env = ApiKeys.from_config(state_dir=tmp_path)
+    assert from_env.accepts("b" * 16) and not from_env.accepts(key)
+
+
+# ---- audit trail --------------------------------------------------------------------
+
+
+def test_debug_sampling_is_per_trace_and_proportional() -> None:
+    traces = [f"{i:08x}" + "0" * 24 for i in range(0, 0xFFFFFFFF, 0xFFFFFFFF // 1000)]
+    kept = sum(sampled(t, 0.1) for t in traces)
+    assert 80 <= kept <= 120
+    assert all(sampled(t, 1.0) for t in traces) and not any(sampled(t, 0.0) for t in traces)
+    assert sampled(traces[5], 0.3) == sampled(traces[5], 0.3)
+
+
+def test_audit_trail_writes_task_and_agent_lines(tmp_path: Path) -> None:
+    trail = AuditTrail(tmp_path, debug_sample=0.0)
+    assert trail.write("INFO", {"event": "x"}, task_id="t1", trace_id="ab" * 16, agent="a.b.c")
+    assert not trail.write("DEBUG", {"event": "y"}, task_id="t1", trace_id="ab" * 16)
+    trail.write("INFO", {"event": "z"}, task_id="../evil", trace_id="cd" * 16)
+    trail.close()
+    [line] = (tmp_path / "tasks" / "t1.jsonl").read_text().splitlines()
+    assert json.loads(line) == {
+        "level": "INFO",
+        "trace_id": "ab" * 16,
+        "task_id": "t1",
+        "agent": "a.b.c",
+        "event": "x",
+    }
+    assert (tmp_path / "agents" / "a.b.c.jsonl").read_text() == line + "\n"
+    assert (tmp_path / "tasks" / ".._evil.jsonl").exists()  # no escaping the directory
+    with pytest.raises(ValueError, match="debug_sample"):
+        AuditTrail(tmp_path, debug_sample=2)
+
+
+# ---- metrics text -------------------------------------------------------------------
+
+
+def test_metrics_render_round_trips_through_the_prometheus_parser() -> None:
+    metrics = SwarmMetrics()
+    metrics._m = _NullRayMetrics()  # type: ignore[misc]  # only the tallies matter here
+    metrics.duration("a.b.c", 0.02)
+    metrics.duration("a.b.c", 2.0)
+    metrics.error("a.b.c", "timeout")
+    metrics.transition("created", "routing")
+    metrics.rejection("forged")
+    metrics.retry("a.b.c", "retry")
+    metrics.breaker("a.b.c", 2)
+    snapshot = metrics.snapshot()
+    snapshot["tasks"] = {"completed": 3}
+    snapshot["health"] = HealthBook(_specs()).report()
+    families = {
+        f.name: f for f in text_string_to_metric_families(render_metrics(snapshot).decode())
+    }
+    duration = {
+        (s.name, s.labels.get("le")): s.value
+        for s in families["agent_task_duration_seconds"].samples
+    }
+    assert duration[("agent_task_duration_seconds_bucket", "0.05")] == 1
+    assert duration[("agent_task_duration_seconds_bucket", "+Inf")] == 2
+    assert duration[("agent_task_duration_seconds_sum", None)] == pytest.approx(2.02)
+    [error] = [s for s in families["agent_error"].samples if s.name == "agent_error_total"]
+    assert error.labels == {"agent": "a.b.c", "error_type": "timeout"} and error.value == 1
+    assert families["swarm_breaker_state"].samples[0].value == 2
+    assert families["swarm_tasks"].samples[0].labels == {"state": "completed"}
+    assert families["swarm_health_score"].samples[0].value == 1.0
+
+
+class _NullRayMetrics(dict):  # type: ignore[type-arg]
+    def __missing__(self, _key: str) -> _NullRayMetrics:
+        return self
+
+    def observe(self, *_a: object, **_k: object) -> None: ...
+    def inc(self, *_a: object, **_k: object) -> None: ...
+    def set(self, *_a: object, **_k: object) -> None: ...
+
+
+# ---- watermark tracing ---------------------------------------------------------------
+
+
+def test_find_tokens_in_a_passage() -> None:
+    key = WatermarkKey.generate()
+    token = issue_watermark(
+        key, task_id="t", subtask_id="s", capability_id="a.b.c", input={}, issued_ms=1
+    )
+    text = f"| 75 kWh | {token} |\nagain {token}, and a fake eyJabc.def"
+    assert find_tokens(text) == [token]
+    assert find_tokens("nothing") == []
+
+
+def test_trace_token_finds_the_agent_and_verifies_the_input() -> None:
+    catalog = catalog_of_tests()
+    registry = Registry(catalog.capabilities)
+    template = next(t for t in catalog.templates if t.name == "echo_fanout")
+    request = TaskRequest(template="echo_fanout", items=("x",))
+    plan: Plan = expand(template, request, task_id="t-trace")
+    scheduler = Scheduler(plan, registry)
+    [intent, *_] = scheduler.handle(Start(at=1.0))
+    key = WatermarkKey.generate()
+    token = issue_watermark(
+        key,
+        task_id=plan.task_id,
+        subtask_id=intent.subtask_id,  # type: ignore[attr-defined]
+        capability_id="test.echo.text",
+        input=intent.input,  # type: ignore[attr-defined]
+        issued_ms=1000,
+    )
+    result = SubTaskResult(
+        task_id=plan.task_id,
+        subtask_id=intent.subtask_id,  # type: ignore[attr-defined]
+        capability_id="test.echo.text",
+        output={"text": "X", "pid": 1},
+        timings=Timings(started_at=1.5, finished_at=2.0),
+        watermark=token,
+        agent="agent-7",
+    )
+    scheduler.handle(SubTaskDone(at=2.0, result=result))
+    found = trace_token(key, token, lambda task_id: scheduler if task_id == plan.task_id else None)
+    assert found["valid"] and found["known"] and found["accepted_result"]
+    assert found["agent"] == "agent-7" and found["input"]["text"] == "x"
+    assert found["input_verified"] is True and found["finished_at"] == 2.0
+    other = trace_token(WatermarkKey.generate(), token, lambda _t: scheduler)
+    assert other["valid"] is False and other["reason"] == "forged" and "agent" not in other
+    unknown = trace_token(key, token, lambda _t: None)
+    assert unknown["valid"] and unknown["known"] is False
