@@ -16,6 +16,10 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
     # Agents idle a few seconds are released, so pools of earlier tests hold no CPUs.
     os.environ.setdefault("SWARM_RAY_AGENT_IDLE_S", "5")
+    # Serve capabilities are health-probed often, so ejection and recovery show quickly.
+    os.environ.setdefault("SWARM_RAY_HEALTH_INTERVAL_S", "0.5")
+    # Every trace's DEBUG audit lines are kept, so tests can read them.
+    os.environ.setdefault("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "1")
     ray.init(
         # Logical CPUs: several orchestrators' agent pools live side by side in one session.
         num_cpus=12,
@@ -29,11 +33,17 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 
 
 @pytest.fixture(scope="session")
-def swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+def swarm_state_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """State directory of the session's orchestrator (its store, results and audit trail)."""
+    return tmp_path_factory.mktemp("swarm-state")
+
+
+@pytest.fixture(scope="session")
+def swarm(ray_cluster: None, swarm_state_dir: Path):  # type: ignore[no-untyped-def]
     """The orchestrator, with the testing catalog and a state dir of its own."""
     import swarm_ray
 
-    state = tmp_path_factory.mktemp("swarm-state")
+    state = swarm_state_dir
     client = swarm_ray.connect(
         catalogs=["swarm_ray.testing:testing_catalog"], state_dir=state, name="swarm-test"
     )
@@ -44,3 +54,22 @@ def swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory):  # type:
 @pytest.fixture
 def record_dir(tmp_path: Path) -> str:
     return str(tmp_path)
+
+
+@pytest.fixture(scope="session")
+def serve_port(ray_cluster: None) -> int:
+    """Serve's HTTP port on loopback (a free one, unless Serve already runs)."""
+    import socket
+
+    import ray
+    from ray import serve
+    from ray.serve.context import _get_global_client
+
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        free = probe.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": free})
+    # Serve may have been started earlier in the session (by a deployment) on its default
+    # port; ask its controller which port it really listens on.
+    config = ray.get(_get_global_client()._controller.get_http_config.remote())
+    return int(config.port)

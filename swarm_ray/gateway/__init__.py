@@ -1,0 +1,27 @@
+"""The Serve gateway: REST and WebSocket task events, health, metrics, auth, provenance.
+
+Run it with `swarm-ray serve`, `serve run deployments/gateway-local.yaml`, or from code::
+
+    from ray import serve
+    from swarm_ray.gateway import GatewayConfig, build_app
+
+    serve.run(build_app(GatewayConfig(api_keys_file="keys.txt")), route_prefix="/")
+"""
+
+from __future__ import annotations
+
+from swarm_ray._health import health_score
+from swarm_ray.gateway._app import Gateway, app, build_app
+from swarm_ray.gateway._auth import ApiKeys
+from swarm_ray.gateway._models import GatewayConfig
+from swarm_ray.gateway._prometheus import render as render_metrics
+
+__all__ = [
+    "ApiKeys",
+    "Gateway",
+    "GatewayConfig",
+    "app",
+    "build_app",
+    "health_score",
+    "render_metrics",
+]

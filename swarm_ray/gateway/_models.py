@@ -1,0 +1,170 @@
+"""Request and response bodies of the gateway (they make up its OpenAPI document)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+__all__ = [
+    "CapabilityHealth",
+    "CapabilityInfo",
+    "ErrorBody",
+    "GatewayConfig",
+    "HealthReport",
+    "TaskAccepted",
+    "TaskReport",
+    "TaskStatus",
+    "TaskSummary",
+    "WatermarkQuery",
+    "WatermarkTrace",
+]
+
+
+class GatewayConfig(BaseModel):
+    """Options of the gateway application (the `args` of a Serve config file)."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    orchestrator: str = "swarm-ray-orchestrator"
+    """Name of the orchestrator actor to use (created when none runs)."""
+    namespace: str = "swarm-ray"
+    """Its Ray namespace."""
+    catalogs: tuple[str, ...] = ("swarm_ray.catalog:default_catalog",)
+    """Catalogs an orchestrator created by the gateway loads."""
+    state_dir: str | None = None
+    """State directory (default `SWARM_RAY_STATE_DIR` or `~/.swarm-ray`)."""
+    api_keys_file: str | None = None
+    """File of API keys, one per line (see `swarm_ray.gateway._auth`)."""
+    num_replicas: int = Field(default=1, ge=1)
+    """Gateway replicas."""
+    max_ongoing_requests: int = Field(default=200, ge=1)
+    """Requests one replica handles at once (they mostly wait on the orchestrator)."""
+    call_timeout_s: float = Field(default=30.0, gt=0)
+    """Longest wait on the orchestrator for one request."""
+    event_poll_s: float = Field(default=5.0, gt=0)
+    """How long one long-poll for task events waits before the socket checks in again."""
+
+
+class ErrorBody(BaseModel):
+    """Every error response: what went wrong, and for bad input which fields."""
+
+    detail: Any
+    """A message, or a list of `{loc, msg, type}` field errors."""
+    code: str | None = None
+    """swarm-ray's error code (`invalid_input`, `task_not_found`, ...)."""
+
+
+class TaskAccepted(BaseModel):
+    """The answer to `POST /v1/tasks`."""
+
+    task_id: str
+    state: str
+    status_url: str
+    events_url: str
+
+
+class TaskSummary(BaseModel):
+    """One task, briefly."""
+
+    task_id: str
+    state: str
+    template: str | None = None
+    query: str = ""
+    progress: float
+    created_at: float
+    updated_at: float
+    warnings: list[str] = []
+    error: dict[str, Any] | None = None
+
+
+class TaskStatus(TaskSummary):
+    """One task in full: sub-tasks, usage, output or the reference to it."""
+
+    subtasks: dict[str, dict[str, Any]] = {}
+    """Each sub-task's status, capability, stage and dependencies (the plan)."""
+    usage: dict[str, Any] = {}
+    output: dict[str, Any] | None = None
+    output_ref: str | None = None
+    """Where a large output lives in the result store."""
+
+
+class TaskReport(BaseModel):
+    """The output of a completed task."""
+
+    task_id: str
+    state: str
+    output: dict[str, Any] | None
+    warnings: list[str] = []
+
+
+class CapabilityInfo(BaseModel):
+    """A registered capability with its JSON Schemas."""
+
+    model_config = ConfigDict(extra="allow")
+
+    id: str
+    description: str
+    version: str
+    executor: str
+    resources: dict[str, Any]
+    timeout_s: float
+    fallback: str | None = None
+    confidence_threshold: float
+    tags: list[str] = []
+    input_schema: dict[str, Any]
+    output_schema: dict[str, Any]
+
+
+class CapabilityHealth(BaseModel):
+    """Health of one capability (see `swarm_ray._health`)."""
+
+    status: str
+    in_dispatch: bool
+    version: str
+    model: str | None = None
+    executor: str
+    attempts: int
+    success_rate: float | None = None
+    latency_ms: float | None = None
+    consecutive_probe_failures: int
+    last_error: str | None = None
+
+
+class HealthReport(BaseModel):
+    """`GET /health`: the swarm health score, its parts and every capability."""
+
+    status: str
+    """`ok`, `degraded` (score under 0.8 or a capability out) or `down`."""
+    swarm_health_score: float
+    success_rate: float
+    latency_score: float
+    availability: float
+    capabilities: dict[str, CapabilityHealth] = {}
+    open_tasks: int = 0
+    uptime_s: float = 0.0
+
+
+class WatermarkQuery(BaseModel):
+    """A pasted passage, Parquet cell or token."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    text: str = Field(min_length=1, max_length=1_000_000)
+
+
+class WatermarkTrace(BaseModel):
+    """What produced one watermark token found in the passage."""
+
+    model_config = ConfigDict(extra="allow")
+
+    token: str
+    valid: bool
+    reason: str | None = None
+    task_id: str | None = None
+    subtask_id: str | None = None
+    capability_id: str | None = None
+    agent: str | None = None
+    input: dict[str, Any] | None = None
+    issued_at: float | None = None
+    finished_at: float | None = None
