@@ -14,7 +14,7 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[embeddings,dev]"
+	$(PIP) install -q -e ".[embeddings,dev,llm]"
 	touch $@
 
 report: $(VENV)/.installed

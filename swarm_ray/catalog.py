@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from swarm_ray._catalog import Catalog
 from swarm_ray.documents._capabilities import documents_catalog
+from swarm_ray.llm import llm_catalog
 from swarm_ray.testing import testing_catalog
 from swarm_ray.video import video_catalog
 
@@ -12,7 +13,7 @@ __all__ = ["default_catalog"]
 
 def default_catalog() -> Catalog:
     """Every built-in capability and template."""
-    parts = [documents_catalog(), video_catalog(), testing_catalog()]
+    parts = [documents_catalog(), video_catalog(), llm_catalog(), testing_catalog()]
     return Catalog(
         capabilities=tuple(c for p in parts for c in p.capabilities),
         templates=tuple(t for p in parts for t in p.templates),

@@ -6,6 +6,7 @@ import asyncio
 import importlib
 import json
 import pkgutil
+from pathlib import Path
 from typing import Any, Literal
 
 import pytest
@@ -20,6 +21,7 @@ from swarm_ray.llm import (
     EngineConfig,
     GenerationParams,
     LLMAgent,
+    LLMAppArgs,
     LLMDeploymentOptions,
     LLMPlanner,
     Message,
@@ -27,6 +29,7 @@ from swarm_ray.llm import (
     StructuredReply,
     StructuredRequest,
     UsageReport,
+    build_llm_app,
     generate_structured,
     load_engine,
 )
@@ -217,3 +220,26 @@ def test_a_refused_plan_falls_back_to_the_template_router_with_a_warning(
     assert plan.template.name == "echo_fanout"
     (warning,) = plan.warnings
     assert "fell back to template `echo_fanout`" in warning and reason in warning
+
+
+@pytest.mark.parametrize("name", ["llm-vllm.yaml", "llm-cpu.yaml"])
+def test_serve_configs_build_the_declared_llm_apps(name: str) -> None:
+    import yaml
+    from ray.serve.schema import ServeDeploySchema
+
+    root = Path(__file__).resolve().parent.parent
+    config = ServeDeploySchema.model_validate(
+        yaml.safe_load((root / "deployments" / name).read_text())
+    )
+    (app_config,) = config.applications
+    assert app_config.import_path == "swarm_ray.llm:build_llm_app"
+    args = LLMAppArgs.model_validate(app_config.args)
+    deployment = build_llm_app(args)._bound_deployment
+    assert deployment.ray_actor_options == args.resources.ray_options()
+    if name == "llm-vllm.yaml":
+        assert args.engine.kind == "vllm" and deployment.num_replicas == 4
+        assert deployment.ray_actor_options["num_gpus"] == 0.25
+        assert gpu_memory_share(0.25, args.engine.gpu_memory_headroom) == 0.225
+    else:
+        assert args.engine.kind == "llama_cpp"
+        assert deployment._deployment_config.autoscaling_config.max_replicas == 4

@@ -23,8 +23,10 @@ from swarm_ray.llm._capabilities import (
 from swarm_ray.llm._deployment import (
     ChatRequest,
     LLMAgent,
+    LLMAppArgs,
     LLMDeploymentOptions,
     StructuredRequest,
+    build_llm_app,
     capability_llm_app,
     llm_app,
 )
@@ -67,6 +69,7 @@ __all__ = [
     "ExtractOut",
     "GenerationParams",
     "LLMAgent",
+    "LLMAppArgs",
     "LLMDeploymentOptions",
     "LLMPlanner",
     "LlamaCppEngine",
@@ -79,6 +82,7 @@ __all__ = [
     "StructuredRequest",
     "UsageReport",
     "VLLMEngine",
+    "build_llm_app",
     "capability_llm_app",
     "chat",
     "current_engine",

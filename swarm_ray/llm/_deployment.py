@@ -15,6 +15,7 @@ checks during a long generation, and vLLM can batch concurrent calls.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 from typing import Any
 
@@ -36,8 +37,10 @@ from swarm_ray.llm._structured import StructuredReply, Target, generate_structur
 __all__ = [
     "ChatRequest",
     "LLMAgent",
+    "LLMAppArgs",
     "LLMDeploymentOptions",
     "StructuredRequest",
+    "build_llm_app",
     "capability_llm_app",
     "llm_app",
 ]
@@ -169,8 +172,10 @@ class LLMAgent:
 
     def health(self) -> dict[str, Any]:
         """Status, model, version, latency and tokens served by this replica."""
+        unhealthy = self._consecutive_failures >= 3
         return {
-            "status": "unhealthy" if self._consecutive_failures >= 3 else "healthy",
+            "status": "unhealthy" if unhealthy else "ok",
+            "error": self._last_error if unhealthy else None,
             "capability": self._spec.id if self._spec else None,
             "version": self._spec.version if self._spec else None,
             "model": self._engine.model,
@@ -198,7 +203,8 @@ class LLMAgent:
     def __del__(self) -> None:
         engine = getattr(self, "_engine", None)
         if engine is not None:
-            engine.close()
+            with contextlib.suppress(Exception):  # the process is going away anyway
+                engine.close()
 
 
 def llm_app(
@@ -238,3 +244,23 @@ def capability_llm_app(spec: CapabilitySpec) -> Any:
     return llm_app(
         EngineConfig.from_env(), resources=spec.resources, options=options, name=name, spec=spec
     )
+
+
+class LLMAppArgs(BaseModel):
+    """Arguments of `build_llm_app`, the builder a Serve config file names (`args:`)."""
+
+    model_config = _FROZEN
+
+    engine: EngineConfig = Field(default_factory=EngineConfig)
+    """The engine each replica loads."""
+    resources: Resources = Field(default_factory=Resources)
+    """Per-replica resources (`num_gpus: 0.25` puts four replicas on one GPU)."""
+    options: LLMDeploymentOptions = Field(default_factory=LLMDeploymentOptions)
+    """Replica counts, autoscaling and concurrency."""
+    name: str = "LLMAgent"
+    """The deployment's name."""
+
+
+def build_llm_app(args: LLMAppArgs) -> Any:
+    """Serve application builder: `import_path: swarm_ray.llm:build_llm_app` in a config."""
+    return llm_app(args.engine, resources=args.resources, options=args.options, name=args.name)

@@ -125,7 +125,7 @@ class EngineConfig(BaseModel):
     n_ctx: int = Field(default=2048, ge=128)
     """Context window in tokens."""
     n_threads: int | None = Field(default=None, ge=1)
-    """llama.cpp threads; None uses every core of the machine."""
+    """llama.cpp threads; None uses the process's share (`OMP_NUM_THREADS`, else all cores)."""
     gpu_memory_headroom: float = Field(default=0.9, gt=0.0, le=1.0)
     """vLLM takes this share of the replica's GPU fraction (the rest is CUDA overhead)."""
     max_num_seqs: int = Field(default=64, ge=1)

