@@ -5,6 +5,7 @@
     swarm-ray show TASK           plan, each sub-task's state, warnings and the audit log
     swarm-ray cancel TASK         cancel a running task
     swarm-ray run TEMPLATE ITEM.. submit a task, follow its events, print the result
+    swarm-ray serve [...]         the HTTP gateway on Ray Serve (REST, WebSocket, /health)
     swarm-ray compare [...]       the document comparison job (`swarm-ray compare -h`)
     swarm-ray video [...]         the video analysis job (`swarm-ray video -h`)
 
@@ -130,6 +131,36 @@ def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
     return 0 if status["state"] == "completed" else 1
 
 
+def _cmd_serve(client: SwarmClient, args: argparse.Namespace) -> int:
+    import time
+
+    from ray import serve
+
+    from swarm_ray._config import state_dir
+    from swarm_ray.gateway import ApiKeys, GatewayConfig, build_app
+
+    config = GatewayConfig(
+        orchestrator=args.name,
+        catalogs=tuple(args.catalog or DEFAULT_CATALOGS),
+        state_dir=args.state_dir,
+        api_keys_file=args.keys_file,
+        num_replicas=args.replicas,
+    )
+    keys = ApiKeys.from_config(args.keys_file, state_dir=args.state_dir or state_dir())
+    serve.start(http_options={"host": args.host, "port": args.port})
+    serve.run(build_app(config), name=args.app_name, route_prefix="/")
+    print(f"swarm-ray gateway on http://{args.host}:{args.port}/ (OpenAPI at /docs)")
+    print(f"API keys from {keys.source}; send `Authorization: Bearer <key>`", file=sys.stderr)
+    if args.detach:
+        return 0
+    try:
+        while True:
+            time.sleep(3600)
+    except KeyboardInterrupt:
+        serve.delete(args.app_name)
+    return 0
+
+
 def build_parser() -> argparse.ArgumentParser:
     """The argument parser (exposed for documentation and tests)."""
     parser = argparse.ArgumentParser(prog="swarm-ray", description=__doc__.split("\n\n")[0])
@@ -155,6 +186,15 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("items", nargs="*")
     run.add_argument("--params", help="JSON object of template parameters")
     run.add_argument("--query", help="the request in words")
+    gateway = sub.add_parser("serve", help="run the HTTP gateway on Ray Serve")
+    gateway.add_argument("--host", default="127.0.0.1", help="address to listen on")
+    gateway.add_argument("--port", type=int, default=8000)
+    gateway.add_argument("--replicas", type=int, default=1, help="gateway replicas")
+    gateway.add_argument("--keys-file", help="API keys, one per line (default: generated)")
+    gateway.add_argument("--app-name", default="swarm-gateway", help="Serve application name")
+    gateway.add_argument(
+        "--detach", action="store_true", help="return once deployed (the cluster keeps it)"
+    )
     sub.add_parser("compare", help="compare documents (the main job; see `compare -h`)")
     sub.add_parser("video", help="analyse a long video (see `video -h`)")
     return parser
@@ -166,6 +206,7 @@ _COMMANDS = {
     "show": _cmd_show,
     "cancel": _cmd_cancel,
     "run": _cmd_run,
+    "serve": _cmd_serve,
 }
 
 

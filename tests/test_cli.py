@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import pytest
 
@@ -48,3 +49,36 @@ def test_cancel_and_errors(swarm: SwarmClient, capsys: pytest.CaptureFixture[str
     assert code == 2 and "`no-such-task` is not known" in err
     code, _, err = cli(capsys, "run", "no_such_template")
     assert code == 2 and "`no_such_template` is not registered" in err
+
+
+def test_serve_deploys_the_gateway(
+    swarm: SwarmClient, serve_port: int, capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    import httpx
+    from ray import serve
+
+    key = "cli-gateway-key-" + "0" * 16
+    (tmp_path / "keys").write_text(key + "\n")
+    code, out, err = cli(
+        capsys,
+        "--catalog",
+        "swarm_ray.testing:testing_catalog",
+        "serve",
+        "--detach",
+        "--port",
+        str(serve_port),
+        "--keys-file",
+        str(tmp_path / "keys"),
+        "--app-name",
+        "cli-gateway",
+    )
+    try:
+        assert code == 0 and f":{serve_port}/" in out and str(tmp_path / "keys") in err
+        assert key not in out + err
+        url = f"http://127.0.0.1:{serve_port}"
+        assert httpx.get(f"{url}/health", timeout=30).status_code == 200
+        assert httpx.get(f"{url}/v1/tasks", timeout=30).status_code == 401
+        auth = {"Authorization": f"Bearer {key}"}
+        assert httpx.get(f"{url}/v1/tasks", headers=auth, timeout=30).status_code == 200
+    finally:
+        serve.delete("cli-gateway")

@@ -6,6 +6,7 @@ catalog), so a request can land on either and swarm-level answers must agree.
 
 from __future__ import annotations
 
+import asyncio
 import json
 import secrets
 from collections.abc import Iterator
@@ -15,7 +16,14 @@ from typing import Any
 
 import httpx
 import pytest
+import schemathesis
+from hypothesis import HealthCheck, given, settings
 from prometheus_client.parser import text_string_to_metric_families
+from schemathesis.checks import (
+    content_type_conformance,
+    not_a_server_error,
+    status_code_conformance,
+)
 from websockets.exceptions import ConnectionClosed
 from websockets.sync.client import connect as ws_connect
 
@@ -363,3 +371,58 @@ def test_openapi_and_docs(gateway: Gateway) -> None:
     ):
         assert path in spec["paths"], path
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+def test_load_1000_tasks_from_50_clients_none_lost(gateway: Gateway, swarm: SwarmClient) -> None:
+    total, clients = 1000, 50
+    accepted: list[str] = []
+    refused: list[tuple[int, str]] = []
+
+    async def client(queue: asyncio.Queue[int]) -> None:
+        async with httpx.AsyncClient(
+            base_url=gateway.url, headers=gateway.auth, timeout=120
+        ) as http:
+            while not queue.empty():
+                i = queue.get_nowait()
+                body = {"template": "noop_fanout", "items": [i]}
+                response = await http.post("/v1/tasks", json=body)
+                if response.status_code == 202:
+                    accepted.append(response.json()["task_id"])
+                else:
+                    refused.append((response.status_code, response.text))
+
+    async def main() -> None:
+        queue: asyncio.Queue[int] = asyncio.Queue()
+        for i in range(total):
+            queue.put_nowait(i)
+        await asyncio.gather(*(client(queue) for _ in range(clients)))
+
+    asyncio.run(main())
+    assert refused == [] and len(accepted) == total and len(set(accepted)) == total
+    states = {task_id: swarm.wait(task_id, timeout_s=120).machine.state for task_id in accepted}
+    assert {str(s) for s in states.values()} == {"completed"}
+    with gateway.client(headers=gateway.auth) as http:
+        listed = {t["task_id"] for t in http.get("/v1/tasks", params={"limit": 1000}).json()}
+    assert set(accepted) <= listed
+
+
+def test_openapi_operations_never_fail_on_the_server(gateway: Gateway) -> None:
+    """Schemathesis: generated requests to every documented operation, with a valid key."""
+    schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
+    checks = [not_a_server_error, status_code_conformance, content_type_conformance]
+    operations = [result.ok() for result in schema.get_all_operations()]
+    assert len(operations) >= 9
+
+    for operation in operations:
+
+        @given(case=operation.as_strategy())
+        @settings(
+            max_examples=15,
+            deadline=None,
+            database=None,
+            suppress_health_check=list(HealthCheck),
+        )
+        def call(case: Any) -> None:
+            case.call_and_validate(base_url=gateway.url, headers=gateway.auth, checks=checks)
+
+        call()

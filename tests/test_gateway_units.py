@@ -230,3 +230,33 @@ def test_trace_token_finds_the_agent_and_verifies_the_input() -> None:
     assert other["valid"] is False and other["reason"] == "forged" and "agent" not in other
     unknown = trace_token(key, token, lambda _t: None)
     assert unknown["valid"] and unknown["known"] is False
+
+
+# ---- Serve config files ------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name", ["gateway-local.yaml", "gateway-gpu-cluster.yaml"])
+def test_gateway_serve_configs_build_through_serves_own_loader(name: str) -> None:
+    import yaml
+    from ray._common.utils import import_attr
+    from ray.serve._private.api import call_user_app_builder_with_args_if_necessary
+    from ray.serve.schema import ServeDeploySchema
+
+    from swarm_ray.gateway import GatewayConfig
+
+    root = Path(__file__).resolve().parent.parent
+    config = ServeDeploySchema.model_validate(
+        yaml.safe_load((root / "deployments" / name).read_text())
+    )
+    apps = {app.name: app for app in config.applications}
+    gateway = apps["swarm-gateway"]
+    assert gateway.route_prefix == "/"
+    for app in apps.values():  # what `serve run` / `serve deploy` do with each entry
+        built = call_user_app_builder_with_args_if_necessary(import_attr(app.import_path), app.args)
+        assert built._bound_deployment is not None
+    args = GatewayConfig.model_validate(gateway.args)
+    bound = call_user_app_builder_with_args_if_necessary(
+        import_attr(gateway.import_path), gateway.args
+    )._bound_deployment
+    assert bound.num_replicas == args.num_replicas
+    assert bound.max_ongoing_requests == args.max_ongoing_requests

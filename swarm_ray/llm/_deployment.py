@@ -261,6 +261,11 @@ class LLMAppArgs(BaseModel):
     """The deployment's name."""
 
 
-def build_llm_app(args: LLMAppArgs) -> Any:
-    """Serve application builder: `import_path: swarm_ray.llm:build_llm_app` in a config."""
+def build_llm_app(args: LLMAppArgs | dict[str, Any]) -> Any:
+    """Serve application builder: `import_path: swarm_ray.llm:build_llm_app` in a config.
+
+    Serve hands a builder a plain dict when it cannot resolve the annotation (this module
+    uses postponed annotations), so the arguments are validated here either way.
+    """
+    args = LLMAppArgs.model_validate(args)
     return llm_app(args.engine, resources=args.resources, options=args.options, name=args.name)
