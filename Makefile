@@ -42,6 +42,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/fanout.py
 	$(PY) bench/documents.py
 	$(PY) bench/video.py
+	$(PY) bench/gateway.py
 	$(PY) bench/llm.py
 
 clean:

@@ -1,0 +1,138 @@
+"""`POST /v1/tasks` latency through the gateway against a bare Serve endpoint, same run.
+
+Both sides are FastAPI ingresses on the same Serve proxy, with one replica each and the
+same `max_ongoing_requests`; the bare one answers a constant 202. Clients (50 by default,
+each sending its requests one after another) alternate between the two sides in rounds,
+so both see the same machine. The gateway's requests submit real tasks (one no-op
+sub-task each, from the testing catalog) that the orchestrator plans, persists and runs.
+
+    python bench/gateway.py [--clients 50] [--requests 2000] [--rounds 4]
+
+Prints p50 and p99 for each side and their ratios (goal: gateway p99 <= 1.3 x bare).
+"""
+
+
+import argparse
+import asyncio
+import os
+import secrets
+import socket
+import statistics
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from swarm_ray.gateway import GatewayConfig, build_app
+
+
+def _bare_app() -> Any:
+    from fastapi import FastAPI
+    from ray import serve
+
+    app = FastAPI()
+
+    @serve.deployment(ray_actor_options={"num_cpus": 0.1})
+    @serve.ingress(app)
+    class Bare:
+        @app.post("/v1/tasks", status_code=202)
+        async def submit(self, body: dict[str, Any]) -> dict[str, str]:
+            return {"task_id": "constant", "state": "accepted"}
+
+    return Bare
+
+
+async def _round(url: str, headers: dict[str, str], clients: int, n: int) -> list[float]:
+    latencies: list[float] = []
+    counter = iter(range(n))
+
+    async def client() -> None:
+        async with httpx.AsyncClient(base_url=url, headers=headers, timeout=120) as http:
+            for i in counter:
+                started = time.perf_counter()
+                response = await http.post(
+                    "/v1/tasks", json={"template": "noop_fanout", "items": [i]}
+                )
+                latencies.append(time.perf_counter() - started)
+                if response.status_code != 202:
+                    raise RuntimeError(f"{url}: {response.status_code} {response.text[:200]}")
+
+    await asyncio.gather(*(client() for _ in range(clients)))
+    return latencies
+
+
+def _pct(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--clients", type=int, default=50)
+    parser.add_argument("--requests", type=int, default=2000, help="per side")
+    parser.add_argument("--rounds", type=int, default=4)
+    args = parser.parse_args()
+
+    import ray
+    from ray import serve
+
+    import swarm_ray
+
+    state = Path(tempfile.mkdtemp(prefix="swarm-bench-gateway-"))
+    key = secrets.token_urlsafe(24)
+    (state / "keys").write_text(key + "\n")
+    os.environ.setdefault("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "0.01")
+    started = time.perf_counter()
+    swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=state,
+        name="bench-gateway",
+        include_dashboard=False,
+    )
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    serve.start(http_options={"host": "127.0.0.1", "port": port})
+    config = GatewayConfig(
+        orchestrator="bench-gateway",
+        catalogs=("swarm_ray.testing:testing_catalog",),
+        state_dir=str(state),
+        api_keys_file=str(state / "keys"),
+        max_ongoing_requests=200,
+    )
+    serve.run(build_app(config), name="gateway", route_prefix="/")
+    serve.run(
+        _bare_app().options(max_ongoing_requests=200).bind(), name="bare", route_prefix="/bare"
+    )
+    print(f"cold start (Ray, orchestrator, Serve, two apps): {time.perf_counter() - started:.1f} s")
+
+    sides = {
+        "gateway": (f"http://127.0.0.1:{port}", {"Authorization": f"Bearer {key}"}),
+        "bare": (f"http://127.0.0.1:{port}/bare", {}),
+    }
+    for url, headers in sides.values():  # warm both up
+        asyncio.run(_round(url, headers, args.clients, 200))
+    latencies: dict[str, list[float]] = {name: [] for name in sides}
+    per_round = max(1, args.requests // args.rounds)
+    for _ in range(args.rounds):
+        for name, (url, headers) in sides.items():
+            latencies[name] += asyncio.run(_round(url, headers, args.clients, per_round))
+
+    print(f"\n{args.clients} concurrent clients, {per_round * args.rounds} requests per side")
+    print(f"{'side':<8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+    for name, values in latencies.items():
+        print(
+            f"{name:<8} {1000 * _pct(values, 0.5):8.2f} {1000 * _pct(values, 0.99):8.2f} "
+            f"{1000 * statistics.fmean(values):8.2f}"
+        )
+    gw, bare = latencies["gateway"], latencies["bare"]
+    print(f"\np50 ratio gateway/bare: {_pct(gw, 0.5) / _pct(bare, 0.5):.2f}")
+    print(f"p99 ratio gateway/bare: {_pct(gw, 0.99) / _pct(bare, 0.99):.2f}  (goal <= 1.3)")
+    serve.shutdown()
+    ray.shutdown()
+
+
+if __name__ == "__main__":
+    main()
