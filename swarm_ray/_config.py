@@ -8,6 +8,11 @@
 | `SWARM_RAY_WATERMARK_KEY` | (unset) | the watermark secret itself |
 | `SWARM_RAY_AGENT_IDLE_S` | `60` | pooled agents idle this long are released |
 | `SWARM_RAY_WATERMARK_KEY_FILE` | (unset) | a file holding the watermark secret |
+| `SWARM_RAY_HEALTH_INTERVAL_S` | `10` | seconds between health checks of Serve capabilities |
+| `SWARM_RAY_AUDIT` | `1` | `0` turns the audit trail (`audit/` in the state dir) off |
+| `SWARM_RAY_AUDIT_DEBUG_SAMPLE` | `0.01` | share of traces whose DEBUG audit lines are kept |
+| `SWARM_RAY_API_KEYS` | (unset) | gateway API keys, comma-separated |
+| `SWARM_RAY_API_KEYS_FILE` | `api_keys` in the state dir | gateway API keys, one per line |
 """
 
 from __future__ import annotations
