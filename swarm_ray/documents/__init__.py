@@ -20,6 +20,7 @@ from __future__ import annotations
 
 from swarm_ray.documents._capabilities import (
     CompareIn,
+    CrossCheckIn,
     ExtractIn,
     JudgeIn,
     Judgement,
@@ -77,6 +78,14 @@ from swarm_ray.documents._judges import (
     judge_efficiency,
     judge_factuality,
 )
+from swarm_ray.documents._llm_extract import (
+    RULES_CONFIDENCE_THRESHOLD,
+    CrossCheck,
+    Disagreement,
+    cross_check_facts,
+    llm_fallback,
+)
+from swarm_ray.documents._llm_facts import LLM_CONFIDENCE, LLMFacts, ask_llm, keyword_window
 from swarm_ray.documents._parse import (
     DocumentMetadata,
     DocumentParseError,
@@ -113,6 +122,8 @@ from swarm_ray.documents._units import (
 
 __all__ = [
     "CANONICAL_UNITS",
+    "LLM_CONFIDENCE",
+    "RULES_CONFIDENCE_THRESHOLD",
     "CellStatus",
     "ChromaStore",
     "Chunk",
@@ -124,8 +135,11 @@ __all__ = [
     "Comparison",
     "ComparisonCell",
     "Conversion",
+    "CrossCheck",
+    "CrossCheckIn",
     "Dimension",
     "DimensionField",
+    "Disagreement",
     "DocumentMetadata",
     "DocumentParseError",
     "EntitySource",
@@ -147,6 +161,7 @@ __all__ = [
     "JudgeName",
     "JudgeVerdict",
     "Judgement",
+    "LLMFacts",
     "NormalisationResult",
     "NormaliseIn",
     "NormalisedFact",
@@ -162,11 +177,13 @@ __all__ = [
     "SampleSet",
     "SubTaskCost",
     "ValueGroup",
+    "ask_llm",
     "canonical_unit",
     "chunk_document",
     "close_index_clients",
     "compare_facts",
     "convert_value",
+    "cross_check_facts",
     "default_dimensions",
     "detect_entity",
     "documents_catalog",
@@ -179,6 +196,8 @@ __all__ = [
     "judge_coherence",
     "judge_efficiency",
     "judge_factuality",
+    "keyword_window",
+    "llm_fallback",
     "load_dimension",
     "load_dimensions",
     "load_embedding_model",

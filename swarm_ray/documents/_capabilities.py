@@ -2,6 +2,8 @@
 
     parse (Ray Data, per file) -> embed (per file, parallel) -> index (one Chroma writer)
                                -> extract (per file x dimension) -> normalise (same)
+                                  (rules; LLM fallback where unsure)
+                               -> crosscheck (per file; LLM, only when asked)
         -> compare (once, all) -> judge (factuality, coherence, efficiency)
         -> report (once: Markdown, charts, facts.parquet, report.json)
 
@@ -13,6 +15,7 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 from __future__ import annotations
 
 import functools
+import os
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
@@ -49,12 +52,19 @@ from swarm_ray.documents._judges import (
     judge_efficiency,
     judge_factuality,
 )
+from swarm_ray.documents._llm_extract import (
+    RULES_CONFIDENCE_THRESHOLD,
+    CrossCheck,
+    cross_check_facts,
+    llm_fallback,
+)
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 
 __all__ = [
     "CompareIn",
+    "CrossCheckIn",
     "ExtractIn",
     "JudgeIn",
     "Judgement",
@@ -89,6 +99,20 @@ class ExtractIn(BaseModel):
     """YAML files declaring further dimensions."""
 
 
+class CrossCheckIn(BaseModel):
+    """Input of `document.extraction.crosscheck`."""
+
+    model_config = _FROZEN
+    document: ParsedDocument | None = None
+    """The parsed document; None when parsing failed (nothing to check)."""
+    extractions: list[ExtractionResult | None] = []
+    """The document's extractions, one per dimension; None where one failed."""
+    dimension_files: tuple[str, ...] = ()
+    """YAML files declaring further dimensions."""
+    enabled: bool = False
+    """The request's `llm_cross_check`: off, the stage costs one trivial call per file."""
+
+
 class NormaliseIn(BaseModel):
     """Input of `analysis.normalize.units`."""
 
@@ -117,6 +141,8 @@ class JudgeIn(BaseModel):
     """Seconds and attempts per settled sub-task so far (`$costs`)."""
     rel_tolerance: float = Field(default=0.01, ge=0, le=1)
     """As for the comparison."""
+    cross_checks: list[CrossCheck | None] = []
+    """The LLM cross-check per document (`enabled` false when not asked for)."""
 
 
 class Judgement(BaseModel):
@@ -164,8 +190,7 @@ def parse_document(data: ParseIn) -> ParsedDocument:
     return parse_pdf(data.path, max_pages=data.max_pages)
 
 
-def extract_specs(data: ExtractIn) -> AgentReply:
-    """Rule-based extraction of one dimension from one document."""
+def _dimension(data: ExtractIn) -> Dimension:
     dimensions = find_dimensions(tuple(data.dimension_files))
     if data.dimension not in dimensions:
         raise InvalidInputError(
@@ -173,9 +198,56 @@ def extract_specs(data: ExtractIn) -> AgentReply:
             f"(known: {', '.join(sorted(dimensions))})",
             field="dimension",
         )
-    result = extract_facts(data.document, [dimensions[data.dimension]])
+    return dimensions[data.dimension]
+
+
+def extract_specs(data: ExtractIn) -> AgentReply:
+    """Rule-based extraction of one dimension from one document.
+
+    The sub-task's confidence is its least confident fact: under the spec's threshold, the
+    scheduler hands the sub-task to the LLM fallback.
+    """
+    result = extract_facts(data.document, [_dimension(data)])
     confidence = min((f.confidence for f in result.facts), default=1.0)
     return AgentReply(output=result, confidence=confidence, warnings=result.warnings)
+
+
+def extract_llm(data: ExtractIn) -> AgentReply:
+    """The LLM fallback: rules first, then their unsure and missing fields asked of the LLM.
+
+    Runs in an `LLMAgent` replica and calls its engine (see `llm_fallback`).
+    """
+    from swarm_ray.llm import current_engine
+
+    dimension = _dimension(data)
+    rules = extract_facts(data.document, [dimension])
+    result, usage = llm_fallback(current_engine(), data.document, dimension, rules)
+    confidence = min((f.confidence for f in result.facts), default=1.0)
+    return AgentReply(output=result, confidence=confidence, usage=usage, warnings=result.warnings)
+
+
+def cross_check(data: CrossCheckIn) -> AgentReply:
+    """The LLM's reading of a document's unit fields against the rules' (when enabled).
+
+    Disabled (the default) it returns at once without loading a model. Enabled, it calls
+    this process's engine (`current_engine()`: llama.cpp on CPU unless
+    `SWARM_RAY_LLM_ENGINE` says otherwise), because a stage that must exist in every plan
+    cannot sit on a Serve deployment without starting one in every run.
+    """
+    document = data.document
+    if not data.enabled or document is None:
+        source = "" if document is None else document.file_name
+        doc_id = "" if document is None else document.document_id
+        return AgentReply(output=CrossCheck(document_id=doc_id, source=source))
+    from swarm_ray.llm import current_engine
+
+    extractions = [e for e in data.extractions if e is not None]
+    known = find_dimensions(tuple(data.dimension_files))
+    names = sorted({f.field.split(".")[0] for e in extractions for f in e.facts})
+    check = cross_check_facts(
+        current_engine(), document, [known[n] for n in names if n in known], extractions
+    )
+    return AgentReply(output=check, usage=check.usage, warnings=check.notes)
 
 
 def normalise_units(data: NormaliseIn) -> NormalisationResult:
@@ -209,8 +281,9 @@ def index_chunks(data: IndexRequest) -> IndexResult:
 def judge_quality(data: JudgeIn) -> AgentReply:
     """Factuality, coherence and efficiency of the run; confidence is the lowest score."""
     facts = [f for r in data.results for f in r.facts]
+    checks = [c for c in data.cross_checks if c is not None and c.enabled]
     judgement = Judgement(
-        factuality=judge_factuality(facts, rel_tolerance=data.rel_tolerance),
+        factuality=judge_factuality(facts, rel_tolerance=data.rel_tolerance, cross_checks=checks),
         coherence=judge_coherence(facts),
         efficiency=judge_efficiency(data.costs),
     )
@@ -236,12 +309,22 @@ def render_markdown(data: ReportIn) -> ReportFiles:
         for verdict in verdicts:
             worst = verdict.findings[0].message if verdict.findings else "none"
             lines.append(f"| {verdict.judge} | {verdict.score:.2f} | {worst} |")
+        crossed = [f for f in data.judgement.factuality.findings if f.cross_check]
+        if crossed:
+            lines += ["", "### LLM cross-check: disagreements with the rules", ""]
+            lines += [f"- **{f.subject}**: {' '.join(f.message.split())}" for f in crossed]
         with open(files.markdown_path, "a", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
     return files
 
 
 _spec = capability_maker(__name__)
+
+
+def _llm_resources() -> Resources:
+    """Those of the `llm.*` capabilities: a CPU, or `SWARM_RAY_LLM_NUM_GPUS` of a GPU."""
+    gpus = float(os.environ.get("SWARM_RAY_LLM_NUM_GPUS", "0") or 0)
+    return Resources(num_cpus=1.0, num_gpus=gpus, max_concurrency=1)
 
 
 def _capabilities() -> Sequence[CapabilitySpec]:
@@ -264,12 +347,40 @@ def _capabilities() -> Sequence[CapabilitySpec]:
         _spec(
             "document.extraction.specs",
             "Facts {entity, field, value, unit, page, quote, confidence} of one dimension, "
-            "by rules.",
+            "by rules; unsure results go to the LLM fallback.",
             "extract_specs",
             ExtractIn,
             ExtractionResult,
             resources=Resources(num_cpus=0.5, max_concurrency=2),
             timeout_s=60,
+            fallback="document.extraction.llm",
+            confidence_threshold=RULES_CONFIDENCE_THRESHOLD,
+        ),
+        _spec(
+            "document.extraction.llm",
+            "The rules' facts of one dimension, with the fields they were unsure of or "
+            "missed asked of an LLM (grounded in the text, marked `llm`).",
+            "extract_llm",
+            ExtractIn,
+            ExtractionResult,
+            executor=ExecutorKind.SERVE,
+            deployment="swarm_ray.llm._deployment:capability_llm_app",
+            resources=_llm_resources(),
+            timeout_s=120,
+            retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
+            tags=("llm",),
+        ),
+        _spec(
+            "document.extraction.crosscheck",
+            "An LLM's reading of a document's unit fields against the rules' facts "
+            "(when the request sets `llm_cross_check`).",
+            "cross_check",
+            CrossCheckIn,
+            CrossCheck,
+            resources=Resources(num_cpus=0.5, max_concurrency=1),
+            timeout_s=600,
+            retry=no_retry_on_bad_files,
+            tags=("llm",),
         ),
         _spec(
             "analysis.normalize.units",
@@ -372,6 +483,16 @@ stages:
       watermark: $from.parse.@watermark
       embeddings: $from.embed.embeddings
       store: {path: $params.index_path, url: $params.chroma_url}
+  - name: crosscheck
+    capability: document.extraction.crosscheck
+    fan_out: per_item
+    depends_on: [parse, extract]
+    partial_ok: true
+    input:
+      document: $from.parse
+      extractions: $from.extract
+      dimension_files: $params.dimension_files
+      enabled: $params.llm_cross_check
   - name: compare
     capability: analysis.compare.entities
     depends_on: [normalize]
@@ -379,9 +500,13 @@ stages:
     input: {results: $from.normalize, rel_tolerance: $params.rel_tolerance}
   - name: judge
     capability: analysis.judge.quality
-    depends_on: [normalize, compare]
+    depends_on: [normalize, compare, crosscheck]
     partial_ok: true
-    input: {results: $from.normalize, costs: $costs, rel_tolerance: $params.rel_tolerance}
+    input:
+      results: $from.normalize
+      costs: $costs
+      rel_tolerance: $params.rel_tolerance
+      cross_checks: $from.crosscheck
   - name: report
     capability: report.render.markdown
     depends_on: [compare, judge, normalize, parse]

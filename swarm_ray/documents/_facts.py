@@ -43,6 +43,9 @@ class ExtractionMethod(StrEnum):
     """A field-specific regular expression matched the value directly."""
     VOCABULARY = "vocabulary"
     """A term of a field's vocabulary (a feature name) was mentioned."""
+    LLM = "llm"
+    """An LLM attributed the value to the field (the fallback where rules were unsure);
+    the value itself is one the text states, found by the rules' unit lexicon."""
 
 
 class Fact(BaseModel):

@@ -6,6 +6,9 @@ to look at, not only at the run:
 - **factuality**: do the sources agree? For every entity and field stated more than once,
   the share of facts that agree with the majority value (within the comparison's
   tolerance). Scored per extraction sub-task by the share of its checked facts that agree.
+  When the request asked for an LLM cross-check, each field the LLM read differently from
+  the rules is a finding too (`cross_check=True`), and counts as a checked fact that
+  does not agree.
 - **coherence**: is every term spelled one way? Entity and field names that differ only in
   case, spacing, punctuation or one letter of a longer word (`Solenne` and `Solene`) are
   one term spelled twice, unless both are fields the dimensions declare; the score is the
@@ -24,12 +27,16 @@ import statistics
 from collections import Counter, defaultdict
 from collections.abc import Iterable, Mapping
 from enum import StrEnum
+from typing import TYPE_CHECKING
 
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.documents._compare import CellStatus, compare_facts
 from swarm_ray.documents._dimensions import Dimension, default_dimensions
 from swarm_ray.documents._facts import Fact, NormalisedFact
+
+if TYPE_CHECKING:
+    from swarm_ray.documents._llm_extract import CrossCheck
 
 __all__ = [
     "JudgeFinding",
@@ -68,6 +75,8 @@ class JudgeFinding(BaseModel):
     """The subject's own score."""
     sub_tasks: tuple[str, ...] = ()
     """The sub-tasks (or source documents) to look at."""
+    cross_check: bool = False
+    """The LLM, reading the same text, disagreed with the rules (not two sources)."""
 
 
 class JudgeVerdict(BaseModel):
@@ -111,6 +120,7 @@ def judge_factuality(
     *,
     rel_tolerance: float = 0.01,
     sub_tasks: Mapping[str, str] | None = None,
+    cross_checks: Iterable[CrossCheck] = (),
 ) -> JudgeVerdict:
     """Score agreement between sources: the share of checked facts agreeing with the majority.
 
@@ -119,6 +129,8 @@ def judge_factuality(
         rel_tolerance: Values this close are one value, as in `compare_facts`.
         sub_tasks: Source document id -> id of the sub-task that extracted it, to key
             `scores` by sub-task; documents not in it are keyed by their own id.
+        cross_checks: The LLM's readings of documents (when the request asked for them):
+            each field it checked counts, and each disagreement is a finding.
 
     Returns:
         Score 1.0 when nothing was stated twice (nothing contradicts). A tie has no
@@ -161,8 +173,25 @@ def judge_factuality(
                     sub_tasks=tuple(dissent),
                 )
             )
-    scores = {key: agree[key] / total[key] for key in total}
-    score = sum(agree.values()) / sum(total.values()) if total else 1.0
+    for check in cross_checks:
+        key = names.get(check.document_id, check.document_id)
+        total[key] += check.checked
+        agree[key] += check.agreed
+        for item in check.disagreements:
+            rules, llm = item.rules, item.llm
+            findings.append(
+                JudgeFinding(
+                    subject=f"{rules.entity}: {rules.field}",
+                    message=f"LLM cross-check disagrees in `{rules.source}`: rules read "
+                    f"{rules.value_text!r} (p. {rules.page}, confidence {rules.confidence:.2f}),"
+                    f" the LLM {llm.value_text!r} (p. {llm.page}: “{llm.quote}”)",
+                    score=0.5,
+                    sub_tasks=(key,),
+                    cross_check=True,
+                )
+            )
+    scores = {key: agree[key] / total[key] for key in total if total[key]}
+    score = sum(agree.values()) / sum(total.values()) if sum(total.values()) else 1.0
     return _verdict(JudgeName.FACTUALITY, score, scores, findings)
 
 

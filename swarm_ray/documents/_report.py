@@ -3,7 +3,8 @@
 One call writes, into an output directory:
 
 - `report.md`: a table per dimension (entities x fields), every conflict with both values,
-  their quotes, sources and watermarks, and the warnings fallbacks left;
+  their quotes, sources and watermarks, the facts an LLM fallback supplied (to check),
+  and the warnings fallbacks left;
 - `charts/DIMENSION.png`: one chart per dimension with numeric fields, conflicts in red;
 - `facts.parquet`: one row per fact with its evidence and watermark, for analysis;
 - `report.json`: the comparison and the same metadata, for programs.
@@ -28,7 +29,7 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
-from swarm_ray.documents._facts import NormalisedFact
+from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact
 
 __all__ = ["ReportFiles", "ReportRequest", "render_report"]
 
@@ -46,6 +47,7 @@ _FACTS_SCHEMA = pa.schema(
         ("value_text", pa.string()),
         ("kind", pa.string()),
         ("method", pa.string()),
+        ("extractor", pa.string()),
         ("page", pa.int32()),
         ("quote", pa.string()),
         ("confidence", pa.float64()),
@@ -231,6 +233,20 @@ def _markdown(
             value = f"{_number(group.value)} {cell.unit}".strip()
             lines += [f"- **{value}**, " + _cite(source, marks) for source in group.sources]
         lines.append("")
+    llm = [n.fact for n in request.facts if n.fact.method is ExtractionMethod.LLM]
+    if llm:
+        lines += ["", "## Facts from the LLM fallback", ""]
+        lines.append(
+            f"{len(llm)} facts where the rules were unsure came from an LLM "
+            "(`extractor: llm`, lower confidence); check them against their quotes:"
+        )
+        lines.append("")
+        for fact in llm:
+            lines.append(
+                f"- {fact.entity}: `{fact.field}` = `{fact.value_text}` "
+                f"(confidence {fact.confidence:.2f}), `{fact.source}` page {fact.page}: "
+                f"“{' '.join(fact.quote.split())}”"
+            )
     lines += ["", "## Warnings", ""]
     lines += [f"- {' '.join(w.split())}" for w in request.warnings] or ["None."]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n"
@@ -250,6 +266,7 @@ def _facts_table(request: ReportRequest) -> pa.Table:
             "value_text": fact.value_text,
             "kind": fact.kind.value,
             "method": fact.method.value,
+            "extractor": "llm" if fact.method is ExtractionMethod.LLM else "rules",
             "page": fact.page,
             "quote": fact.quote,
             "confidence": fact.confidence,

@@ -1,0 +1,264 @@
+"""Facts from an LLM, grounded in the document: what the LLM fallback and cross-check share.
+
+A small model (SmolLM2-135M on CPU) reads badly and invents numbers, so the LLM is only
+asked what rules find hard, *which* number belongs to *which* field, and everything else
+comes from the text:
+
+1. **A keyword window, not the whole document.** The lines naming a field (its synonyms,
+   strong or weak, from the dimension YAML) with one line either side, in page order, up
+   to `WINDOW_CHARS` (about 700 tokens: with the schema in the prompt and room to answer
+   it fits a 2,048-token context). The Chroma index is not queried: extraction starts as
+   soon as a document is parsed, before its chunks are embedded and written (partial
+   rollout), an embedded store has one writer process, and the dimension's own synonyms
+   pick a field's lines more precisely than MiniLM similarity does.
+2. **Constrained decoding to a facts schema** listing only the asked fields, then
+   validation (`generate_structured`); an answer that fails it raises `InvalidOutputError`.
+3. **Grounding.** An answered value counts only where the window states that very number
+   with a unit of the field's kind (a *mention*, found by the rules' own lexicon); the
+   fact then takes the mention's value, unit, page and line as written. Anything else is
+   dropped and counted, so a made-up number never reaches a report.
+
+Only synonym fields (numbers with units) are asked: pattern and vocabulary fields are
+matched exactly by their rules, at fixed confidence.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarm_ray._errors import InvalidOutputError
+from swarm_ray._subtask import TokenUsage
+from swarm_ray.documents._dimensions import Dimension, DimensionField
+from swarm_ray.documents._extract import _word
+from swarm_ray.documents._facts import ExtractionMethod, Fact
+from swarm_ray.documents._mentions import find_mentions
+from swarm_ray.documents._parse import ParsedDocument
+
+if TYPE_CHECKING:
+    # Imported when called: `swarm_ray.llm` brings Ray Serve, which parsing and rule
+    # extraction never need.
+    from swarm_ray.llm import Engine
+
+__all__ = ["LLM_CONFIDENCE", "LLMFacts", "ask_llm", "keyword_window"]
+
+LLM_CONFIDENCE = 0.5
+"""Every LLM fact's confidence: under any rule fact that passes the threshold, so a reader
+weighs it as the weaker evidence it is."""
+WINDOW_CHARS = 2400
+"""Characters of document text sent to the model (about 700 tokens)."""
+_MAX_TOKENS = 192
+"""Cap on the answer: a dozen short facts."""
+_QUOTE_CHARS = 200
+_INSTRUCTIONS = (
+    "You read product brochures. For each field listed in the schema that the text states, "
+    "give the number exactly as printed and its unit. Leave out fields the text does not "
+    "state. Answer with JSON only."
+)
+
+
+class LLMFacts(BaseModel):
+    """What one LLM call produced, after grounding."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    facts: tuple[Fact, ...]
+    """Grounded facts, `method=llm`, confidence `LLM_CONFIDENCE`."""
+    dropped: tuple[str, ...] = ()
+    """Answers that named no value the window states (field and value), for warnings."""
+    model: str
+    """The model that answered."""
+    usage: TokenUsage = Field(default_factory=TokenUsage)
+    """Tokens and seconds of the call."""
+
+
+@dataclass(frozen=True)
+class TextWindow:
+    """One stretch of a page's text sent to the model."""
+
+    page: int
+    text: str
+
+
+def asked_fields(dimension: Dimension, names: Sequence[str] | None = None) -> list[DimensionField]:
+    """The synonym fields of `dimension` (those in `names` when given, as `dim.field`)."""
+    wanted = None if names is None else set(names)
+    return [
+        f
+        for f in dimension.fields
+        if f.synonyms and (wanted is None or f"{dimension.name}.{f.name}" in wanted)
+    ]
+
+
+def keyword_window(
+    document: ParsedDocument, fields: Sequence[DimensionField], budget: int = WINDOW_CHARS
+) -> list[TextWindow]:
+    """Lines naming any of `fields`, each with a line of context either side.
+
+    Returns:
+        Stretches in page order, at most `budget` characters in all; the document's first
+        `budget` characters when no line names a field.
+    """
+    patterns = [_word(p) for f in fields for p in (*f.synonyms, *f.weak_synonyms)]
+    windows: list[TextWindow] = []
+    used = 0
+    for page in document.pages:
+        lines = page.text.split("\n")
+        keep = sorted(
+            {
+                j
+                for i, line in enumerate(lines)
+                if any(p.search(line) for p in patterns)
+                for j in (i - 1, i, i + 1)
+                if 0 <= j < len(lines)
+            }
+        )
+        runs: list[list[int]] = []
+        for j in keep:
+            if runs and j == runs[-1][-1] + 1:
+                runs[-1].append(j)
+            else:
+                runs.append([j])
+        for run in runs:
+            text = "\n".join(lines[j] for j in run).strip()
+            if not text:
+                continue
+            text = text[: budget - used]
+            windows.append(TextWindow(page=page.number, text=text))
+            used += len(text) + 1
+            if used >= budget:
+                return windows
+    if not windows:
+        for page in document.pages:
+            text = page.text[: budget - used]
+            if text.strip():
+                windows.append(TextWindow(page=page.number, text=text))
+                used += len(text)
+            if used >= budget:
+                break
+    return windows
+
+
+def facts_schema(fields: Sequence[DimensionField]) -> dict[str, Any]:
+    """The JSON Schema the model's answer is constrained to: facts of `fields` only."""
+    item = {
+        "type": "object",
+        "properties": {
+            "field": {"enum": [f.name for f in fields]},
+            "value": {"type": "number"},
+            "unit": {"type": "string", "maxLength": 12},
+        },
+        "required": ["field", "value", "unit"],
+        "additionalProperties": False,
+    }
+    return {
+        "type": "object",
+        "properties": {"facts": {"type": "array", "items": item, "maxItems": 2 * len(fields)}},
+        "required": ["facts"],
+        "additionalProperties": False,
+    }
+
+
+def _prompt(windows: Sequence[TextWindow], fields: Sequence[DimensionField]) -> str:
+    described = "\n".join(f"- {f.name} ({f.kind.value}): {f.description or f.name}" for f in fields)
+    text = "\n...\n".join(w.text for w in windows)
+    return f"Fields:\n{described}\n\nText:\n{text}"
+
+
+def _line(text: str, start: int, end: int) -> str:
+    left = text.rfind("\n", 0, start) + 1
+    right = text.find("\n", end)
+    line = text[left : right if right != -1 else len(text)]
+    return " ".join(line.split())[:_QUOTE_CHARS]
+
+
+def _ground(
+    answer: dict[str, Any],
+    by_name: dict[str, DimensionField],
+    dimension: str,
+    windows: Sequence[TextWindow],
+    base: dict[str, str],
+) -> Fact | None:
+    field = by_name[answer["field"]]
+    value = float(answer["value"])
+    for window in windows:
+        for mention in find_mentions(window.text):
+            if mention.kind is not field.kind or abs(mention.value - value) > 1e-9 * max(
+                1.0, abs(value)
+            ):
+                continue
+            quote = _line(window.text, mention.start, mention.end)
+            qualifier = next(
+                (
+                    label
+                    for label, patterns in field.qualifiers.items()
+                    if any(_word(p).search(quote) for p in patterns)
+                ),
+                None,
+            )
+            return Fact(
+                field=f"{dimension}.{field.name}",
+                kind=field.kind,
+                value=mention.value,
+                unit=mention.unit,
+                qualifier=qualifier,
+                value_text=mention.value_text,
+                page=window.page,
+                quote=quote,
+                confidence=LLM_CONFIDENCE,
+                method=ExtractionMethod.LLM,
+                **base,
+            )
+    return None
+
+
+def ask_llm(
+    engine: Engine,
+    document: ParsedDocument,
+    dimension: Dimension,
+    fields: Sequence[DimensionField],
+    *,
+    entity: str,
+) -> LLMFacts:
+    """Ask `engine` for `fields` of `dimension` in `document`, and ground its answer.
+
+    Raises:
+        InvalidOutputError: The answer failed the facts schema even after constrained
+            decoding (cut short, or an engine without grammar support).
+    """
+    from swarm_ray.llm import GenerationParams, Message, generate_structured
+
+    windows = keyword_window(document, fields)
+    messages = [
+        Message(role="system", content=_INSTRUCTIONS),
+        Message(role="user", content=_prompt(windows, fields)),
+    ]
+    reply = generate_structured(
+        engine, messages, facts_schema(fields), GenerationParams(max_tokens=_MAX_TOKENS)
+    )
+    if reply.error is not None:
+        raise InvalidOutputError(
+            f"LLM extraction of `{dimension.name}` from `{document.file_name}`: "
+            f"{reply.error.message}",
+            **reply.error.details,
+        )
+    assert reply.value is not None
+    by_name = {f.name: f for f in fields}
+    base = {"entity": entity, "document_id": document.document_id, "source": document.file_name}
+    facts: list[Fact] = []
+    dropped: list[str] = []
+    for answer in reply.value["facts"]:
+        fact = _ground(answer, by_name, dimension.name, windows, base)
+        if fact is None:
+            dropped.append(f"`{dimension.name}.{answer['field']}`={answer['value']!r}")
+        elif not any(f.field == fact.field and f.value_text == fact.value_text for f in facts):
+            facts.append(fact)
+    return LLMFacts(
+        facts=tuple(facts),
+        dropped=tuple(dropped),
+        model=reply.completion.model,
+        usage=reply.completion.usage,
+    )
