@@ -356,6 +356,9 @@ def test_audit_trail_per_task_and_agent(gateway: Gateway, swarm_state_dir: Path)
 
 def test_openapi_and_docs(gateway: Gateway) -> None:
     with gateway.client() as http:
+        assert http.get("/openapi.json").status_code == 401
+        assert http.get("/docs").status_code == 401
+    with gateway.client(headers=gateway.auth) as http:
         spec = http.get("/openapi.json").json()
         assert http.get("/docs").status_code == 200
     for path in (
@@ -408,7 +411,7 @@ def test_load_1000_tasks_from_50_clients_none_lost(gateway: Gateway, swarm: Swar
 
 def test_openapi_operations_never_fail_on_the_server(gateway: Gateway) -> None:
     """Schemathesis: generated requests to every documented operation, with a valid key."""
-    schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json")
+    schema = schemathesis.openapi.from_url(f"{gateway.url}/openapi.json", headers=gateway.auth)
     checks = [not_a_server_error, status_code_conformance, content_type_conformance]
     operations = [result.ok() for result in schema.get_all_operations()]
     assert len(operations) >= 9

@@ -11,9 +11,10 @@ import asyncio
 from pathlib import Path
 from typing import Annotated, Any
 
-from fastapi import Depends, FastAPI, HTTPException, Query, WebSocket
+from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
 from fastapi import Path as PathParam
-from fastapi.responses import JSONResponse, PlainTextResponse, Response
+from fastapi.openapi.docs import get_swagger_ui_html
+from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
@@ -63,6 +64,9 @@ app = FastAPI(
         "read reports, list capabilities, trace watermarks. Every endpoint but `/health` "
         "needs `Authorization: Bearer <API key>`."
     ),
+    openapi_url=None,  # served below, behind the key unless `public_docs`
+    docs_url=None,
+    redoc_url=None,
 )
 _bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 
@@ -77,6 +81,10 @@ async def _require_key(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
 ) -> None:
     """Refuse the request before its body is even validated unless its key is good."""
+    _check_key(credentials)
+
+
+def _check_key(credentials: HTTPAuthorizationCredentials | None) -> None:
     keys = _Keys.current
     if credentials is None or keys is None or not keys.accepts(credentials.credentials):
         raise HTTPException(
@@ -292,6 +300,29 @@ class Gateway:
                     return
         except WebSocketDisconnect:
             return
+
+    # ---- documentation ---------------------------------------------------------------
+
+    @app.get("/openapi.json", include_in_schema=False)
+    async def openapi(
+        self,
+        request: Request,
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+    ) -> JSONResponse:
+        """The OpenAPI document (needs a key unless `public_docs`)."""
+        if not self._config.public_docs:
+            _check_key(credentials)
+        # The app Serve runs (routes bound to this replica), not the module-level template.
+        return JSONResponse(request.app.openapi())
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs(
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    ) -> HTMLResponse:
+        """Swagger UI over `/openapi.json`."""
+        if not self._config.public_docs:
+            _check_key(credentials)
+        return get_swagger_ui_html(openapi_url="/openapi.json", title="swarm-ray API")
 
     # ---- catalogue, health, metrics, provenance --------------------------------------
 

@@ -44,6 +44,9 @@ class GatewayConfig(BaseModel):
     """Longest wait on the orchestrator for one request."""
     event_poll_s: float = Field(default=5.0, gt=0)
     """How long one long-poll for task events waits before the socket checks in again."""
+    public_docs: bool = False
+    """Serve `/openapi.json` and `/docs` without a key (by default they need one, like
+    every endpoint but `/health`; Swagger UI in a browser needs them public)."""
 
 
 class ErrorBody(BaseModel):
