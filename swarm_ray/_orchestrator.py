@@ -27,6 +27,7 @@ from swarm_ray._config import state_dir as default_state_dir
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     ErrorCode,
+    SwarmError,
     SwarmUserError,
     TaskNotFoundError,
     WatermarkRejectedError,
@@ -35,6 +36,8 @@ from swarm_ray._executors import ActorPoolExecutor, DataExecutor, ServeExecutor,
 from swarm_ray._fsm import TaskState
 from swarm_ray._health import HealthBook
 from swarm_ray._metrics import SwarmMetrics
+from swarm_ray._plan import Plan
+from swarm_ray._planning import PLAN_SUBTASK, check_planner, plan_with, planner_for
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
 from swarm_ray._signals import (
@@ -146,7 +149,7 @@ class Orchestrator:
             self._track(driver)
             resumed += 1
             if driver.record.plan is None or driver.scheduler is None:
-                self._plan(driver)
+                self._start(driver)
             elif driver.scheduler.outcome is not None:
                 self._execute(driver, [driver.scheduler.outcome])
             else:
@@ -203,20 +206,63 @@ class Orchestrator:
     # ---- public API ------------------------------------------------------------------
 
     async def submit(self, request: TaskRequest) -> str:
-        """Plan a task and start it; returns its id at once. Raises user errors."""
+        """Plan a task and start it; returns its id at once. Raises user errors.
+
+        With a template the plan is made (and refused) before this returns; a planning
+        capability is asked in the background, so its task starts in state `created`.
+        """
         await self.recover()
         if request.task_id is not None and self._store.get_task(request.task_id) is not None:
             return request.task_id
+        planner = planner_for(request, self._router)
+        if planner is not None:
+            check_planner(self._registry, planner)
         driver = TaskDriver.create(request, **self._deps())
         self._track(driver)
-        error = self._plan(driver)
+        error = self._start(driver)
         if error is not None:
             raise error
         return driver.task_id
 
-    def _plan(self, driver: TaskDriver) -> SwarmUserError | None:
+    def _start(self, driver: TaskDriver) -> SwarmUserError | None:
+        planner = planner_for(driver.record.request, self._router)
+        if planner is None:
+            return self._plan(driver)
+        self._spawn(driver, [PLAN_SUBTASK], self._plan_with(driver, planner))
+        return None
+
+    async def _plan_with(self, driver: TaskDriver, planner: str) -> None:
+        driver.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
         try:
-            intents = driver.plan(self._router)
+            plan, usage = await plan_with(
+                planner,
+                driver.record.request,
+                task_id=driver.task_id,
+                trace_id=driver.record.trace_id,
+                registry=self._registry,
+                router=self._router,
+                key=self._key,
+                serve=self._serve,
+            )
+        except SwarmError as exc:
+            if not driver.state.terminal:
+                driver.fail(exc)
+                self._finished[driver.task_id].set()
+            return
+        if driver.state.terminal:  # cancelled while the planner thought
+            return
+        driver.emit(
+            "planning",
+            "planned",
+            agent=planner,
+            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
+            f"{usage.completion_tokens} planner tokens",
+        )
+        self._plan(driver, plan)
+
+    def _plan(self, driver: TaskDriver, plan: Plan | None = None) -> SwarmUserError | None:
+        try:
+            intents = driver.plan(self._router, plan)
         except SwarmUserError as exc:
             driver.fail(exc)
             self._finished[driver.task_id].set()

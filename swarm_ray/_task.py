@@ -10,6 +10,7 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 __all__ = ["TaskEvent", "TaskRequest"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+_PLANNER = r"^(template|auto|[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)$"
 
 
 class TaskRequest(BaseModel):
@@ -35,11 +36,21 @@ class TaskRequest(BaseModel):
     """Higher runs first when agents are scarce."""
     metadata: dict[str, str] = Field(default_factory=dict)
     """Labels carried to events and the audit log."""
+    planner: str = Field(default="template", pattern=_PLANNER)
+    """How the plan is made: `template` (the named template, else keyword routing),
+    `auto` (a template when one matches, else the LLM planner `llm.planning.plan`), or the
+    id of a planning capability to ask. A planner's plan is checked like a template's;
+    when it is refused, the template router plans instead and the task says why."""
 
     @model_validator(mode="after")
     def _query_or_template(self) -> Self:
         if not self.query.strip() and self.template is None:
             raise ValueError("a request needs a `query` or a `template`")
+        if self.template is not None and self.planner not in ("template", "auto"):
+            raise ValueError(
+                f"give `template` or a planning capability as `planner`, not both "
+                f"(template {self.template!r}, planner {self.planner!r})"
+            )
         return self
 
     def words(self) -> set[str]:

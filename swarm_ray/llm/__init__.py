@@ -49,6 +49,8 @@ from swarm_ray.llm._planner import (
     LLMPlanner,
     PlanDraft,
     draft_plan,
+    fallback_plan,
+    plan_from_draft,
 )
 from swarm_ray.llm._scripted import ScriptedEngine
 from swarm_ray.llm._structured import StructuredReply, generate_structured, json_schema_of
@@ -89,6 +91,7 @@ __all__ = [
     "default_gguf",
     "draft_plan",
     "extract_json",
+    "fallback_plan",
     "generate_structured",
     "gpu_memory_share",
     "json_schema_of",
@@ -96,6 +99,7 @@ __all__ = [
     "llm_catalog",
     "load_engine",
     "plan",
+    "plan_from_draft",
     "usage_report",
     "use_engine",
 ]

@@ -18,7 +18,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
-from swarm_ray._errors import InvalidOutputError, SwarmError
+from swarm_ray._errors import InvalidOutputError, NoTemplateMatchedError, SwarmError
 from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, expand, validate_plan
 from swarm_ray._registry import Registry
 from swarm_ray._routing import TemplateRouter
@@ -28,7 +28,15 @@ from swarm_ray._template import FanOut, TaskTemplate
 from swarm_ray.llm._engine import Engine, GenerationParams, Message
 from swarm_ray.llm._structured import StructuredReply, generate_structured
 
-__all__ = ["CapabilityLine", "DraftStage", "LLMPlanner", "PlanDraft", "draft_plan"]
+__all__ = [
+    "CapabilityLine",
+    "DraftStage",
+    "LLMPlanner",
+    "PlanDraft",
+    "draft_plan",
+    "fallback_plan",
+    "plan_from_draft",
+]
 
 logger = logging.getLogger(__name__)
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -178,34 +186,60 @@ class LLMPlanner:
             raise InvalidOutputError(reply.error.message, **reply.error.details)
         assert reply.value is not None
         draft = PlanDraft.model_validate(reply.value)
-        template = TaskTemplate.model_validate(
-            {
-                "name": PLAN_TEMPLATE,
-                "description": f"planned by `{reply.completion.model}`",
-                "stages": [s.model_dump(mode="json") for s in draft.stages],
-            }
-        )
-        plan = expand(template, request, task_id=task_id)
-        validate_plan(plan, self._registry)
-        for spec in plan.subtasks:
-            if _concrete(spec.input):
-                self._registry.validate_input(spec.capability_id, spec.input)
-        return plan
+        return plan_from_draft(draft, reply.completion.model, request, task_id, self._registry)
 
     def plan(self, request: TaskRequest, *, task_id: str) -> Plan:
         """The model's plan if it passes every check, else the router's, with a warning."""
         try:
             return self.draft(request, task_id=task_id)
         except (SwarmError, ValidationError) as exc:
-            reason = exc.message if isinstance(exc, SwarmError) else _first_error(exc)
-        template = self._router.route(request)
-        warning = (
-            f"LLM planner's plan was refused ({reason[:300]}); "
-            f"fell back to template `{template.name}`"
-        )
-        logger.warning(warning)
-        plan = expand(template, request, task_id=task_id)
-        return plan.model_copy(update={"warnings": (*plan.warnings, warning)})
+            return fallback_plan(self._router, request, task_id, exc)
+
+
+def plan_from_draft(
+    draft: PlanDraft, model: str, request: TaskRequest, task_id: str, registry: Registry
+) -> Plan:
+    """Turn a draft into a plan checked like a template's; raises what refuses it."""
+    # The one stage nothing depends on, if there is one, gives the task its output.
+    needed = {dep for stage in draft.stages for dep in stage.depends_on}
+    sinks = [stage.name for stage in draft.stages if stage.name not in needed]
+    template = TaskTemplate.model_validate(
+        {
+            "name": PLAN_TEMPLATE,
+            "description": f"planned by `{model}`",
+            "stages": [s.model_dump(mode="json") for s in draft.stages],
+            "aggregate": sinks[0] if len(sinks) == 1 and len(draft.stages) > 1 else None,
+        }
+    )
+    plan = expand(template, request, task_id=task_id)
+    validate_plan(plan, registry)
+    for spec in plan.subtasks:
+        if _concrete(spec.input):
+            registry.validate_input(spec.capability_id, spec.input)
+    return plan
+
+
+def fallback_plan(
+    router: TemplateRouter, request: TaskRequest, task_id: str, why: SwarmError | ValidationError
+) -> Plan:
+    """The template router's plan, carrying a warning that says why the LLM's was refused.
+
+    Raises `NoTemplateMatchedError` (with the refusal in its message) when no template
+    fits either.
+    """
+    reason = why.message if isinstance(why, SwarmError) else _first_error(why)
+    try:
+        template = router.route(request)
+    except NoTemplateMatchedError as exc:
+        raise NoTemplateMatchedError(
+            f"LLM planner's plan was refused ({reason[:300]}) and {exc.message}", **exc.details
+        ) from None
+    warning = (
+        f"LLM planner's plan was refused ({reason[:300]}); fell back to template `{template.name}`"
+    )
+    logger.warning(warning)
+    plan = expand(template, request, task_id=task_id)
+    return plan.model_copy(update={"warnings": (*plan.warnings, warning)})
 
 
 def _first_error(exc: ValidationError) -> str:
