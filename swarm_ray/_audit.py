@@ -11,8 +11,9 @@ is complete. `SWARM_RAY_AUDIT_DEBUG_SAMPLE` sets the share of traces (default 0.
 all, 0 for none); `SWARM_RAY_AUDIT=0` turns the trail off.
 
 The audit trail is for people and tools reading history; the state store, not this
-trail, is what recovery relies on, so lines are written through an OS buffer (one
-`write` per line, no fsync).
+trail, is what recovery relies on, so lines go through Python's file buffers and are
+flushed by `flush()` (the orchestrator calls it about once a second) rather than one
+system call per line: the trail must not slow the dispatch of small sub-tasks.
 """
 
 from __future__ import annotations
@@ -52,7 +53,7 @@ class AuditTrail:
             raise ValueError(f"`debug_sample` must be in [0, 1], got {debug_sample!r}")
         self.root = Path(root)
         self.debug_sample = debug_sample
-        self._files: OrderedDict[Path, IO[str]] = OrderedDict()
+        self._files: OrderedDict[tuple[str, str], IO[str]] = OrderedDict()
 
     @classmethod
     def from_env(cls, state_dir: str | os.PathLike[str]) -> AuditTrail | None:
@@ -63,14 +64,17 @@ class AuditTrail:
         return cls(Path(state_dir) / "audit", debug_sample=rate)
 
     def _file(self, kind: str, name: str) -> IO[str]:
+        key = (kind, name)
+        handle = self._files.get(key)
+        if handle is not None:
+            self._files.move_to_end(key)
+            return handle
         path = self.root / kind / f"{_SAFE.sub('_', name)}.jsonl"
-        handle = self._files.pop(path, None)
-        if handle is None:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            handle = path.open("a", encoding="utf-8")
-            while len(self._files) >= _MAX_OPEN:
-                self._files.popitem(last=False)[1].close()
-        self._files[path] = handle
+        path.parent.mkdir(parents=True, exist_ok=True)
+        handle = path.open("a", encoding="utf-8")
+        while len(self._files) >= _MAX_OPEN:
+            self._files.popitem(last=False)[1].close()
+        self._files[key] = handle
         return handle
 
     def write(
@@ -92,10 +96,13 @@ class AuditTrail:
         )
         targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
         for kind, name in targets:
-            handle = self._file(kind, name)
-            handle.write(line + "\n")
-            handle.flush()
+            self._file(kind, name).write(line + "\n")
         return True
+
+    def flush(self) -> None:
+        """Push buffered lines to the files."""
+        for handle in self._files.values():
+            handle.flush()
 
     def close(self) -> None:
         """Close every open file."""

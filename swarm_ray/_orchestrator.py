@@ -122,6 +122,12 @@ class Orchestrator:
             await asyncio.sleep(max(1.0, self._agent_idle_s / 4))
             self._pool.reap(self._agent_idle_s)
 
+    async def _flush_audit(self) -> None:
+        """Write the audit trail's buffered lines out about once a second."""
+        while self._audit is not None:
+            await asyncio.sleep(1.0)
+            self._audit.flush()
+
     async def _probe_deployments(self) -> None:
         """Health-check every deployed Serve capability; see `swarm_ray._health`."""
         while True:
@@ -140,6 +146,7 @@ class Orchestrator:
         self._background += [
             loop.create_task(self._reap_idle_agents()),
             loop.create_task(self._probe_deployments()),
+            loop.create_task(self._flush_audit()),
         ]
         resumed = 0
         for task_id in self._store.list_tasks(open_only=True):

@@ -343,7 +343,14 @@ def test_audit_trail_per_task_and_agent(gateway: Gateway, swarm_state_dir: Path)
         body = {"template": "echo_fanout", "items": ["audit"]}
         status = _finished(http, http.post("/v1/tasks", json=body).json()["task_id"])
     task_file = swarm_state_dir / "audit" / "tasks" / f"{status['task_id']}.jsonl"
-    lines = [json.loads(line) for line in task_file.read_text().splitlines()]
+
+    def written() -> list[dict[str, Any]] | None:  # the trail is flushed about once a second
+        if not task_file.exists():
+            return None
+        lines = [json.loads(line) for line in task_file.read_text().splitlines()]
+        return lines if any(line.get("status") == "completed" for line in lines) else None
+
+    lines: list[dict[str, Any]] = wait_until(written, 30, "the audit trail to be flushed")
     assert {line["trace_id"] for line in lines} == {lines[0]["trace_id"]}
     assert [line["seq"] for line in lines if line["level"] == "INFO"] == list(
         range(1, 1 + sum(line["level"] == "INFO" for line in lines))
