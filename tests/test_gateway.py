@@ -436,3 +436,27 @@ def test_openapi_operations_never_fail_on_the_server(gateway: Gateway) -> None:
             case.call_and_validate(base_url=gateway.url, headers=gateway.auth, checks=checks)
 
         call()
+
+
+def test_websocket_stream_survives_an_orchestrator_restart(
+    gateway: Gateway, swarm: SwarmClient
+) -> None:
+    import ray
+
+    with gateway.client(headers=gateway.auth) as http:
+        items = [f"r{i}" for i in range(6)]
+        body = {"template": "echo_fanout", "items": items, "params": {"delay_s": 0.5}}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+    url = gateway.url.replace("http", "ws") + f"/v1/tasks/{task_id}/events"
+    seen: list[dict[str, Any]] = []
+    with ws_connect(url, additional_headers=gateway.auth, open_timeout=30) as ws:
+        seen.append(json.loads(ws.recv(timeout=60)))
+        ray.kill(swarm.actor, no_restart=False)  # Ray restarts it; it reloads the task
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                seen.append(json.loads(ws.recv(timeout=120)))
+    assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+    seqs = [e["seq"] for e in seen]
+    assert seqs == list(range(1, len(seqs) + 1))
+    assert seen[-1]["status"] == "completed"
+    assert any(e["kind"] == "state" and "resumed" in e["summary"] for e in seen)

@@ -263,8 +263,9 @@ class Gateway:
         """Task events as JSON messages; reconnect with `after_seq` to get what was missed.
 
         The socket closes with 1000 once the task has ended and every event was sent,
-        4401 without a valid key (`Authorization: Bearer ...` on the handshake), and
-        4404 for an unknown task.
+        4401 without a valid key (`Authorization: Bearer ...` on the handshake), 4404
+        for an unknown task, and 1011 when the orchestrator does not answer (reconnect
+        with `after_seq` once it is back).
         """
         header = websocket.headers.get("authorization", "")
         scheme, _, token = header.partition(" ")
@@ -286,8 +287,9 @@ class Gateway:
                 except HTTPException as exc:
                     if exc.status_code == 404:
                         await websocket.close(code=4404, reason=f"task `{task_id}` is not known")
-                        return
-                    raise
+                    else:  # the orchestrator is away: the client reconnects with its seq
+                        await websocket.close(code=1011, reason="orchestrator unavailable")
+                    return
                 for event in batch:
                     await websocket.send_text(event.model_dump_json())
                     seq = event.seq
