@@ -63,8 +63,9 @@ def document(text: str = TEXT) -> ParsedDocument:
     )
 
 
-def answer(*facts: tuple[str, float, str]) -> str:
-    return json.dumps({"facts": [{"field": f, "value": v, "unit": u} for f, v, u in facts]})
+def answer(**values: float | list[float]) -> str:
+    """The model's JSON: a number per field, a list where qualifiers allow two."""
+    return json.dumps(values)
 
 
 def scripted(*script: str) -> ScriptedEngine:
@@ -114,9 +115,7 @@ def test_confident_rules_never_reach_the_llm() -> None:
 
 
 def test_fallback_fills_the_unsure_and_missing_fields_marked_llm_with_a_warning() -> None:
-    engine = scripted(
-        answer(("capacity", 58, "kWh"), ("charging_power", 11, "kW"), ("charge_time", 9, "h"))
-    )
+    engine = scripted(answer(capacity=58, charging_power=[11], charge_time=[9]))
     reply = extract_llm(ExtractIn(document=document(), dimension="battery"))
     result = reply.output
     assert isinstance(result, ExtractionResult)
@@ -135,16 +134,33 @@ def test_fallback_fills_the_unsure_and_missing_fields_marked_llm_with_a_warning(
     assert reply.confidence == 0.5 and reply.usage.calls == 1
     ((messages, schema),) = engine.calls
     assert schema is not None
-    item = schema["properties"]["facts"]["items"]
     # asked only what rules were unsure of or missed: never the confident range
-    assert item["properties"]["field"]["enum"] == ["capacity", "charging_power", "charge_time"]
+    assert list(schema["properties"]) == ["capacity", "charging_power", "charge_time"]
+    assert schema["additionalProperties"] is False  # nothing else can be answered
     assert "wallbox at home delivers 11 kW" in messages[-1].content
+
+
+def test_the_answer_schema_allows_each_field_once_and_caps_tokens_by_the_fields_asked() -> None:
+    import jsonschema
+
+    from swarm_ray.documents._llm_facts import answer_tokens, facts_schema
+
+    fields = [f for f in BATTERY.fields if f.name in ("capacity", "charging_power")]
+    validator = jsonschema.Draft202012Validator(facts_schema(fields))
+    assert validator.is_valid({"capacity": 58, "charging_power": [150, 11]})  # DC and AC
+    assert validator.is_valid({})  # nothing stated: nothing answered
+    # a small model repeating itself cannot: one value, two where qualifiers tell them apart
+    assert not validator.is_valid({"capacity": [58, 58]})
+    assert not validator.is_valid({"charging_power": [11, 11, 11]})
+    assert not validator.is_valid({"range": 420})  # not asked
+    one = answer_tokens(fields[:1])
+    assert one < 64 and answer_tokens(fields) > one  # the cap grows with what is asked
 
 
 def test_the_report_lists_llm_facts_and_marks_their_extractor(tmp_path: Path) -> None:
     import pyarrow.parquet as pq
 
-    scripted(answer(("charging_power", 11, "kW")))
+    scripted(answer(charging_power=[11]))
     result = extract_llm(ExtractIn(document=document(), dimension="battery")).output
     assert isinstance(result, ExtractionResult)
     normalised = normalise_facts(result.facts)
@@ -172,7 +188,7 @@ def test_the_report_lists_llm_facts_and_marks_their_extractor(tmp_path: Path) ->
 
 def test_fallback_replaces_an_unsure_rule_fact_the_llm_reads_otherwise() -> None:
     text = TEXT.replace("stores 58 kWh.", "stores 58 kWh.\nUsable: 54 kWh in the warm-up mode")
-    scripted(answer(("capacity", 54, "kWh")))
+    scripted(answer(capacity=54))
     result = extract_llm(ExtractIn(document=document(text), dimension="battery")).output
     assert isinstance(result, ExtractionResult)
     capacity = [f for f in result.facts if f.field == "battery.capacity"]
@@ -185,7 +201,7 @@ def test_fallback_replaces_an_unsure_rule_fact_the_llm_reads_otherwise() -> None
 def test_an_answer_failing_the_schema_raises_so_the_scheduler_keeps_the_rules() -> None:
     from swarm_ray._errors import InvalidOutputError
 
-    scripted('{"facts": [{"field": "wheelbase", "value": 1, "unit": "m"}]}')
+    scripted(answer(wheelbase=1))
     with pytest.raises(InvalidOutputError, match="LLM extraction of `battery` from `aero.pdf`"):
         extract_llm(ExtractIn(document=document(), dimension="battery"))
 
@@ -212,7 +228,7 @@ def test_cross_check_disagreement_is_flagged_by_the_factuality_judge_and_reporte
     text = TEXT.replace("stores 58 kWh.", "stores 58 kWh.\nA spare module holds 12 kWh")
     doc = document(text)
     extraction = extract_facts(doc, [BATTERY])
-    scripted(answer(("capacity", 12, "kWh"), ("range", 420, "km")))
+    scripted(answer(capacity=12, range=[420]))
     check = cross_check(CrossCheckIn(document=doc, extractions=[extraction], enabled=True)).output
     assert isinstance(check, CrossCheck)
     assert check.enabled and (check.checked, check.agreed) == (2, 1)
