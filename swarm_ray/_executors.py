@@ -326,6 +326,9 @@ class DataExecutor:
                 compute=TaskPoolStrategy(size=spec.resources.max_concurrency),
                 **spec.resources.ray_options(),
             )
+            # A one-operator stage has nothing to reserve resources against; with the
+            # reservation on, Ray Data ran about 1.4 rows at a time on 2 free CPUs.
+            ds.context.op_resource_reservation_enabled = False
             try:
                 for row in ds.iter_rows():
                     result = SubTaskResult.model_validate_json(row["result"])
