@@ -75,6 +75,14 @@ def test_catalog_registers_the_capabilities_and_templates() -> None:
         assert callable(getattr(importlib.import_module(module), name))
 
 
+def test_agents_idle_during_the_analysis_reserve_no_cpu() -> None:
+    """Pooled agents keep their reservation while idle: any fraction the probe, first pass
+    or timeline held would cost a small node a whole `num_cpus=1` decoder."""
+    resources = {c.id: c.resources for c in video.video_catalog().capabilities}
+    assert resources.pop("video.analysis.segment").num_cpus == 1.0
+    assert {cid: r.num_cpus for cid, r in resources.items()} == dict.fromkeys(resources, 0.0)
+
+
 def test_importing_the_package_does_not_import_matplotlib() -> None:
     code = "import sys, swarm_ray.video; print('matplotlib' in sys.modules)"
     out = subprocess.run(

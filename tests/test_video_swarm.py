@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
+import itertools
 import json
 from pathlib import Path
 
 import pytest
 
 import swarm_ray
-from swarm_ray import SwarmClient, SwarmRuntimeError, read_claims
+from swarm_ray import SubTaskDone, SwarmClient, SwarmRuntimeError, read_claims
 from swarm_ray.video import (
     SampleVideo,
     SegmentJob,
@@ -99,6 +100,17 @@ def test_segments_ran_as_one_streaming_data_stage(
         assert outcome.analysis.preroll_frames < 10
     plan = SegmentPlan.model_validate(video_swarm.output(clean_run.plan_task))
     assert plan.frames_decoded < plan.metadata.frame_count / 4
+
+
+def test_segments_are_analysed_in_parallel(clean_run: VideoRun, video_swarm: SwarmClient) -> None:
+    spans = sorted(
+        (e.result.timings.started_at or 0.0, e.result.timings.finished_at or 0.0)
+        for e in video_swarm.record(clean_run.segments_task).log
+        if isinstance(e, SubTaskDone)
+    )
+    assert len(spans) == len(clean_run.plan.segments)
+    # a segment started while an earlier one was still decoding
+    assert any(later[0] < earlier[1] for earlier, later in itertools.pairwise(spans))
 
 
 def test_a_corrupted_segment_fails_alone_and_only_it_is_retried(

@@ -134,6 +134,13 @@ def render_video_timeline(data: TimelineRequest) -> AgentReply:
 
 _spec = capability_maker(__name__, tags=("video",))
 
+_BRIEF_CPUS = 0.0
+"""CPU reserved by the probe, first-pass and timeline agents. They run before or after
+the analysis stage, never during it, but a pooled agent keeps its reservation while it
+sits idle (`SWARM_RAY_AGENT_IDLE_S`, 60 s by default). The 1.0 CPU they held left a
+2-CPU node room for one `num_cpus=1` decoder instead of two: bench/video.py saw the
+segments run one at a time."""
+
 
 def _capabilities() -> tuple[CapabilitySpec, ...]:
     workers = int(os.environ.get("SWARM_RAY_VIDEO_WORKERS", "64"))
@@ -145,7 +152,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             "probe_metadata",
             ProbeRequest,
             VideoMetadata,
-            resources=Resources(num_cpus=0.25, max_concurrency=4),
+            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=4),
             timeout_s=120,
             retry=RetryPolicy(
                 max_attempts=2, retry_on=frozenset({ErrorCode.TIMEOUT, ErrorCode.AGENT_UNAVAILABLE})
@@ -158,7 +165,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             "segment_adaptive",
             SegmentationRequest,
             SegmentPlan,
-            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=2),
             timeout_s=900,
             retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
         ),
@@ -181,7 +188,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             "render_video_timeline",
             TimelineRequest,
             TimelineReport,
-            resources=Resources(num_cpus=0.25),
+            resources=Resources(num_cpus=_BRIEF_CPUS),
             timeout_s=300,
         ),
     )
