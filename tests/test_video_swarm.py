@@ -161,3 +161,37 @@ def test_job_generates_a_sample_and_scores_it(
     assert code == 0, out
     assert "'cuts_matched': " in out and "report: " in out
     assert (tmp_path / "timeline.md").exists()
+
+
+def test_the_notebook_runs(
+    ray_cluster: None,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "analyze_video.ipynb"
+    cells = json.loads(notebook.read_text())["cells"]
+    monkeypatch.setenv("SWARM_RAY_STATE_DIR", str(tmp_path / "state"))
+    namespace: dict[str, object] = {}
+    try:
+        for cell in cells:
+            if cell["cell_type"] == "code":
+                exec("".join(cell["source"]), namespace)
+    finally:
+        if isinstance(namespace.get("swarm"), SwarmClient):
+            namespace["swarm"].shutdown()  # type: ignore[attr-defined]
+    out = capsys.readouterr().out
+    assert "most intense first" in out and "report: " in out
+    run = namespace["run"]
+    assert isinstance(run, VideoRun) and run.report.segments_failed == 0
+    assert Path(run.report.plot_path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    sample = namespace["sample"]
+    assert isinstance(sample, SampleVideo)
+    assert namespace["score"] == {
+        "cuts_planted": len(sample.cut_times_s),
+        "cuts_found": len(sample.cut_times_s),
+        "cuts_matched": len(sample.cut_times_s),
+        "spans_planted": len(sample.active_spans_s),
+        "spans_found": len(sample.active_spans_s),
+        "spans_matched": len(sample.active_spans_s),
+    }
