@@ -223,8 +223,12 @@ class TaskDriver:
             self._on_event(event)
         return event
 
-    def move(self, to: TaskState, reason: str) -> None:
-        """Transition the state machine, persist, then announce it."""
+    def move(self, to: TaskState, reason: str, *, save: bool = True) -> None:
+        """Transition the state machine, persist, then announce it.
+
+        `save=False` is for a state left again before control returns to the event loop
+        (nothing acts on it): the next save records it in the machine's audit log.
+        """
         before = self.state
         machine = transition(
             self.record.machine, to, reason=reason, at=self._clock(), trace_id=self.record.trace_id
@@ -232,14 +236,15 @@ class TaskDriver:
         self.record = self.record.model_copy(update={"machine": machine})
         if self._on_transition is not None:
             self._on_transition(str(before), str(to))
-        self._save()
+        if save:
+            self._save()
         self.emit("state", str(to), summary=reason)
 
     # ---- planning and feeding --------------------------------------------------------
 
     def plan(self, router: TemplateRouter, plan: Plan | None = None) -> list[Intent]:
         """Route, expand and validate, then start the scheduler. Raises user errors."""
-        self.move(TaskState.ROUTING, "routing the request to a template")
+        self.move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan is None:
             template = router.route(self.record.request)
             plan = expand(template, self.record.request, task_id=self.task_id)
@@ -251,7 +256,7 @@ class TaskDriver:
         self.scheduler = Scheduler(plan, self.registry)
         intents = self.feed(Start(at=self._clock()))
         if not self.state.terminal and self.state is TaskState.DISPATCHING:
-            self.move(TaskState.EXECUTING, "first sub-tasks dispatched")
+            self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
         return intents
 
     def feed(self, event: SchedulerEvent) -> list[Intent]:
@@ -407,9 +412,11 @@ class TaskDriver:
             )
             self.move(to, outcome.reason)
             return
+        if self.state is TaskState.DISPATCHING:  # recovered before `executing` was saved
+            self.move(TaskState.EXECUTING, "resumed", save=False)
         if self.state is TaskState.EXECUTING:
-            self.move(TaskState.AGGREGATING, "every sub-task settled")
-        self.move(TaskState.FINALIZING, "collecting the result")
+            self.move(TaskState.AGGREGATING, "every sub-task settled", save=False)
+        self.move(TaskState.FINALIZING, "collecting the result", save=False)
         output = self._output()
         text = json.dumps(output, default=str)
         update: dict[str, Any] = {"warnings": self._warnings()}

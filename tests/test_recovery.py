@@ -74,3 +74,55 @@ def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  
             assert record.task_id in store.list_tasks()
             assert not store.get_task(record.task_id).is_open  # type: ignore[union-attr]
         client.shutdown()
+
+
+def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """States left within one step (routing, executing, finalizing) are not saved on their
+    own; a driver reloaded from the last save (`dispatching`) must still finish."""
+    from swarm_ray import WatermarkKey
+    from swarm_ray._catalog import load_catalogs
+    from swarm_ray._driver import TaskDriver
+    from swarm_ray._record import SCHEMA_VERSION
+    from swarm_ray._results import ResultStore
+    from swarm_ray._signals import Dispatch
+    from swarm_ray._store import open_state_store
+    from swarm_ray._subtask import SubTaskResult, Timings
+    from swarm_ray._task import TaskRequest
+
+    registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
+    store = open_state_store(None, state_dir=tmp_path, supported_schema_version=SCHEMA_VERSION)
+    deps = {
+        "registry": registry,
+        "store": store,
+        "results": ResultStore(str(tmp_path / "results")),
+        "key": WatermarkKey.generate(),
+    }
+    driver = TaskDriver.create(TaskRequest(template="noop_fanout", items=(1,)), **deps)
+    [intent] = [i for i in driver.plan(router) if isinstance(i, Dispatch)]
+    assert driver.state is TaskState.EXECUTING
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None and reloaded.state is TaskState.DISPATCHING
+    subtask = reloaded.subtask_for(intent)
+    done = SubTaskResult(
+        task_id=subtask.task_id,
+        subtask_id=subtask.subtask_id,
+        capability_id=subtask.capability_id,
+        attempt=subtask.attempt,
+        output={},
+        timings=Timings(started_at=1.0, finished_at=1.1),
+        watermark=subtask.watermark,
+    )
+    outcome = [i for i in reloaded.feed(reloaded.accept(done)) if type(i).__name__ == "FinishTask"]
+    reloaded.finish(outcome[0])  # type: ignore[arg-type]
+    assert reloaded.state is TaskState.COMPLETED
+    saved = TaskDriver.load(driver.task_id, **deps)
+    assert saved is not None and saved.state is TaskState.COMPLETED
+    moves = [(str(e.from_state), str(e.to_state)) for e in saved.record.machine.audit]
+    assert moves == [
+        ("created", "routing"),
+        ("routing", "dispatching"),
+        ("dispatching", "executing"),
+        ("executing", "aggregating"),
+        ("aggregating", "finalizing"),
+        ("finalizing", "completed"),
+    ]
