@@ -1,22 +1,28 @@
 """Video analysis throughput vs raw PyAV decoding, and a projection for a 40 GB file.
 
-Run: python bench/video.py [--input FILE] [--seconds 60] [--cpus N] [--file-gb 40]
+Run: python bench/video.py [--input FILE] [--seconds 300] [--cpus N] [--runs 2] [--file-gb 40]
 
 Same run, same machine:
 
-1. raw: PyAV decodes the whole file on one thread, nothing else (the ceiling per core);
+1. raw: PyAV decodes the whole file on one thread, nothing else (the ceiling per core),
+   and in `--cpus` processes on disjoint slices; measured before and after the swarm
+   (this machine's speed drifts), the mean used;
 2. swarm: the full workload (probe, first pass, one Ray Data row per segment, timeline)
-   on a local cluster of `--cpus` CPUs, one decoding thread per segment.
+   on a local cluster of `--cpus` CPUs, `--decode-threads` per segment (1), `--runs` times
+   on one swarm: the first run pays for fresh worker processes, later ones do not.
 
-Prints the analysis stage's throughput (seconds of video per wall second, from the first
-segment's start to the last one's end as the orchestrator recorded them) against raw
-decoding x cores used (goal: at least 0.8 on the decode-bound path), the per-worker
-efficiency (each segment's own decoding loop against raw decoding), and the projected
-time for a `--file-gb` file on N nodes from the measured per-segment figures.
+Prints, for the last run, the analysis stage's throughput (seconds of video per wall
+second, from the first segment's start to the last one's end as the orchestrator
+recorded them) against raw decoding x cores used (goal: at least 0.8 on the
+decode-bound path), split into what each worker achieves against raw decoding and how
+busy the stage kept the cores; next to it, what raw decoding itself scores in
+`--cpus` processes (the machine's own ceiling on this measure). Then the projected time
+for a `--file-gb` file on N nodes from the measured figures.
 
-Without `--input` it remuxes copies (no re-encoding) of the corpus clip
-`../shared/corpus/video/pyscenedetect/testvideo.mp4` (real 720p footage) into a
-`--seconds` file, or of a painted 720p clip when the corpus is absent.
+The segment count is the planner's own (about 32 on a small cluster) unless
+`--segments` says otherwise. Without `--input` it remuxes copies (no re-encoding) of the
+corpus clip `../shared/corpus/video/pyscenedetect/testvideo.mp4` (real 720p footage)
+into a `--seconds` file, or of a painted 720p clip when the corpus is absent.
 """
 
 from __future__ import annotations
@@ -35,6 +41,8 @@ import ray
 import swarm_ray
 from swarm_ray import SubTaskDone
 from swarm_ray.video import (
+    AnalysisSettings,
+    SegmentationRequest,
     VideoRun,
     analyze_video,
     generate_sample_video,
@@ -96,15 +104,22 @@ def stage_window(client: swarm_ray.SwarmClient, run: VideoRun) -> float:
         and e.result.timings.started_at is not None
         and e.result.timings.finished_at is not None
     ]
-    return max(b for _, b in spans) - min(a for a, _ in spans)  # type: ignore[type-var]
+    return max(b for _, b in spans) - min(a for a, _ in spans)
+
+
+def raw_rates(path: str, duration: float, cpus: int) -> tuple[float, float]:
+    """Raw decoding on one thread, and in `cpus` processes on disjoint slices (s/s)."""
+    return duration / raw_decode(path, duration, 1), duration / raw_decode(path, duration, cpus)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", help="video file (default: a generated 720p file)")
-    parser.add_argument("--seconds", type=float, default=60.0, help="length of the generated file")
+    parser.add_argument("--seconds", type=float, default=300.0, help="length of the generated file")
     parser.add_argument("--cpus", type=int, default=os.cpu_count() or 1)
-    parser.add_argument("--segments", type=int, help="target segments (default: 4 x CPUs)")
+    parser.add_argument("--segments", type=int, help="target segments (default: the planner's)")
+    parser.add_argument("--runs", type=int, default=2, help="analyses on one swarm (>= 1)")
+    parser.add_argument("--decode-threads", type=int, default=1, help="per worker (0: FFmpeg's)")
     parser.add_argument("--file-gb", type=float, default=40.0)
     parser.add_argument("--bitrate-mbps", type=float, help="of the big file (default: measured)")
     parser.add_argument("--cores-per-node", type=int, default=16)
@@ -118,63 +133,108 @@ def main() -> None:
         f"input: {meta.duration_s:.0f} s of {meta.codec} {meta.width}x{meta.height} "
         f"at {meta.frame_rate:.0f} fps, {(meta.size_bytes or 0) / 1e6:.0f} MB"
     )
-    raw_rate = meta.duration_s / raw_decode(path, meta.duration_s, 1)
-    parallel_rate = meta.duration_s / raw_decode(path, meta.duration_s, args.cpus)
-    print(
-        f"raw PyAV decode: 1 thread {raw_rate:.1f} s of video/s; {args.cpus} processes on "
-        f"disjoint slices {parallel_rate:.1f} s/s ({parallel_rate / raw_rate:.2f}x, what this "
-        "machine gives right now)"
-    )
+    before = raw_rates(path, meta.duration_s, args.cpus)
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     client = swarm_ray.connect(
         catalogs=["swarm_ray.video:video_catalog"], state_dir=folder / "state", name="bench-video"
     )
+    runs: list[tuple[VideoRun, float]] = []
     try:
-        segments = args.segments or 4 * args.cpus
-        run = analyze_video(
-            client, path, str(folder / "out"), target_segments=segments, min_segment_s=2
-        )
-        window = stage_window(client, run)
+        for i in range(max(1, args.runs)):
+            run = analyze_video(
+                client,
+                path,
+                str(folder / f"out{i}"),
+                target_segments=args.segments,
+                min_segment_s=2,
+                settings=AnalysisSettings(decode_threads=args.decode_threads),
+            )
+            runs.append((run, stage_window(client, run)))
     finally:
         client.shutdown()
         ray.shutdown()
+    after = raw_rates(path, meta.duration_s, args.cpus)
+    raw_rate, parallel_rate = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
+    print(
+        f"raw PyAV decode, before / after the swarm: 1 thread {before[0]:.1f} / {after[0]:.1f} "
+        f"s of video/s; {args.cpus} processes on disjoint slices {before[1]:.1f} / "
+        f"{after[1]:.1f} s/s ({parallel_rate / raw_rate:.2f}x of one: what this machine gives)"
+    )
+    for i, (run, window) in enumerate(runs):
+        print(
+            f"swarm run {i + 1} ({'cold: fresh worker processes' if i == 0 else 'warm'}): "
+            f"{len(run.outcomes)} segments, analysis stage {window:.1f} s = "
+            f"{meta.duration_s / window:.1f} s/s; end to end {run.seconds['total']:.1f} s "
+            f"(plan {run.seconds['plan']:.1f}, segments {run.seconds['segments']:.1f}, "
+            f"timeline {run.seconds['timeline']:.1f})"
+        )
+    run, window = runs[-1]
     done = [o.analysis for o in run.outcomes if o.analysis is not None]
     cores = min(args.cpus, len(done))
     throughput = meta.duration_s / window
-    worker_rate = sum(a.end_s - a.start_s for a in done) / sum(a.decode_seconds for a in done)
+    decoding = sum(a.decode_seconds for a in done)
+    worker_rate = sum(a.end_s - a.start_s for a in done) / decoding
+    busy = decoding / (window * cores)
     print(
-        f"swarm: {len(done)} segments on {cores} cores; analysis stage {window:.1f} s = "
-        f"{throughput:.1f} s/s; end to end {run.seconds['total']:.1f} s "
-        f"(plan {run.seconds['plan']:.1f}, timeline {run.seconds['timeline']:.1f})"
+        f"ratio to raw decoding x cores (run {len(runs)}): {throughput / (raw_rate * cores):.2f} "
+        f"(goal >= 0.8); to raw decoding in {args.cpus} processes, same run: "
+        f"{throughput / parallel_rate:.2f}"
     )
     print(
-        f"ratio to raw decoding x cores: {throughput / (raw_rate * cores):.2f} (goal >= 0.8); "
-        f"to raw decoding in {args.cpus} processes, same run: {throughput / parallel_rate:.2f}; "
-        f"per worker, own decoding loop vs raw: {worker_rate / raw_rate:.2f}"
+        f"  = per worker {worker_rate / raw_rate:.2f} (its own loop, decoding and measuring "
+        f"every frame beside the other workers, vs raw decoding alone on one core) x cores "
+        f"busy {busy:.2f} (sum of the segments' own times over {cores} x the stage); raw "
+        f"decoding itself in {args.cpus} processes scores {parallel_rate / (raw_rate * cores):.2f}"
+        " on this measure"
     )
     preroll = sum(a.preroll_frames for a in done) / sum(a.frames_in_range for a in done)
     print(
         f"seek pre-roll (frames decoded before a segment's start, keyframes up to "
         f"{meta.max_keyframe_gap_s:.0f} s apart): {preroll:.0%} of the frames analysed"
     )
-    bitrate = (args.bitrate_mbps or (meta.size_bytes or 0) * 8 / meta.duration_s / 1e6) * 1e6
+    project(args, meta.duration_s, meta.size_bytes or 0, run, window, cores, worker_rate)
+
+
+def project(
+    args: argparse.Namespace,
+    duration: float,
+    size_bytes: int,
+    run: VideoRun,
+    window: float,
+    cores: int,
+    worker_rate: float,
+) -> None:
+    """Print the projected time for `--file-gb` on N nodes from the measured figures.
+
+    Per core: the measured per-worker rate; per segment: the stage's measured idle time
+    per segment; once: the stage's start-up (segments task minus stage window), the first
+    pass scaled by its sample count (at most `max_samples`) and the timeline.
+    """
+    done = [o.analysis for o in run.outcomes if o.analysis is not None]
+    bitrate = (args.bitrate_mbps or size_bytes * 8 / duration / 1e6) * 1e6
     length = args.file_gb * 1e9 * 8 / bitrate
-    per_segment_overhead = max(
-        0.0, window * cores / len(done) - (meta.duration_s / len(done)) / worker_rate
+    overhead = max(0.0, window * cores / len(done) - (duration / len(done)) / worker_rate)
+    fields = SegmentationRequest.model_fields
+    samples = min(
+        fields["max_samples"].default, math.ceil(length * fields["sample_rate_hz"].default)
     )
+    first_pass = run.seconds["plan"] * samples / max(1, len(run.plan.samples))
+    fixed = first_pass + (run.seconds["segments"] - window) + run.seconds["timeline"]
     print(
         f"projection for {args.file_gb:.0f} GB at {bitrate / 1e6:.1f} Mbit/s "
         f"({length / 3600:.1f} h of this footage), {args.cores_per_node} cores per node, "
-        f"measured {worker_rate:.1f} s/s per core, {per_segment_overhead:.2f} s overhead per "
-        f"segment, first pass {run.seconds['plan']:.1f} s:"
+        f"{worker_rate:.1f} s/s per core, {overhead:.2f} s idle per segment, "
+        f"{fixed:.0f} s once (first pass of {samples} samples {first_pass:.0f} s, stage "
+        f"start-up {run.seconds['segments'] - window:.1f} s, timeline "
+        f"{run.seconds['timeline']:.1f} s):"
     )
     for nodes in args.nodes:
         total_cores = nodes * args.cores_per_node
         n_segments = max(32, 2 * total_cores)
         waves = math.ceil(n_segments / total_cores)
-        analysis = length / (worker_rate * total_cores) + waves * per_segment_overhead
-        print(f"  {nodes:3d} node(s): {(run.seconds['plan'] + analysis) / 60:7.1f} min")
+        analysis = length / (worker_rate * total_cores) + waves * overhead
+        print(f"  {nodes:3d} node(s): {(fixed + analysis) / 60:7.1f} min")
 
 
 if __name__ == "__main__":
