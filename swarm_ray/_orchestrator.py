@@ -226,13 +226,15 @@ class Orchestrator:
             check_planner(self._registry, planner)
         driver = TaskDriver.create(request, **self._deps())
         self._track(driver)
-        error = self._start(driver)
+        error = self._start(driver, planner)
         if error is not None:
             raise error
         return driver.task_id
 
-    def _start(self, driver: TaskDriver) -> SwarmUserError | None:
-        planner = planner_for(driver.record.request, self._router)
+    def _start(self, driver: TaskDriver, planner: str | None = None) -> SwarmUserError | None:
+        """Plan from a template now, or ask `planner` (found from the request if not given)."""
+        if planner is None:
+            planner = planner_for(driver.record.request, self._router)
         if planner is None:
             return self._plan(driver)
         self._spawn(driver, [PLAN_SUBTASK], self._plan_with(driver, planner))
