@@ -65,6 +65,26 @@ async def _round(url: str, headers: dict[str, str], clients: int, n: int) -> lis
     return latencies
 
 
+_ROLES = ("Orchestrator", "ProxyActor", "ServeReplica:gateway", "ServeReplica:bare", "SubAgent")
+
+
+def _cpu_by_role() -> dict[str, float]:
+    """CPU seconds so far of this machine's Ray processes, by role (empty without /proc)."""
+    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
+    found: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        role = "load generator" if int(pid) == os.getpid() else None
+        role = role or next((r for r in _ROLES if command.startswith(f"ray::{r}")), None)
+        if role is not None:
+            found[role] = found.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    return found
+
+
 def _pct(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -117,18 +137,34 @@ def main() -> None:
     for url, headers in sides.values():  # warm both up
         asyncio.run(_round(url, headers, args.clients, 200))
     latencies: dict[str, list[float]] = {name: [] for name in sides}
+    spent: dict[str, dict[str, float]] = {name: {} for name in sides}
+    wall: dict[str, float] = dict.fromkeys(sides, 0.0)
     per_round = max(1, args.requests // args.rounds)
     for _ in range(args.rounds):
         for name, (url, headers) in sides.items():
+            before, clock = _cpu_by_role(), time.perf_counter()
             latencies[name] += asyncio.run(_round(url, headers, args.clients, per_round))
+            wall[name] += time.perf_counter() - clock
+            for role, seconds in _cpu_by_role().items():
+                spent[name][role] = spent[name].get(role, 0.0) + seconds - before.get(role, 0.0)
 
     print(f"\n{args.clients} concurrent clients, {per_round * args.rounds} requests per side")
-    print(f"{'side':<8} {'p50 ms':>8} {'p99 ms':>8} {'mean ms':>8}")
+    quantiles = (0.5, 0.9, 0.95, 0.99, 0.999)
+    print(f"{'side':<8} " + " ".join(f"{f'p{100 * q:g} ms':>10}" for q in quantiles) + "   mean ms")
     for name, values in latencies.items():
         print(
-            f"{name:<8} {1000 * _pct(values, 0.5):8.2f} {1000 * _pct(values, 0.99):8.2f} "
-            f"{1000 * statistics.fmean(values):8.2f}"
+            f"{name:<8} "
+            + " ".join(f"{1000 * _pct(values, q):10.1f}" for q in quantiles)
+            + f" {1000 * statistics.fmean(values):9.1f}"
         )
+    print("\nthroughput and CPU per request by process (while that side ran)")
+    for name, values in latencies.items():
+        roles = ", ".join(
+            f"{role} {1000 * seconds / len(values):.2f} ms"
+            for role, seconds in sorted(spent[name].items(), key=lambda kv: -kv[1])
+            if seconds > 0.01
+        )
+        print(f"{name:<8} {len(values) / wall[name]:6.0f} req/s; {roles or 'no /proc'}")
     gw, bare = latencies["gateway"], latencies["bare"]
     print(f"\np50 ratio gateway/bare: {_pct(gw, 0.5) / _pct(bare, 0.5):.2f}")
     print(f"p99 ratio gateway/bare: {_pct(gw, 0.99) / _pct(bare, 0.99):.2f}  (goal <= 1.3)")

@@ -54,6 +54,7 @@ class AuditTrail:
         self.root = Path(root)
         self.debug_sample = debug_sample
         self._files: OrderedDict[tuple[str, str], IO[str]] = OrderedDict()
+        self._made: set[str] = set()
 
     @classmethod
     def from_env(cls, state_dir: str | os.PathLike[str]) -> AuditTrail | None:
@@ -70,7 +71,9 @@ class AuditTrail:
             self._files.move_to_end(key)
             return handle
         path = self.root / kind / f"{_SAFE.sub('_', name)}.jsonl"
-        path.parent.mkdir(parents=True, exist_ok=True)
+        if kind not in self._made:
+            path.parent.mkdir(parents=True, exist_ok=True)
+            self._made.add(kind)
         handle = path.open("a", encoding="utf-8")
         while len(self._files) >= _MAX_OPEN:
             self._files.popitem(last=False)[1].close()

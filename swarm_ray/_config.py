@@ -13,10 +13,13 @@
 | `SWARM_RAY_AUDIT_DEBUG_SAMPLE` | `0.01` | share of traces whose DEBUG audit lines are kept |
 | `SWARM_RAY_API_KEYS` | (unset) | gateway API keys, comma-separated |
 | `SWARM_RAY_API_KEYS_FILE` | `api_keys` in the state dir | gateway API keys, one per line |
+| `SWARM_RAY_KEEP_FINISHED` | `1000` | ended tasks held in memory (older ones reload) |
+| `SWARM_RAY_GC_THRESHOLD` | `20000,20,20` | orchestrator's and gateway's `gc` thresholds |
 """
 
 from __future__ import annotations
 
+import gc
 import os
 from pathlib import Path
 
@@ -25,3 +28,25 @@ def state_dir() -> Path:
     """The directory holding swarm-ray's state (created on first use by whoever writes)."""
     configured = os.environ.get("SWARM_RAY_STATE_DIR")
     return Path(configured).expanduser() if configured else Path.home() / ".swarm-ray"
+
+
+def tune_gc() -> None:
+    """Collect garbage less often in a long-lived, allocation-heavy service process.
+
+    Python's default (a young collection every 700 net allocations) spent about a seventh
+    of the orchestrator's CPU at a few hundred tasks a second. Objects that exist now
+    (modules, the catalog) are frozen out of every later collection.
+    """
+    configured = os.environ.get("SWARM_RAY_GC_THRESHOLD", "20000,20,20")
+    if configured.strip() == "default":
+        return
+    try:
+        young, middle, old = (int(part) for part in configured.split(","))
+    except ValueError:
+        raise ValueError(
+            f"`SWARM_RAY_GC_THRESHOLD` must be three integers like `20000,20,20` or "
+            f"`default`, got {configured!r}"
+        ) from None
+    gc.collect()
+    gc.freeze()
+    gc.set_threshold(young, middle, old)

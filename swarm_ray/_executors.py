@@ -178,13 +178,20 @@ class ActorPoolExecutor:
         pool = self._pool(spec)
         actor = await pool.acquire()
         name = pool.names.get(actor, "?")
-        stream = actor.run_stream.options(num_returns="streaming").remote(subtasks)
         pending = list(subtasks)
         try:
+            if len(pending) == 1:  # a plain call costs half a stream's CPU
+                current = pending[0]
+                ref = actor.run.remote(current)
+                result: SubTaskResult = await asyncio.wait_for(_await(ref), current.timeout_s)
+                pending.pop(0)
+                on_result(result)
+            else:
+                stream = actor.run_stream.options(num_returns="streaming").remote(subtasks)
             while pending:
                 current = pending[0]
                 ref = await asyncio.wait_for(stream.__anext__(), current.timeout_s)
-                result: SubTaskResult = await ref
+                result = await ref
                 pending.pop(0)
                 on_result(result)
         except TimeoutError:

@@ -36,6 +36,13 @@ class SwarmMetrics:
     def _count(self, name: str, **labels: str) -> None:
         self._counters[name][tuple(sorted(labels.items()))] += 1
 
+    def tally(self, name: str, label: str) -> dict[str, float]:
+        """A counter's totals by one of its labels (`tally("swarm_retries", "kind")`)."""
+        totals: dict[str, float] = defaultdict(float)
+        for labels, value in self._counters.get(name, {}).items():
+            totals[dict(labels).get(label, "")] += value
+        return dict(totals)
+
     def snapshot(self) -> dict[str, Any]:
         """Plain counters, gauges and duration histograms (JSON-ready, picklable)."""
         return {

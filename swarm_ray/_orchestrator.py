@@ -15,7 +15,7 @@ import contextlib
 import itertools
 import os
 import time
-from collections import defaultdict
+from collections import OrderedDict, defaultdict
 from typing import Any
 
 import ray
@@ -24,6 +24,7 @@ from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
 from swarm_ray._config import state_dir as default_state_dir
+from swarm_ray._config import tune_gc
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     ErrorCode,
@@ -90,6 +91,8 @@ class Orchestrator:
         self._drivers: dict[str, TaskDriver] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._changed: dict[str, asyncio.Condition] = {}
+        self._done: OrderedDict[str, None] = OrderedDict()
+        self._keep_finished = max(1, int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._members: dict[tuple[str, str], set[str]] = {}
         self._serial = itertools.count()
@@ -100,11 +103,11 @@ class Orchestrator:
         self._health = HealthBook(self._registry)
         self._audit = AuditTrail.from_env(state_dir or default_state_dir())
         self._recovered: asyncio.Task[int] | None = None
-        self._unknown_results = 0
         self._agent_idle_s = float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60"))
         self._health_interval_s = float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10"))
         self._background: list[asyncio.Task[None]] = []
         self.started_at = time.time()
+        tune_gc()
         # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
         ray.get_runtime_context().current_actor.recover.remote()
 
@@ -200,7 +203,22 @@ class Orchestrator:
         self._finished.setdefault(driver.task_id, asyncio.Event())
         self._changed.setdefault(driver.task_id, asyncio.Condition())
         if driver.state.terminal:
-            self._finished[driver.task_id].set()
+            self._ended(driver)
+
+    def _ended(self, driver: TaskDriver) -> None:
+        """Wake the task's waiters; forget the oldest ended tasks past the memory bound.
+
+        An ended task is reloaded from the store when asked for again, so memory stays
+        bounded however many tasks a long-lived orchestrator sees.
+        """
+        self._finished[driver.task_id].set()
+        self._done[driver.task_id] = None
+        self._done.move_to_end(driver.task_id)
+        while len(self._done) > self._keep_finished:
+            old, _ = self._done.popitem(last=False)
+            self._drivers.pop(old, None)
+            self._finished.pop(old, None)
+            self._changed.pop(old, None)
 
     def _driver(self, task_id: str) -> TaskDriver:
         if task_id not in self._drivers:
@@ -219,6 +237,25 @@ class Orchestrator:
         capability is asked in the background, so its task starts in state `created`.
         """
         await self.recover()
+        with self._store.batch():
+            return self._submit(request)
+
+    async def submit_many(self, requests: list[TaskRequest]) -> list[str | SwarmUserError]:
+        """`submit` for each request, in one call and one store commit (the gateway's).
+
+        Each request gets its task id or its own user error; the others go ahead.
+        """
+        await self.recover()
+        answers: list[str | SwarmUserError] = []
+        with self._store.batch():
+            for request in requests:
+                try:
+                    answers.append(self._submit(request))
+                except SwarmUserError as exc:
+                    answers.append(exc)
+        return answers
+
+    def _submit(self, request: TaskRequest) -> str:
         if request.task_id is not None and self._store.get_task(request.task_id) is not None:
             return request.task_id
         planner = planner_for(request, self._router)
@@ -256,7 +293,7 @@ class Orchestrator:
         except SwarmError as exc:
             if not driver.state.terminal:
                 driver.fail(exc)
-                self._finished[driver.task_id].set()
+                self._ended(driver)
             return
         if driver.state.terminal:  # cancelled while the planner thought
             return
@@ -274,7 +311,7 @@ class Orchestrator:
             intents = driver.plan(self._router, plan)
         except SwarmUserError as exc:
             driver.fail(exc)
-            self._finished[driver.task_id].set()
+            self._ended(driver)
             return exc
         self._execute(driver, intents)
         return None
@@ -282,10 +319,10 @@ class Orchestrator:
     async def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
         """Wait until the task ends (or the timeout passes); returns its record."""
         await self.recover()
-        self._driver(task_id)
+        driver = self._driver(task_id)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
-        return self._drivers[task_id].view()
+        return driver.view()
 
     async def record(self, task_id: str) -> TaskRecord:
         """The task's record: request, plan, state, audit log and scheduler log."""
@@ -330,6 +367,7 @@ class Orchestrator:
         if not driver.state.terminal:
             if driver.scheduler is None:
                 driver.fail(SwarmUserError(reason))
+                self._ended(driver)
             else:
                 self._execute(driver, driver.feed(CancelRequested(at=time.time(), reason=reason)))
         return driver.view()
@@ -342,11 +380,10 @@ class Orchestrator:
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
         await self.recover()
-        rejections: dict[str, int] = defaultdict(int)
-        for driver in self._drivers.values():
-            for reason, n in driver.rejections.items():
-                rejections[reason] += n
-        rejections["unknown_task"] += self._unknown_results
+        rejections = {
+            reason: int(n)
+            for reason, n in self._metrics.tally("swarm_watermark_rejections", "reason").items()
+        }
         return {
             "capabilities": self._registry.ids(),
             "templates": [t.name for t in self._router],
@@ -369,12 +406,21 @@ class Orchestrator:
         """Swarm-level numbers for `GET /metrics` (this actor is their one owner)."""
         await self.recover()
         snapshot = self._metrics.snapshot()
-        states: dict[str, int] = defaultdict(int)
-        for driver in self._drivers.values():
-            states[str(driver.state)] += 1
-        snapshot["tasks"] = dict(states)
+        snapshot["tasks"] = self._task_counts()
         snapshot["health"] = self._health.report()
         return snapshot
+
+    def _task_counts(self) -> dict[str, int]:
+        """Open tasks by state, and the tasks that ended since this orchestrator started."""
+        states: dict[str, int] = defaultdict(int)
+        for driver in self._drivers.values():
+            if not driver.state.terminal:
+                states[str(driver.state)] += 1
+        ended = self._metrics.tally("swarm_task_transitions", "to_state")
+        for state in TaskState:
+            if state.terminal and ended.get(str(state)):
+                states[str(state)] = int(ended[str(state)])
+        return dict(states)
 
     async def trace_watermarks(self, text: str) -> list[dict[str, Any]]:
         """Trace every watermark token found in `text` (a passage, a cell or a token)."""
@@ -456,7 +502,7 @@ class Orchestrator:
 
     def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
         driver.finish(outcome)
-        self._finished[driver.task_id].set()
+        self._ended(driver)
 
     def _tick(self, task_id: str) -> None:
         driver = self._drivers.get(task_id)
@@ -520,9 +566,12 @@ class Orchestrator:
                 timer.cancel()
 
     def _on_result(self, result: SubTaskResult) -> bool:
+        with self._store.batch():
+            return self._accept(result)
+
+    def _accept(self, result: SubTaskResult) -> bool:
         driver = self._drivers.get(result.task_id)
         if driver is None or driver.scheduler is None:
-            self._unknown_results += 1
             self._metrics.rejection("unknown_task")
             return False
         try:

@@ -144,6 +144,16 @@ class StateStore(abc.ABC):
     def _close(self) -> None:
         """Release the backend's resources."""
 
+    @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        """Group the writes of one synchronous unit of work (never across an `await`).
+
+        A backend may commit them together at the end, which is cheaper than one commit
+        each; what was written is committed even when the unit raises, as it would have
+        been write by write. The default commits each write as it comes.
+        """
+        yield
+
     def __enter__(self) -> Self:
         return self
 
@@ -183,6 +193,8 @@ CREATE UNIQUE INDEX IF NOT EXISTS log_dedupe ON log (task_id, dedupe_key)
     WHERE dedupe_key IS NOT NULL;
 INSERT OR IGNORE INTO meta VALUES ('layout_version', '{STORE_LAYOUT_VERSION}');
 """
+_SEQ_CACHE = 4096
+"""Tasks whose next log seq a SQLite store remembers (the open ones, in practice)."""
 _SQLITE_LAYOUT = "SELECT value FROM meta WHERE key = 'layout_version'"
 
 
@@ -212,6 +224,9 @@ class SQLiteStateStore(StateStore):
     ) -> None:
         super().__init__(os.fspath(path), supported_schema_version=supported_schema_version)
         self._lock = threading.Lock()
+        self._batching = False
+        self._next_seq: dict[str, int] = {}
+        """Next log seq of tasks whose last entry this connection wrote (see `append`)."""
         with self._guard("open"):
             if self.location != ":memory:":
                 Path(self.location).parent.mkdir(parents=True, exist_ok=True)
@@ -235,8 +250,31 @@ class SQLiteStateStore(StateStore):
                 raise
 
     @contextlib.contextmanager
+    def batch(self) -> Iterator[None]:
+        if self._batching:
+            yield
+            return
+        self._batching = True
+        try:
+            yield
+        finally:
+            self._batching = False
+            with self._guard("commit"), self._lock:
+                if self._conn.in_transaction:
+                    self._conn.execute("COMMIT")
+
+    def _write(self) -> None:
+        """Open the batch's transaction at its first write (call holding the lock)."""
+        if self._batching and not self._conn.in_transaction:
+            self._conn.execute("BEGIN IMMEDIATE")
+
+    @contextlib.contextmanager
     def _transaction(self) -> Iterator[None]:
         """Run a write transaction that takes the file's write lock up front."""
+        if self._batching:  # the batch's transaction holds the lock and commits
+            self._write()
+            yield
+            return
         self._conn.execute("BEGIN IMMEDIATE")
         try:
             yield
@@ -250,6 +288,7 @@ class SQLiteStateStore(StateStore):
         self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
     ) -> None:
         with self._guard("put_task", task_id), self._lock:
+            self._write()
             self._conn.execute(
                 "INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at)"
                 " VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET"
@@ -276,7 +315,31 @@ class SQLiteStateStore(StateStore):
     def append(
         self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
     ) -> int:
-        with self._guard("append", task_id), self._lock, self._transaction():
+        with self._guard("append", task_id), self._lock:
+            seq = self._next_seq.get(task_id)
+            if seq is not None:
+                # Fast path: this connection wrote the task's last entry, so one
+                # statement does. A clash (a duplicate dedupe key, or another process
+                # appending) raises, and the full path below sorts it out.
+                self._write()
+                try:
+                    self._conn.execute(
+                        "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
+                        (task_id, seq, kind, payload_json, dedupe_key, time.time()),
+                    )
+                except sqlite3.IntegrityError:
+                    pass
+                else:
+                    self._next_seq[task_id] = seq + 1
+                    return seq
+            return self._append_checked(task_id, kind, payload_json, dedupe_key)
+
+    def _append_checked(
+        self, task_id: str, kind: str, payload_json: str, dedupe_key: str | None
+    ) -> int:
+        """Append in a transaction that looks for the dedupe key and the last seq first."""
+        self._next_seq.pop(task_id, None)
+        with self._transaction():
             if dedupe_key is not None:
                 found = self._conn.execute(
                     "SELECT seq FROM log WHERE task_id = ? AND dedupe_key = ?",
@@ -291,6 +354,9 @@ class SQLiteStateStore(StateStore):
                 "INSERT INTO log VALUES (?, ?, ?, ?, ?, ?)",
                 (task_id, seq, kind, payload_json, dedupe_key, time.time()),
             )
+        if len(self._next_seq) >= _SEQ_CACHE:
+            del self._next_seq[next(iter(self._next_seq))]
+        self._next_seq[task_id] = int(seq) + 1
         return int(seq)
 
     def read_log(self, task_id: str, *, after_seq: int = 0) -> list[LogEntry]:
@@ -304,6 +370,7 @@ class SQLiteStateStore(StateStore):
 
     def delete_task(self, task_id: str) -> None:
         with self._guard("delete_task", task_id), self._lock, self._transaction():
+            self._next_seq.pop(task_id, None)
             self._conn.execute("DELETE FROM tasks WHERE task_id = ?", (task_id,))
             self._conn.execute("DELETE FROM log WHERE task_id = ?", (task_id,))
 

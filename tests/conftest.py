@@ -20,6 +20,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     os.environ.setdefault("SWARM_RAY_HEALTH_INTERVAL_S", "0.5")
     # Every trace's DEBUG audit lines are kept, so tests can read them.
     os.environ.setdefault("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "1")
+    # Orchestrators keep few ended tasks in memory, so the suite reads older ones back
+    # from the store (what a long-lived orchestrator does).
+    os.environ.setdefault("SWARM_RAY_KEEP_FINISHED", "20")
     ray.init(
         # Logical CPUs: several orchestrators' agent pools live side by side in one session.
         num_cpus=12,

@@ -260,3 +260,45 @@ def test_gateway_serve_configs_build_through_serves_own_loader(name: str) -> Non
     )._bound_deployment
     assert bound.num_replicas == args.num_replicas
     assert bound.max_ongoing_requests == args.max_ongoing_requests
+
+
+def test_coalescer_batches_concurrent_calls_and_answers_each_alone() -> None:
+    import asyncio
+
+    from swarm_ray.gateway._coalesce import Coalescer
+
+    sent: list[list[int]] = []
+
+    async def send(items: list[int]) -> list[int | BaseException]:
+        sent.append(items)
+        await asyncio.sleep(0.01)
+        return [ValueError(f"{i} is odd") if i % 2 else i * 10 for i in items]
+
+    async def main() -> None:
+        calls = Coalescer(send, max_size=8, max_inflight=1)
+        # Alone, a call goes at once, by itself.
+        assert await calls(2) == 20 and sent == [[2]]
+        outcomes = await asyncio.gather(*(calls(i) for i in range(20)), return_exceptions=True)
+        for i, outcome in enumerate(outcomes):
+            if i % 2:
+                assert isinstance(outcome, ValueError) and str(outcome) == f"{i} is odd"
+            else:
+                assert outcome == i * 10
+        batches = sent[1:]
+        assert sorted(i for batch in batches for i in batch) == list(range(20))
+        assert max(map(len, batches)) == 8 and len(batches) == 3
+
+        async def broken(items: list[int]) -> list[int | BaseException]:
+            raise ConnectionError("orchestrator away")
+
+        failing = Coalescer(broken)
+        errors = await asyncio.gather(*(failing(i) for i in range(3)), return_exceptions=True)
+        assert all(isinstance(e, ConnectionError) for e in errors)
+        # The coalescer is not stuck after a failed batch.
+        assert failing.batches == 1
+        assert isinstance(
+            (await asyncio.gather(failing(9), return_exceptions=True))[0], ConnectionError
+        )
+        assert failing.batches == 2
+
+    asyncio.run(main())

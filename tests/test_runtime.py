@@ -241,3 +241,26 @@ def test_idle_agents_are_released(swarm: SwarmClient) -> None:
         what="idle noop agents to be released",
     )
     assert swarm.run(template="noop_fanout", items=(4,)).machine.state is TaskState.COMPLETED
+
+
+def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
+    # The session sets SWARM_RAY_KEEP_FINISHED=20; a long-lived orchestrator must not
+    # keep every task it ever ran.
+    before = swarm.actor.__ray_call__.remote(lambda self: self._task_counts())
+    completed_before = ray.get(before).get("completed", 0)
+    first = swarm.run(template="noop_fanout", items=(0,))
+    first_events = swarm.events(first.task_id)
+    ids = [swarm.submit(template="noop_fanout", items=(i,)) for i in range(1, 31)]
+    for task_id in ids:
+        assert swarm.wait(task_id).machine.state is TaskState.COMPLETED
+    held = ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers)))
+    assert held <= 20
+    # An evicted task reads back from the store, whole.
+    status = swarm.status(first.task_id)
+    assert status["state"] == "completed"
+    assert status["subtasks"]["noop[0]"]["status"] == "succeeded"
+    assert swarm.events(first.task_id) == first_events
+    assert swarm.wait(first.task_id).output == first.output
+    # Counts of ended tasks survive eviction.
+    counts = ray.get(swarm.actor.__ray_call__.remote(lambda self: self._task_counts()))
+    assert counts["completed"] >= completed_before + 31

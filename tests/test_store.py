@@ -172,6 +172,38 @@ def test_a_second_store_on_the_same_location_sees_all_writes(make_store: MakeSto
     assert second.append("t", "tick", "{}") == 2
 
 
+def test_two_writers_interleaving_on_one_task_keep_seqs_gapless(make_store: MakeStore) -> None:
+    # Each store remembers the next seq of the tasks it wrote; the other's appends must
+    # not make it reuse or skip one.
+    first, second = make_store(), make_store()
+    got = [first.append("t", "a", "1"), first.append("t", "a", "2")]
+    got += [second.append("t", "b", "3"), first.append("t", "a", "4")]
+    got += [second.append("t", "b", "5"), first.append("t", "a", "6", dedupe_key="k")]
+    assert got == [1, 2, 3, 4, 5, 6]
+    assert second.append("t", "b", "again", dedupe_key="k") == 6
+    assert first.append("t", "a", "7") == 7
+    assert [e.payload_json for e in second.read_log("t")] == [str(n) for n in range(1, 8)]
+
+
+def test_a_batch_commits_its_writes_together_and_even_when_it_raises(
+    make_store: MakeStore,
+) -> None:
+    store, reader = make_store(), make_store()
+    with store.batch():
+        store.put_task("t", "1", is_open=True, schema_version=1)
+        assert store.append("t", "a", "x") == 1
+        assert store.append("t", "a", "y", dedupe_key="d") == 2
+        assert store.append("t", "a", "again", dedupe_key="d") == 2
+        with store.batch():  # nested: the outer one commits
+            assert store.append("t", "a", "z") == 3
+    assert [e.seq for e in reader.read_log("t")] == [1, 2, 3]
+    with pytest.raises(RuntimeError), store.batch():
+        store.append("t", "a", "w")
+        raise RuntimeError("the unit of work fails after writing")
+    assert [e.payload_json for e in reader.read_log("t")] == ["x", "y", "z", "w"]
+    assert store.append("t", "a", "v") == 5
+
+
 def test_concurrent_appends_get_unique_gapless_seqs(store: StateStore) -> None:
     threads, per_thread = 8, 50
     seqs: list[list[int]] = [[] for _ in range(threads)]

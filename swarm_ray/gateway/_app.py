@@ -1,8 +1,9 @@
 """The gateway: a FastAPI ingress on Ray Serve in front of the orchestrator actor.
 
-Replicas keep no state of their own: every request becomes one call on the detached
-orchestrator (awaited, never blocking the replica's event loop), so any number of
-replicas answer alike, and `/metrics` shows swarm-level numbers whichever one answers.
+Replicas keep no state of their own: every request becomes a call on the detached
+orchestrator (awaited, never blocking the replica's event loop; concurrent submits share
+one call, see `_coalesce`), so any number of replicas answer alike, and `/metrics` shows
+swarm-level numbers whichever one answers.
 Errors come back with the status that fits and swarm-ray's error code: a request that
 fails validation gets 422 with field-level detail before anything is planned or run.
 """
@@ -22,6 +23,7 @@ from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from swarm_ray._client import connect
 from swarm_ray._config import state_dir as default_state_dir
+from swarm_ray._config import tune_gc
 from swarm_ray._errors import (
     InvalidInputError,
     SwarmError,
@@ -31,6 +33,7 @@ from swarm_ray._errors import (
 )
 from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray.gateway._auth import ApiKeys
+from swarm_ray.gateway._coalesce import Coalescer
 from swarm_ray.gateway._models import (
     CapabilityInfo,
     ErrorBody,
@@ -143,6 +146,8 @@ class Gateway:
             namespace=self._config.namespace,
         )
         self._actor = client.actor
+        self._submits: Coalescer[TaskRequest, str] = Coalescer(self._submit_batch)
+        tune_gc()
 
     # ---- plumbing --------------------------------------------------------------------
 
@@ -166,6 +171,11 @@ class Gateway:
                 detail={"detail": f"orchestrator did not answer `{method}`: {exc}"[:500]},
             ) from None
 
+    async def _submit_batch(self, requests: list[TaskRequest]) -> list[str | BaseException]:
+        """Submit concurrent requests in one orchestrator call; each gets its own answer."""
+        answers: list[str | SwarmError] = await self._call("submit_many", requests)
+        return [_http_error(a) if isinstance(a, SwarmError) else a for a in answers]
+
     # ---- tasks -----------------------------------------------------------------------
 
     @app.post(
@@ -177,7 +187,7 @@ class Gateway:
     )
     async def submit(self, request: TaskRequest) -> TaskAccepted:
         """Validate, plan and start a task; returns its id at once."""
-        task_id: str = await self._call("submit", request)
+        task_id = await self._submits(request)
         return TaskAccepted(
             task_id=task_id,
             state="accepted",

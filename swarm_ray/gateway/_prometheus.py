@@ -11,7 +11,7 @@ same swarm-level values. The families, with their labels:
 | `swarm_watermark_rejections_total` | counter | `reason` |
 | `swarm_retries_total` | counter | `agent`, `kind` (`retry`, `fallback`) |
 | `swarm_breaker_state` | gauge | `agent` (0 closed, 1 half-open, 2 open) |
-| `swarm_tasks` | gauge | `state` (tasks this orchestrator holds) |
+| `swarm_tasks` | gauge | `state` (open tasks; ended ones since the orchestrator started) |
 | `swarm_capability_in_dispatch` | gauge | `capability` (1 in, 0 taken out) |
 | `swarm_health_score` | gauge | |
 """

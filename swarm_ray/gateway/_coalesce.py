@@ -1,0 +1,89 @@
+"""Coalescing of concurrent calls into batched ones (opportunistic: no timer, no wait).
+
+A call that finds fewer than `max_inflight` batches in flight starts one at the next turn
+of the event loop, with every call queued by then; calls that arrive while the batches
+are busy wait for the next. At light load every call goes alone and waits for nothing;
+under load, many requests share one actor call and one state-store commit, which is what
+lets a replica keep up with many concurrent clients.
+"""
+
+import asyncio
+from collections.abc import Awaitable, Callable
+from typing import Generic, TypeVar
+
+__all__ = ["Coalescer"]
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+
+class Coalescer(Generic[T, R]):
+    """Send items through `send(batch) -> results` (one result per item, in order).
+
+    A result that is an exception is raised to that item's caller alone; when `send`
+    itself raises, every caller of the batch gets the error.
+    """
+
+    def __init__(
+        self,
+        send: Callable[[list[T]], Awaitable[list[R | BaseException]]],
+        *,
+        max_size: int = 64,
+        max_inflight: int = 2,
+    ) -> None:
+        if max_size < 1 or max_inflight < 1:
+            raise ValueError(
+                f"`max_size` and `max_inflight` must be at least 1, got {max_size}, {max_inflight}"
+            )
+        self._send = send
+        self._max_size = max_size
+        self._max_inflight = max_inflight
+        self._queue: list[tuple[T, asyncio.Future[R]]] = []
+        self._inflight = 0
+        self._scheduled = False
+        self.batches = 0
+        """Batches sent so far (for tests and benchmarks)."""
+
+    async def __call__(self, item: T) -> R:
+        future: asyncio.Future[R] = asyncio.get_running_loop().create_future()
+        self._queue.append((item, future))
+        self._schedule()
+        return await future
+
+    def _schedule(self) -> None:
+        if self._queue and not self._scheduled and self._inflight < self._max_inflight:
+            self._scheduled = True
+            asyncio.get_running_loop().call_soon(self._start)
+
+    def _start(self) -> None:
+        self._scheduled = False
+        if not self._queue or self._inflight >= self._max_inflight:
+            return
+        batch, self._queue = self._queue[: self._max_size], self._queue[self._max_size :]
+        self._inflight += 1
+        self.batches += 1
+        asyncio.get_running_loop().create_task(self._run(batch))
+        self._schedule()
+
+    async def _run(self, batch: list[tuple[T, asyncio.Future[R]]]) -> None:
+        try:
+            results = await self._send([item for item, _ in batch])
+            if len(results) != len(batch):
+                raise RuntimeError(f"a batch of {len(batch)} got {len(results)} results back")
+        except BaseException as exc:  # every caller of the batch hears of it
+            for _, future in batch:
+                if not future.done():
+                    future.set_exception(exc)
+            if not isinstance(exc, Exception):
+                raise
+        else:
+            for (_, future), result in zip(batch, results, strict=True):
+                if future.done():  # the caller gave up (cancelled)
+                    continue
+                if isinstance(result, BaseException):
+                    future.set_exception(result)
+                else:
+                    future.set_result(result)
+        finally:
+            self._inflight -= 1
+            self._schedule()
