@@ -4,6 +4,8 @@ All decisions are made by the pure state machine and scheduler inside each `Task
 this actor carries out their intents on Ray (executors, timers, cancellation) and feeds
 results back. It is an async actor: everything runs on one event loop, so no locks.
 
+What it records and its background loops live in `_upkeep`.
+
 Ray re-runs `__init__` after a crash; the actor then reloads every open task from the
 state store and dispatches only what was outstanding.
 """
@@ -61,6 +63,7 @@ from swarm_ray._store import open_state_store
 from swarm_ray._subtask import SubTaskResult
 from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray._trace import find_tokens, trace_token
+from swarm_ray._upkeep import Observer, start_upkeep
 from swarm_ray._views import status_view
 from swarm_ray._watermark import WatermarkKey
 
@@ -101,10 +104,9 @@ class Orchestrator:
         self._data = DataExecutor()
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
-        self._audit = AuditTrail.from_env(state_dir or default_state_dir())
+        audit = AuditTrail.from_env(state_dir or default_state_dir())
+        self._observer = Observer(self._metrics, self._health, audit)
         self._recovered: asyncio.Task[int] | None = None
-        self._agent_idle_s = float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60"))
-        self._health_interval_s = float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10"))
         self._background: list[asyncio.Task[None]] = []
         self.started_at = time.time()
         tune_gc()
@@ -119,38 +121,14 @@ class Orchestrator:
             self._recovered = asyncio.get_running_loop().create_task(self._recover())
         return await asyncio.shield(self._recovered)
 
-    async def _reap_idle_agents(self) -> None:
-        """Give back the resources of agents nobody used for a while."""
-        while True:
-            await asyncio.sleep(max(1.0, self._agent_idle_s / 4))
-            self._pool.reap(self._agent_idle_s)
-
-    async def _flush_audit(self) -> None:
-        """Write the audit trail's buffered lines out about once a second."""
-        while self._audit is not None:
-            await asyncio.sleep(1.0)
-            self._audit.flush()
-
-    async def _probe_deployments(self) -> None:
-        """Health-check every deployed Serve capability; see `swarm_ray._health`."""
-        while True:
-            await asyncio.sleep(self._health_interval_s)
-            for cid in self._serve.deployed():
-                ok, detail = await self._serve.probe(cid)
-                was_in = self._health.in_dispatch(cid)
-                if self._health.probe(cid, ok=ok, detail=detail) != was_in:
-                    self._audit_line(
-                        "WARNING" if was_in else "INFO",
-                        {"event": "dispatch", "capability": cid, "in_dispatch": not was_in},
-                    )
-
     async def _recover(self) -> int:
-        loop = asyncio.get_running_loop()
-        self._background += [
-            loop.create_task(self._reap_idle_agents()),
-            loop.create_task(self._probe_deployments()),
-            loop.create_task(self._flush_audit()),
-        ]
+        self._background += start_upkeep(
+            self._pool,
+            self._serve,
+            self._observer,
+            agent_idle_s=float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60")),
+            health_interval_s=float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10")),
+        )
         resumed = 0
         for task_id in self._store.list_tasks(open_only=True):
             driver = TaskDriver.load(task_id, **self._deps())
@@ -180,23 +158,8 @@ class Orchestrator:
             "results": self._results,
             "key": self._key,
             "on_transition": self._metrics.transition,
-            "on_event": self._audit_event,
+            "on_event": self._observer.event,
         }
-
-    def _audit_event(self, event: TaskEvent) -> None:
-        if self._audit is not None:
-            self._audit.write(
-                "INFO",
-                event.model_dump(exclude={"task_id", "trace_id"}),
-                task_id=event.task_id,
-                trace_id=event.trace_id,
-                agent=event.agent,
-            )
-
-    def _audit_line(self, level: str, record: dict[str, Any]) -> None:
-        """A line about the swarm rather than one task (under the `swarm` pseudo-task)."""
-        if self._audit is not None:
-            self._audit.write(level, {"at": time.time(), **record}, task_id="swarm", trace_id="-")
 
     def _track(self, driver: TaskDriver) -> None:
         self._drivers[driver.task_id] = driver
@@ -579,31 +542,6 @@ class Orchestrator:
         except WatermarkRejectedError as exc:
             self._metrics.rejection(str(exc.details.get("reason", "invalid")))
             return False
-        if result.timings.duration_s:
-            self._metrics.duration(result.capability_id, result.timings.duration_s)
-        if result.error is not None:
-            self._metrics.error(result.capability_id, str(result.error.code))
-        if result.error is None or result.error.code is not ErrorCode.CANCELLED:
-            self._health.attempt(
-                result.capability_id, ok=result.ok, duration_s=result.timings.duration_s
-            )
-        if self._audit is not None:
-            self._audit.write(
-                "DEBUG",
-                {
-                    "event": "result",
-                    "subtask_id": result.subtask_id,
-                    "attempt": result.attempt,
-                    "capability": result.capability_id,
-                    "ok": result.ok,
-                    "error": None if result.error is None else str(result.error.code),
-                    "confidence": result.confidence,
-                    "timings": result.timings.model_dump(),
-                    "usage": result.usage.model_dump(),
-                },
-                task_id=result.task_id,
-                trace_id=driver.record.trace_id,
-                agent=result.agent or result.capability_id,
-            )
+        self._observer.result(result, driver.record.trace_id)
         self._execute(driver, driver.feed(event))
         return True
