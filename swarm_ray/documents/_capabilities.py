@@ -1,7 +1,7 @@
 """The document workload as capabilities and a template (`compare_documents`).
 
     parse (Ray Data, per file) -> embed (per file, parallel) -> index (one Chroma writer)
-                               -> extract (per file x dimension) -> normalise (same)
+                               -> extract (per file x dimension) -> normalise (per file)
                                   (rules; LLM fallback where unsure)
                                -> crosscheck (per file; LLM, only when asked)
         -> compare (once, all) -> judge (factuality, coherence, efficiency)
@@ -117,8 +117,12 @@ class NormaliseIn(BaseModel):
     """Input of `analysis.normalize.units`."""
 
     model_config = _FROZEN
-    extraction: ExtractionResult
-    """Facts as written."""
+    extractions: list[ExtractionResult | None]
+    """A document's extractions, one per dimension, facts as written; None where one failed.
+
+    One sub-task per document rather than per document x dimension: converting units
+    is a few milliseconds, less than what running one more sub-task costs.
+    """
 
 
 class CompareIn(BaseModel):
@@ -126,7 +130,7 @@ class CompareIn(BaseModel):
 
     model_config = _FROZEN
     results: list[NormalisationResult | None]
-    """Normalised facts per (document, dimension); None where that sub-task failed."""
+    """Normalised facts per document; None where that sub-task failed."""
     rel_tolerance: float = Field(default=0.01, ge=0, le=1)
     """Values closer than this fraction are the same value."""
 
@@ -136,7 +140,7 @@ class JudgeIn(BaseModel):
 
     model_config = _FROZEN
     results: list[NormalisationResult]
-    """Normalised facts of every (document, dimension) that succeeded."""
+    """Normalised facts of every document whose normalising succeeded."""
     costs: list[SubTaskCost] = []
     """Seconds and attempts per settled sub-task so far (`$costs`)."""
     rel_tolerance: float = Field(default=0.01, ge=0, le=1)
@@ -251,8 +255,8 @@ def cross_check(data: CrossCheckIn) -> AgentReply:
 
 
 def normalise_units(data: NormaliseIn) -> NormalisationResult:
-    """Canonical units for one extraction, every conversion recorded."""
-    return normalise_facts(data.extraction.facts)
+    """Canonical units for a document's extractions, every conversion recorded."""
+    return normalise_facts(f for e in data.extractions if e is not None for f in e.facts)
 
 
 def compare_entities(data: CompareIn) -> Comparison:
@@ -463,9 +467,10 @@ stages:
     input: {document: $from.parse, dimension: $dimension, dimension_files: $params.dimension_files}
   - name: normalize
     capability: analysis.normalize.units
-    fan_out: per_item_dimension
+    fan_out: per_item
     depends_on: [extract]
-    input: {extraction: $from.extract}
+    partial_ok: true
+    input: {extractions: $from.extract}
   - name: embed
     capability: document.embedding.chunks
     fan_out: per_item
