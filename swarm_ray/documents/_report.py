@@ -143,12 +143,26 @@ def _chart(dimension: str, columns: dict[_Series, list[ComparisonCell]], path: P
     """One panel per numeric column: a dot per value, red where the sources disagree."""
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.font_manager import FontProperties
 
-    rows = [len(cells) for cells in columns.values()]
-    fig = Figure(figsize=(8, sum(0.3 * n + 0.8 for n in rows) + 0.4), layout="constrained")
-    FigureCanvasAgg(fig)
-    axes = fig.subplots(len(columns), 1, squeeze=False, height_ratios=[n + 2 for n in rows])
-    for ax, (series, cells) in zip(axes[:, 0], columns.items(), strict=True):
+    # Panels placed by hand, in inches: a panel is 0.3 in per row plus 0.3 in for its
+    # title and 0.3 in for its tick labels, and the left margin fits the longest entity
+    # name. Constrained layout found the same by measuring every tick label of every
+    # panel, about a fifth of the chart's time.
+    heights = [0.3 * len(cells) + 0.8 for cells in columns.values()]
+    width, height = 8.0, sum(heights) + 0.4
+    fig = Figure(figsize=(width, height))
+    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
+    font = FontProperties(size=8)
+    names = {cell.entity for cells in columns.values() for cell in cells}
+    longest = max(renderer.get_text_width_height_descent(n, font, ismath=False)[0] for n in names)
+    left = (longest / fig.dpi + 0.2) / width
+    top = height - 0.4
+    axes = []
+    for panel in heights:
+        top -= panel
+        axes.append(fig.add_axes((left, (top + 0.3) / height, 0.98 - left, (panel - 0.6) / height)))
+    for ax, (series, cells) in zip(axes, columns.items(), strict=True):
         # One artist per kind of mark, not two per row: drawing and layout cost grows
         # with the number of artists, and a panel has a row per entity.
         values = [[float(g.value) for g in cell.values] for cell in cells]
@@ -168,7 +182,7 @@ def _chart(dimension: str, columns: dict[_Series, list[ComparisonCell]], path: P
         ax.set_title(_label(series), loc="left", fontsize=9)
         ax.tick_params(labelsize=8)
         ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(dimension)
+    fig.suptitle(dimension, y=1 - 0.1 / height, va="top")
     # zlib's fastest level: charts of many entities are tall images, and the default
     # level spent about a tenth of the chart's time compressing them.
     fig.savefig(path, format="png", dpi=100, pil_kwargs={"compress_level": 1})
