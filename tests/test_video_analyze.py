@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import av
+import numpy as np
 import pytest
 
 from swarm_ray.video import (
@@ -24,6 +26,7 @@ from swarm_ray.video import (
     probe_video,
     remux_repeat,
 )
+from swarm_ray.video._features import signature
 
 CUT_TOLERANCE_S = 1 / 15 + 1e-6
 """A cut is found on its exact frame (one frame of slack for rounding)."""
@@ -177,3 +180,24 @@ def test_worker_memory_does_not_grow_with_file_length(sample: SampleVideo, tmp_p
     slack_kb = 12 * 1024  # allocator noise, the container index (a few bytes per frame)
     assert long_tail <= short_tail + slack_kb
     assert long_all <= short_all + slack_kb  # nor with the length of the segment
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "fmt"),
+    [(1280, 720, "yuv420p"), (1920, 1080, "yuv420p"), (642, 362, "yuv422p"), (320, 90, "yuv444p")],
+)
+def test_signature_keeps_every_nth_pixel_of_each_plane(width: int, height: int, fmt: str) -> None:
+    # The picks are read as machine words (see `_plane`): they must be the same pixels as
+    # plain byte striding, whatever the step, the padding and the chroma layout.
+    rng = np.random.default_rng(7)
+    frame = av.VideoFrame(width, height, fmt)
+    for plane in frame.planes:
+        noise = rng.integers(0, 256, plane.buffer_size, dtype=np.uint8)
+        plane.update(noise.tobytes())
+    sig = signature(frame)
+    step = max(1, height // 90)
+    for index, got in enumerate((sig.y, sig.u, sig.v)):
+        plane = frame.planes[index]
+        rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
+        pick = step if index == 0 else max(1, step // 2)
+        assert np.array_equal(got, rows[::pick, : plane.width : pick])

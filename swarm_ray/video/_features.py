@@ -17,6 +17,7 @@ neighbours, so fast motion (high everywhere) does not read as a run of cuts.
 
 from __future__ import annotations
 
+import sys
 from collections import deque
 from dataclasses import dataclass
 from typing import Any, Generic, TypeVar
@@ -38,6 +39,10 @@ _LUMA_ROWS = 90
 """Rows of luma kept per frame: enough to see a cut or motion, cheap to compare."""
 _SILENCE_DB = -90.0
 """Loudness reported for digital silence (log of zero)."""
+_WORDS: tuple[tuple[int, type[np.unsignedinteger[Any]]], ...] = (
+    ((8, np.uint64), (4, np.uint32), (2, np.uint16)) if sys.byteorder == "little" else ()
+)
+"""Word sizes whose low byte is their first byte, widest first (see `_plane`)."""
 
 T = TypeVar("T")
 
@@ -75,8 +80,20 @@ class FrameSignature:
         )
 
 
-def _plane(frame: Any, index: int, step: int) -> np.ndarray:
-    plane = frame.planes[index]
+def _plane(plane: Any, step: int) -> np.ndarray:
+    """Every `step`-th pixel of every `step`-th row of an 8-bit plane, as a new array.
+
+    Picking single bytes `step` apart is a strided copy numpy does a byte at a time. Read
+    as `step`-byte words (or the widest that divides it), each pick is the low byte of a
+    word, and a cast to uint8 keeps exactly that byte with a vectorised loop: the same
+    pixels for a little over half the time (little-endian machines; others pick bytes).
+    """
+    count = -(-plane.width // step)
+    for size, word in _WORDS:
+        if step % size == 0 and plane.line_size % size == 0 and count * step <= plane.line_size:
+            rows = np.frombuffer(plane, dtype=word).reshape(plane.height, plane.line_size // size)
+            stride = step // size
+            return rows[::step, : count * stride : stride].astype(np.uint8)
     rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
     return np.ascontiguousarray(rows[::step, : plane.width : step])
 
@@ -91,9 +108,10 @@ def signature(frame: Any, *, rows: int = _LUMA_ROWS) -> FrameSignature:
     if frame.format.name not in ("yuv420p", "yuvj420p", "yuv422p", "yuvj422p", "yuv444p"):
         frame = frame.reformat(format="yuv420p")
     step = max(1, frame.height // rows)
-    y = _plane(frame, 0, step)
-    u = _plane(frame, 1, max(1, step // 2))
-    v = _plane(frame, 2, max(1, step // 2))
+    planes = frame.planes  # a new tuple of plane objects at each access
+    y = _plane(planes[0], step)
+    u = _plane(planes[1], max(1, step // 2))
+    v = _plane(planes[2], max(1, step // 2))
     hist = np.bincount((y >> 4).ravel(), minlength=16).astype(np.float64)
     return FrameSignature(y=y, u=u, v=v, hist=hist / max(1.0, hist.sum()))
 
