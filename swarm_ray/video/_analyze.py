@@ -14,8 +14,10 @@ and its time range; isolated bad packets are counted and reported as a warning.
 
 from __future__ import annotations
 
+import math
 import time
 from collections import deque
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -258,12 +260,16 @@ def _run(scan: _Scan, container: Any) -> None:
     target = job.start_s + 0.25 / job.frame_rate  # a hair past: rounding must not land earlier
     container.seek(int(target / video.time_base), stream=video, backward=True)
     video_done = False
-    end_ts = job.end_s - _EPS
+    # Times as integers over the stream's time base, not Fractions: `stream.time_base`
+    # builds a new Fraction at each access, and Fraction arithmetic per packet and per
+    # frame cost more than the rest of the loop. The end test below stays exact.
+    num, den = video.time_base.numerator, video.time_base.denominator
+    end_dts = math.ceil(Fraction(job.end_s - _EPS) * den / num)  # dts >= it: shown past the end
     for packet in container.demux([s for s in (video, sound) if s is not None]):
         is_video = packet.stream is video
         if is_video and video_done:
             continue
-        if is_video and packet.dts is not None and packet.dts * video.time_base >= end_ts:
+        if is_video and packet.dts is not None and packet.dts >= end_dts:
             # Decoding order: every frame shown before the end has an earlier decoding time,
             # so none is in this packet or after it. Drain the decoder and stop reading
             # video: the next segment's packets (maybe a corrupted region) stay untouched.
@@ -278,17 +284,17 @@ def _run(scan: _Scan, container: Any) -> None:
         for frame in frames:
             if frame.pts is None:
                 continue
+            if is_video:
+                if not scan.video(frame, frame.pts * num / den):  # the stream's time base
+                    video_done = True
+                    break
+                continue
             # Frames drained from the decoder come without a time base: use the stream's.
-            t = frame.time if frame.time_base is not None else frame.pts * packet.stream.time_base
-            t = float(t)
-            if not is_video:
-                if t >= job.end_s - _EPS:
-                    sound = None  # audio is past the end too
-                else:
-                    scan.audio.add(frame)
-            elif not scan.video(frame, t):
-                video_done = True
-                break
+            base = frame.time_base if frame.time_base is not None else packet.stream.time_base
+            if float(frame.pts * base) >= job.end_s - _EPS:
+                sound = None  # audio is past the end too
+            else:
+                scan.audio.add(frame)
         if video_done and sound is None:
             return
 
