@@ -153,16 +153,30 @@ def swarm_run(
     record = client.record(task_id)
     assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
     stages: dict[str, float] = defaultdict(float)
-    llm_calls = 0
+    llm_spans: list[tuple[float, float]] = []
     for logged in record.log:
         if isinstance(logged, SubTaskDone):
             stage = logged.result.subtask_id.split("[")[0].split("@")[0]
+            timings = logged.result.timings
             if logged.result.capability_id == LLM_CAPABILITY:
                 stage += " (llm)"
-                llm_calls += 1
-            stages[stage] += logged.result.timings.duration_s
-    llm_s = sum(s for k, s in stages.items() if k.endswith("(llm)"))
-    return Timing(total, first, llm_calls, llm_s), dict(stages)
+                llm_spans.append((timings.started_at, timings.finished_at))
+            stages[stage] += timings.duration_s
+    return Timing(total, first, len(llm_spans), busy_seconds(llm_spans)), dict(stages)
+
+
+def busy_seconds(spans: list[tuple[float, float]]) -> float:
+    """Seconds covered by any of `spans`.
+
+    The LLM replica takes several requests at once and runs them one after another on its
+    engine, so each call's run time includes waiting for the others: their sum would
+    count the same seconds several times over.
+    """
+    busy, reached = 0.0, float("-inf")
+    for begin, end in sorted(spans):
+        busy += max(0.0, end - max(begin, reached))
+        reached = max(reached, end)
+    return busy
 
 
 def main() -> None:
