@@ -154,15 +154,18 @@ def swarm_run(
     assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
     stages: dict[str, float] = defaultdict(float)
     llm_spans: list[tuple[float, float]] = []
+    llm_calls = 0
     for logged in record.log:
         if isinstance(logged, SubTaskDone):
             stage = logged.result.subtask_id.split("[")[0].split("@")[0]
             timings = logged.result.timings
             if logged.result.capability_id == LLM_CAPABILITY:
                 stage += " (llm)"
-                llm_spans.append((timings.started_at, timings.finished_at))
+                llm_calls += 1
+                if timings.started_at is not None and timings.finished_at is not None:
+                    llm_spans.append((timings.started_at, timings.finished_at))
             stages[stage] += timings.duration_s
-    return Timing(total, first, len(llm_spans), busy_seconds(llm_spans)), dict(stages)
+    return Timing(total, first, llm_calls, busy_seconds(llm_spans)), dict(stages)
 
 
 def busy_seconds(spans: list[tuple[float, float]]) -> float:
