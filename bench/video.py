@@ -7,7 +7,9 @@ Same run, same machine:
 1. raw: PyAV decodes the whole file on one thread, nothing else (the ceiling per core),
    and in `--cpus` processes on disjoint slices; measured before and after the swarm
    (this machine's speed drifts), the mean used;
-2. swarm: the full workload (probe, first pass, one Ray Data row per segment, timeline)
+2. loop: the analysis of three 10 s ranges against bare decoding of the same ranges, one
+   process, alternated (what measuring every frame costs by itself);
+3. swarm: the full workload (probe, first pass, one Ray Data row per segment, timeline)
    on a local cluster of `--cpus` CPUs, `--decode-threads` per segment (1), `--runs` times
    on one swarm: the first run pays for fresh worker processes, later ones do not.
 
@@ -15,9 +17,11 @@ Prints, for the last run, the analysis stage's throughput (seconds of video per 
 second, from the first segment's start to the last one's end as the orchestrator
 recorded them) against raw decoding x cores used (goal: at least 0.8 on the
 decode-bound path), split into what each worker achieves against raw decoding and how
-busy the stage kept the cores; next to it, what raw decoding itself scores in
-`--cpus` processes (the machine's own ceiling on this measure). Then the projected time
-for a `--file-gb` file on N nodes from the measured figures.
+busy the stage kept the cores; the per-worker figure split again into the analysis
+loop's own cost, what decoding in `--cpus` processes at once gives, and the rest; next
+to it, what raw decoding itself scores in `--cpus` processes (the machine's own ceiling
+on this measure). Then the projected time for a `--file-gb` file on N nodes from the
+measured figures.
 
 The segment count is the planner's own (about 32 on a small cluster) unless
 `--segments` says otherwise. Without `--input` it remuxes copies (no re-encoding) of the
@@ -42,8 +46,11 @@ import swarm_ray
 from swarm_ray import SubTaskDone
 from swarm_ray.video import (
     AnalysisSettings,
+    SegmentAnalysisRequest,
     SegmentationRequest,
+    SegmentJob,
     VideoRun,
+    analyze_segment,
     analyze_video,
     generate_sample_video,
     probe_video,
@@ -112,6 +119,33 @@ def raw_rates(path: str, duration: float, cpus: int) -> tuple[float, float]:
     return duration / raw_decode(path, duration, 1), duration / raw_decode(path, duration, cpus)
 
 
+def loop_cost(path: str, duration: float, frame_rate: float, folder: Path) -> float:
+    """What the analysis loop costs over bare decoding of the same ranges, in one process.
+
+    Three 10 s ranges, each decoded bare (`decode_range`) and analysed (`analyze_segment`,
+    thumbnails written), alternated three times; the best time of each side is kept.
+    """
+    ranges = [(duration * f, min(duration, duration * f + 10)) for f in (0.1, 0.45, 0.8)]
+    jobs = [
+        SegmentAnalysisRequest(
+            job=SegmentJob(path=path, index=i, start_s=a, end_s=b, frame_rate=frame_rate),
+            out_dir=str(folder / "loop"),
+        )
+        for i, (a, b) in enumerate(ranges)
+    ]
+    bare, analysed = math.inf, math.inf
+    for _ in range(3):
+        started = time.perf_counter()
+        for a, b in ranges:
+            decode_range((path, a, b))
+        middle = time.perf_counter()
+        for job in jobs:
+            analyze_segment(job)
+        bare = min(bare, middle - started)
+        analysed = min(analysed, time.perf_counter() - middle)
+    return analysed / bare - 1
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--input", help="video file (default: a generated 720p file)")
@@ -134,6 +168,7 @@ def main() -> None:
         f"at {meta.frame_rate:.0f} fps, {(meta.size_bytes or 0) / 1e6:.0f} MB"
     )
     before = raw_rates(path, meta.duration_s, args.cpus)
+    loop = loop_cost(path, meta.duration_s, meta.frame_rate, folder)
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     client = swarm_ray.connect(
@@ -187,6 +222,14 @@ def main() -> None:
         f"busy {busy:.2f} (sum of the segments' own times over {cores} x the stage); raw "
         f"decoding itself in {args.cpus} processes scores {parallel_rate / (raw_rate * cores):.2f}"
         " on this measure"
+    )
+    contention = parallel_rate / (raw_rate * args.cpus)
+    print(
+        f"  per worker {worker_rate / raw_rate:.2f} = {1 / (1 + loop):.2f} (the analysis loop "
+        f"alone costs {loop:+.0%} over bare decoding of the same ranges, one process) x "
+        f"{contention:.2f} (decoding in {args.cpus} processes at once) x "
+        f"{worker_rate / raw_rate * (1 + loop) / contention:.2f} (the rest: the CPU Ray's own "
+        "processes, the orchestrator and the driver take during the stage, and noise)"
     )
     preroll = sum(a.preroll_frames for a in done) / sum(a.frames_in_range for a in done)
     print(
