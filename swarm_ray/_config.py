@@ -14,7 +14,7 @@
 | `SWARM_RAY_API_KEYS` | (unset) | gateway API keys, comma-separated |
 | `SWARM_RAY_API_KEYS_FILE` | `api_keys` in the state dir | gateway API keys, one per line |
 | `SWARM_RAY_KEEP_FINISHED` | `1000` | ended tasks held in memory (older ones reload) |
-| `SWARM_RAY_GC_THRESHOLD` | `20000,20,20` | orchestrator's and gateway's `gc` thresholds |
+| `SWARM_RAY_GC_THRESHOLD` | `10000,10,10` | orchestrator's and gateway's `gc` thresholds |
 """
 
 from __future__ import annotations
@@ -34,17 +34,20 @@ def tune_gc() -> None:
     """Collect garbage less often in a long-lived, allocation-heavy service process.
 
     Python's default (a young collection every 700 net allocations) spent about a seventh
-    of the orchestrator's CPU at a few hundred tasks a second. Objects that exist now
-    (modules, the catalog) are frozen out of every later collection.
+    of the orchestrator's CPU at a few hundred tasks a second, and its full collections
+    paused the event loop for 200 ms or more. `10000,10,10` cut the orchestrator's time in
+    collections from 3.9 s to 1.0 s over 8,000 no-op tasks, with no full collection;
+    `20000,20,20` saved a little more CPU but paused twice as long. Objects that exist
+    now (modules, the catalog) are frozen out of every later collection.
     """
-    configured = os.environ.get("SWARM_RAY_GC_THRESHOLD", "20000,20,20")
+    configured = os.environ.get("SWARM_RAY_GC_THRESHOLD", "10000,10,10")
     if configured.strip() == "default":
         return
     try:
         young, middle, old = (int(part) for part in configured.split(","))
     except ValueError:
         raise ValueError(
-            f"`SWARM_RAY_GC_THRESHOLD` must be three integers like `20000,20,20` or "
+            f"`SWARM_RAY_GC_THRESHOLD` must be three integers like `10000,10,10` or "
             f"`default`, got {configured!r}"
         ) from None
     gc.collect()

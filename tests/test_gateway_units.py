@@ -302,3 +302,24 @@ def test_coalescer_batches_concurrent_calls_and_answers_each_alone() -> None:
         assert failing.batches == 2
 
     asyncio.run(main())
+
+
+def test_gc_thresholds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    import gc
+
+    from swarm_ray._config import tune_gc
+
+    before = gc.get_threshold()
+    try:
+        monkeypatch.setenv("SWARM_RAY_GC_THRESHOLD", "default")
+        tune_gc()
+        assert gc.get_threshold() == before
+        monkeypatch.setenv("SWARM_RAY_GC_THRESHOLD", "5000,7,9")
+        tune_gc()
+        assert gc.get_threshold() == (5000, 7, 9)
+        monkeypatch.setenv("SWARM_RAY_GC_THRESHOLD", "lots")
+        with pytest.raises(ValueError, match="SWARM_RAY_GC_THRESHOLD.*'lots'"):
+            tune_gc()
+    finally:
+        gc.set_threshold(*before)
+        gc.unfreeze()
