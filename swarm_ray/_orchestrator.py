@@ -305,8 +305,16 @@ class Orchestrator:
     async def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
         """The newest tasks, one summary line each."""
         await self.recover()
-        ids = self._store.list_tasks()[-limit:]
-        return [status_view(self._driver(t), brief=True) for t in reversed(ids)]
+        views = []
+        for n, task_id in enumerate(reversed(self._store.list_tasks()[-limit:])):
+            # Ended tasks out of memory are read back but not kept (a long listing would
+            # push out the ones clients are following); other calls go between reads.
+            driver = self._drivers.get(task_id) or TaskDriver.load(task_id, **self._deps())
+            if driver is not None:
+                views.append(status_view(driver, brief=True))
+            if n % 50 == 49:
+                await asyncio.sleep(0)
+        return views
 
     async def events(
         self, task_id: str, after_seq: int = 0, wait_s: float = 0.0

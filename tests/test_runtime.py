@@ -255,6 +255,11 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
         assert swarm.wait(task_id).machine.state is TaskState.COMPLETED
     held = ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers)))
     assert held <= 20
+    # A long listing reads evicted tasks back without keeping them.
+    listed = {t["task_id"]: t["state"] for t in swarm.tasks(limit=1000)}
+    assert {first.task_id, *ids} <= listed.keys()
+    assert listed[first.task_id] == "completed"
+    assert ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers))) <= 20
     # An evicted task reads back from the store, whole.
     status = swarm.status(first.task_id)
     assert status["state"] == "completed"
