@@ -7,6 +7,7 @@ validate, and that tokens, time and health are accounted for.
 from __future__ import annotations
 
 import importlib.util
+import itertools
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -175,6 +176,15 @@ def test_tokens_and_time_roll_up_per_agent_subtask_and_task(llm_swarm: Any) -> N
     assert report.task.completion_tokens == sum(
         u.completion_tokens for u in report.subtasks.values()
     )
+    # One llama.cpp engine runs one call at a time: the sub-tasks waited for it outside
+    # their runs, so their run intervals do not overlap (waiting is not run time).
+    runs = sorted(
+        (e.result.timings.started_at, e.result.timings.finished_at)
+        for e in record.log
+        if e.kind == "done" and e.result.subtask_id.startswith("chat[")
+    )
+    assert len(runs) == 3
+    assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(runs))
     status = llm_swarm.status(record.task_id)
     assert status["usage"]["completion_tokens"] == report.task.completion_tokens
     assert status["usage"]["prompt_tokens"] == report.task.prompt_tokens

@@ -113,6 +113,11 @@ class LLMAgent:
         use_engine(self._engine)  # capability entrypoints in this process call this engine
         self._load_s = time.perf_counter() - started
         self._spec = spec
+        # An engine that runs one call at a time (llama.cpp) would make concurrent
+        # sub-tasks wait inside their run, counting the wait as run time; they wait here
+        # instead, so each result's timings say when it had the engine. vLLM batches
+        # concurrent calls, so its sub-tasks go in together.
+        self._one_at_a_time = None if getattr(self._engine, "concurrent", False) else asyncio.Lock()
         self._usage = TokenUsage()
         self._failures = 0
         self._consecutive_failures = 0
@@ -163,9 +168,10 @@ class LLMAgent:
 
         if self._spec is None:
             raise RuntimeError("this LLMAgent was built without a capability; call `chat`")
-        started = time.perf_counter()
         agent = f"serve:{self._spec.id}:{serve.get_replica_context().replica_id.unique_id}"
-        result = await asyncio.to_thread(run_subtask, self._spec, subtask, agent=agent)
+        async with self._one_at_a_time or contextlib.nullcontext():
+            started = time.perf_counter()
+            result = await asyncio.to_thread(run_subtask, self._spec, subtask, agent=agent)
         error = result.error.message if result.error else None
         self._account(result.usage, time.perf_counter() - started, result.ok, error)
         return result

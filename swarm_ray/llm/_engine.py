@@ -78,7 +78,12 @@ class Completion(BaseModel):
 
 @runtime_checkable
 class Engine(Protocol):
-    """A loaded model. Implementations are safe to call from several threads."""
+    """A loaded model. Implementations are safe to call from several threads.
+
+    One that gains from concurrent calls (vLLM batches them) says so with a class
+    attribute `concurrent = True`; `LLMAgent` then lets sub-tasks in together instead of
+    one at a time.
+    """
 
     @property
     def model(self) -> str:

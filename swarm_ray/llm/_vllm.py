@@ -43,6 +43,9 @@ def gpu_memory_share(num_gpus: float, headroom: float) -> float:
 class VLLMEngine:
     """A model directory under vLLM's async engine, sized to a GPU fraction."""
 
+    concurrent = True
+    """Concurrent calls are batched on the GPU, so `LLMAgent` lets sub-tasks in together."""
+
     def __init__(self, config: EngineConfig, *, num_gpus: float) -> None:
         if not config.model or not Path(config.model).is_dir():
             raise InvalidSpecError(
