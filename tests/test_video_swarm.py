@@ -21,6 +21,7 @@ from swarm_ray.video import (
     segment_outcomes,
 )
 from swarm_ray.video._job import main
+from tests.support import wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -46,6 +47,15 @@ def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleVideo:
 def clean_run(
     video_swarm: SwarmClient, sample: SampleVideo, tmp_path_factory: pytest.TempPathFactory
 ) -> VideoRun:
+    import ray
+
+    # Segments run in parallel only where two decoders fit: earlier tests' idle agents
+    # and replicas may still hold the session's logical CPUs, so wait for them to go.
+    wait_until(
+        lambda: ray.available_resources().get("CPU", 0.0) >= 2,
+        timeout_s=120,
+        what="two free logical CPUs for the segment decoders",
+    )
     out = tmp_path_factory.mktemp("video-report")
     return analyze_video(video_swarm, sample.path, str(out), target_segments=5, min_segment_s=2)
 
