@@ -40,7 +40,9 @@ def video_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory):  #
 @pytest.fixture(scope="module")
 def sample(tmp_path_factory: pytest.TempPathFactory) -> SampleVideo:
     out = tmp_path_factory.mktemp("video-swarm") / "sample.mp4"
-    return generate_sample_video(out, duration_s=30, gop=10, seed=5)
+    # 640x480, so a segment's analysis takes long enough (a few tenths of a second) for
+    # Ray Data to have the next one running before it ends, even on a loaded machine.
+    return generate_sample_video(out, duration_s=30, width=640, height=480, gop=10, seed=5)
 
 
 @pytest.fixture(scope="module")
