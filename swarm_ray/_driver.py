@@ -88,7 +88,6 @@ class TaskDriver:
         self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
         self._issued: dict[str, tuple[int, str]] = {}
-        self.rejections: dict[str, int] = {}
 
     # ---- creation and recovery --------------------------------------------------------
 
@@ -317,7 +316,7 @@ class TaskDriver:
         Raises:
             WatermarkRejectedError: forged or altered (bad signature or claims), replayed
                 (its sub-task already settled) or unknown (never dispatched, or an older
-                attempt); the reason is counted in `rejections`.
+                attempt); the reason is in the error and a `rejected` event.
         """
         try:
             verify_watermark(
@@ -339,7 +338,6 @@ class TaskDriver:
                 )
         except WatermarkRejectedError as exc:
             reason = str(exc.details.get("reason", "invalid"))
-            self.rejections[reason] = self.rejections.get(reason, 0) + 1
             self.emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
             raise
         del self._issued[result.subtask_id]

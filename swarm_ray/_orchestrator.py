@@ -199,9 +199,10 @@ class Orchestrator:
         With a template the plan is made (and refused) before this returns; a planning
         capability is asked in the background, so its task starts in state `created`.
         """
-        await self.recover()
-        with self._store.batch():
-            return self._submit(request)
+        (answer,) = await self.submit_many([request])
+        if isinstance(answer, SwarmUserError):
+            raise answer
+        return answer
 
     async def submit_many(self, requests: list[TaskRequest]) -> list[str | SwarmUserError]:
         """`submit` for each request, in one call and one store commit (the gateway's).
