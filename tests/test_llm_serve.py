@@ -37,11 +37,13 @@ from swarm_ray.llm import (
     DeploymentEngine,
     EngineConfig,
     GenerationParams,
+    LlamaCppEngine,
     LLMPlanner,
     Message,
     StructuredReply,
     StructuredRequest,
     llm_app,
+    load_engine,
     usage_report,
 )
 
@@ -73,6 +75,20 @@ def agent(ray_cluster: None) -> Iterator[Any]:
 @pytest.fixture(scope="module")
 def testing() -> tuple[Registry, TemplateRouter]:
     return load_catalogs(["swarm_ray.testing:testing_catalog"])
+
+
+def test_llama_cpp_keeps_prompt_evaluation_to_the_allotted_threads(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Ray sets OMP_NUM_THREADS to a worker's CPUs; llama-cpp-python alone would evaluate
+    # prompts on every core, spinning a second thread on a one-CPU replica.
+    monkeypatch.setenv("OMP_NUM_THREADS", "1")
+    engine = load_engine(EngineConfig(kind="llama_cpp"))
+    try:
+        assert isinstance(engine, LlamaCppEngine)
+        assert engine.threads == (1, 1)
+    finally:
+        engine.close()
 
 
 def test_chat_returns_text_with_tokens_and_time(agent: Any) -> None:
