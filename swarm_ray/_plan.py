@@ -175,6 +175,9 @@ def expand(template: TaskTemplate, request: TaskRequest, *, task_id: str) -> Pla
     for stage in _topological(template):
         if stage.triggered:
             continue
+        if stage.when is not None and not request.params.get(stage.when.split(".", 1)[1]):
+            ids[stage.name] = []  # left out: dependents wait for none of it
+            continue
         if stage.fan_out is FanOut.ONCE:
             keys: list[tuple[int | None, str | None]] = [(None, None)]
         elif stage.fan_out is FanOut.PER_ITEM:

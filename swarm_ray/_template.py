@@ -74,6 +74,12 @@ class Stage(BaseModel):
     """Runs once its dependencies settle even if some failed (aggregators)."""
     triggered: bool = False
     """Not expanded up front: only a dynamic rule adds its sub-tasks."""
+    when: str | None = Field(default=None, pattern=r"^\$params\.[A-Za-z0-9_]+$")
+    """`$params.NAME`: expanded only when the request sets that parameter to a true value.
+
+    Left out, the stage has no sub-tasks: stages depending on it do not wait for it, and
+    their `$from.STAGE` inputs get an empty list (one per item or dimension: none).
+    """
 
 
 class DynamicRule(BaseModel):
@@ -161,6 +167,21 @@ class TaskTemplate(BaseModel):
         _check_acyclic({s.name: s.depends_on for s in self.stages})
         if self.aggregate is not None and self.aggregate not in by_name:
             raise ValueError(f"aggregate stage `{self.aggregate}` is not a stage")
+        in_loops = {n for loop in self.loops for n in (loop.stage, loop.judge)}
+        for stage in self.stages:
+            if stage.when is None:
+                continue
+            role = (
+                "the aggregate stage"
+                if stage.name == self.aggregate
+                else "a triggered stage"
+                if stage.triggered
+                else "a stage of a feedback loop"
+                if stage.name in in_loops
+                else None
+            )
+            if role:
+                raise ValueError(f"stage `{stage.name}` is {role} and cannot be conditional")
         for rule in self.rules:
             for ref in (rule.when_stage, rule.trigger):
                 if ref not in by_name:

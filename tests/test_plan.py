@@ -55,6 +55,22 @@ def test_yaml_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
             "must depend on",
         ),
         ("name: x\nstages: [{name: a, capability: a.b.c, fan_out: sometimes}]", "fan_out"),
+        ("name: x\nstages: [{name: a, capability: a.b.c, when: yes}]", "`stages.0.when`"),
+        (
+            "name: x\naggregate: a\nstages: [{name: a, capability: a.b.c, when: $params.p}]",
+            "`a` is the aggregate stage and cannot be conditional",
+        ),
+        (
+            "name: x\nstages: [{name: a, capability: a.b.c},"
+            " {name: b, capability: a.b.c, triggered: true, when: $params.p}]\n"
+            "rules: [{name: r, when_stage: a, field: f, contains: z, trigger: b}]",
+            "`b` is a triggered stage",
+        ),
+        (
+            "name: x\nstages: [{name: a, capability: a.b.c, when: $params.p},"
+            " {name: b, capability: a.b.c, depends_on: [a]}]\nloops: [{stage: a, judge: b}]",
+            "`a` is a stage of a feedback loop",
+        ),
         ("name: x\nstages: [{name: a, capability: a.b.c}]\n  bad: [", "not valid YAML"),
     ],
 )
@@ -97,6 +113,26 @@ def test_expansion_shapes_and_partial_rollout_dependencies() -> None:
     assert by_id["merge"].input == {"parts": {"$from": "extract", "path": "text", "many": True}}
     assert by_id["merge"].required and by_id["merge"].partial_ok
     assert not by_id["parse[0]"].required
+    validate_plan(plan, registry())
+
+
+@pytest.mark.parametrize("flag", [None, False, True])
+def test_a_conditional_stage_is_expanded_only_when_its_parameter_is_true(
+    flag: bool | None,
+) -> None:
+    template = TaskTemplate.from_yaml(PIPELINE_YAML)
+    stages = [
+        s.model_copy(update={"when": "$params.deep"}) if s.name == "extract" else s
+        for s in template.stages
+    ]
+    template = template.model_copy(update={"stages": tuple(stages)})
+    params = {} if flag is None else {"deep": flag}
+    plan = expand(template, REQ.model_copy(update={"params": params}), task_id="t")
+    by_id = plan.by_id()
+    extracts = [i for i in by_id if i.startswith("extract")]
+    assert len(extracts) == (4 if flag else 0)
+    # The stage after it waits for exactly the sub-tasks that exist: none when left out.
+    assert by_id["merge"].depends_on == tuple(extracts)
     validate_plan(plan, registry())
 
 

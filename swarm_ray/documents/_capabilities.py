@@ -110,7 +110,7 @@ class CrossCheckIn(BaseModel):
     dimension_files: tuple[str, ...] = ()
     """YAML files declaring further dimensions."""
     enabled: bool = False
-    """The request's `llm_cross_check`: off, the stage costs one trivial call per file."""
+    """The request's `llm_cross_check` (the template runs the stage only when it is set)."""
 
 
 class NormaliseIn(BaseModel):
@@ -233,7 +233,8 @@ def extract_llm(data: ExtractIn) -> AgentReply:
 def cross_check(data: CrossCheckIn) -> AgentReply:
     """The LLM's reading of a document's unit fields against the rules' (when enabled).
 
-    Disabled (the default) it returns at once without loading a model. Enabled, it calls
+    The template leaves the stage out unless the request sets `llm_cross_check`; called
+    with `enabled` false it returns at once without loading a model. Enabled, it calls
     this process's engine (`current_engine()`: llama.cpp on CPU unless
     `SWARM_RAY_LLM_ENGINE` says otherwise), because a stage that must exist in every plan
     cannot sit on a Serve deployment without starting one in every run.
@@ -491,6 +492,7 @@ stages:
   - name: crosscheck
     capability: document.extraction.crosscheck
     fan_out: per_item
+    when: $params.llm_cross_check
     depends_on: [parse, extract]
     partial_ok: true
     input:
