@@ -7,11 +7,12 @@ Same run, same machine:
 1. raw: PyAV decodes the whole file on one thread, nothing else (the ceiling per core),
    and in `--cpus` processes on disjoint slices; measured before and after the swarm
    (this machine's speed drifts), the mean used;
-2. loop: the analysis of three 10 s ranges against bare decoding of the same ranges, one
-   process, alternated (what measuring every frame costs by itself);
-3. swarm: the full workload (probe, first pass, one Ray Data row per segment, timeline)
+2. swarm: the full workload (probe, first pass, one Ray Data row per segment, timeline)
    on a local cluster of `--cpus` CPUs, `--decode-threads` per segment (1), `--runs` times
-   on one swarm: the first run pays for fresh worker processes, later ones do not.
+   on one swarm: the first run pays for fresh worker processes, later ones do not;
+3. loop: the analysis of every segment the swarm analysed against bare decoding of the
+   same ranges, one process, alternated (what measuring every frame, opening and seeking
+   per segment and writing thumbnails cost by themselves).
 
 Prints, for the last run, the analysis stage's throughput (seconds of video per wall
 second, from the first segment's start to the last one's end as the orchestrator
@@ -82,7 +83,11 @@ def decode_range(job: tuple[str, float, float]) -> int:
         stream = container.streams.video[0]
         stream.codec_context.thread_count = 1
         assert stream.time_base is not None
-        container.seek(int(start / stream.time_base), stream=stream, backward=True)
+        # A hair past the start, as the analysis seeks: a segment starts on a keyframe,
+        # and a target rounded a tick earlier lands on the keyframe before (10 s back).
+        rate = float(stream.average_rate or 30)
+        target = start + 0.25 / rate if start > 0 else 0.0
+        container.seek(int(target / stream.time_base), stream=stream, backward=True)
         for frame in container.decode(stream):
             if frame.time is not None and frame.time >= end:
                 break
@@ -119,24 +124,26 @@ def raw_rates(path: str, duration: float, cpus: int) -> tuple[float, float]:
     return duration / raw_decode(path, duration, 1), duration / raw_decode(path, duration, cpus)
 
 
-def loop_cost(path: str, duration: float, frame_rate: float, folder: Path) -> float:
+def loop_cost(
+    path: str, frame_rate: float, segments: list[tuple[float, float]], out: Path
+) -> float:
     """What the analysis loop costs over bare decoding of the same ranges, in one process.
 
-    Three 10 s ranges, each decoded bare (`decode_range`) and analysed (`analyze_segment`,
-    thumbnails written), alternated three times; the best time of each side is kept.
+    Every segment of the swarm's plan, decoded bare (`decode_range`) and analysed
+    (`analyze_segment`, thumbnails written: all its per-segment work), the two passes
+    alternated twice; the best time of each side is kept.
     """
-    ranges = [(duration * f, min(duration, duration * f + 10)) for f in (0.1, 0.45, 0.8)]
     jobs = [
         SegmentAnalysisRequest(
             job=SegmentJob(path=path, index=i, start_s=a, end_s=b, frame_rate=frame_rate),
-            out_dir=str(folder / "loop"),
+            out_dir=str(out),
         )
-        for i, (a, b) in enumerate(ranges)
+        for i, (a, b) in enumerate(segments)
     ]
     bare, analysed = math.inf, math.inf
-    for _ in range(3):
+    for _ in range(2):
         started = time.perf_counter()
-        for a, b in ranges:
+        for a, b in segments:
             decode_range((path, a, b))
         middle = time.perf_counter()
         for job in jobs:
@@ -168,7 +175,6 @@ def main() -> None:
         f"at {meta.frame_rate:.0f} fps, {(meta.size_bytes or 0) / 1e6:.0f} MB"
     )
     before = raw_rates(path, meta.duration_s, args.cpus)
-    loop = loop_cost(path, meta.duration_s, meta.frame_rate, folder)
 
     ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     client = swarm_ray.connect(
@@ -190,6 +196,8 @@ def main() -> None:
         client.shutdown()
         ray.shutdown()
     after = raw_rates(path, meta.duration_s, args.cpus)
+    segments = [(s.start_s, s.end_s) for s in runs[-1][0].plan.segments]
+    loop = loop_cost(path, meta.frame_rate, segments, folder / "loop")
     raw_rate, parallel_rate = (before[0] + after[0]) / 2, (before[1] + after[1]) / 2
     print(
         f"raw PyAV decode, before / after the swarm: 1 thread {before[0]:.1f} / {after[0]:.1f} "
@@ -226,7 +234,7 @@ def main() -> None:
     contention = parallel_rate / (raw_rate * args.cpus)
     print(
         f"  per worker {worker_rate / raw_rate:.2f} = {1 / (1 + loop):.2f} (the analysis loop "
-        f"alone costs {loop:+.0%} over bare decoding of the same ranges, one process) x "
+        f"alone costs {loop:+.0%} over bare decoding of the same segments, one process) x "
         f"{contention:.2f} (decoding in {args.cpus} processes at once) x "
         f"{worker_rate / raw_rate * (1 + loop) / contention:.2f} (the rest: the CPU Ray's own "
         "processes, the orchestrator and the driver take during the stage, and noise)"
