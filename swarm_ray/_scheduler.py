@@ -486,7 +486,10 @@ class Scheduler:
         self._running.pop(sid, None)
         self._set(sid, _S.SUCCEEDED)
         self._results[sid] = result
-        out = self._fire_rules(sid, result)
+        # What the agent flagged about an accepted result (a unit it could not read, a
+        # page it skipped) is the task's to report, like any other degradation.
+        out: list[Intent] = [self._warn(f"sub-task `{sid}`: {w}", sid) for w in result.warnings]
+        out += self._fire_rules(sid, result)
         out += self._feedback(sid, result)
         return out + self._dispatch_ready(at, sid)
 

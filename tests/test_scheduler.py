@@ -74,6 +74,20 @@ def drive(
     return seen
 
 
+def test_an_accepted_results_warnings_become_the_tasks() -> None:
+    s = make()
+
+    def answer(intent: RunIntent) -> SchedulerEvent:
+        if intent.subtask_id == "parse[1]":
+            return done(intent, warnings=("page 3: unknown unit 'kWhr'",))
+        return done(intent)
+
+    out = drive(s, answer)
+    message = "sub-task `parse[1]`: page 3: unknown unit 'kWhr'"
+    assert [w.message for w in of(out, Warn)] == [message]
+    assert isinstance(out[-1], FinishTask) and out[-1].warnings == (message,)
+
+
 # ---- dispatch and partial rollout ---------------------------------------------------------
 
 
