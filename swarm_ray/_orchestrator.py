@@ -307,7 +307,7 @@ class Orchestrator:
         """The newest tasks, one summary line each."""
         await self.recover()
         views = []
-        for n, task_id in enumerate(reversed(self._store.list_tasks()[-limit:])):
+        for n, task_id in enumerate(reversed(self._store.list_tasks(newest=limit))):
             # Ended tasks out of memory are read back but not kept (a long listing would
             # push out the ones clients are following); other calls go between reads.
             driver = self._drivers.get(task_id) or TaskDriver.load(task_id, **self._deps())

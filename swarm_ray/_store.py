@@ -117,8 +117,8 @@ class StateStore(abc.ABC):
         """Read a snapshot without the schema check."""
 
     @abc.abstractmethod
-    def list_tasks(self, *, open_only: bool = False) -> list[str]:
-        """Return task ids, oldest first (by first insertion)."""
+    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
+        """Return task ids, oldest first (by first insertion); only the last `newest`."""
 
     @abc.abstractmethod
     def append(
@@ -306,11 +306,15 @@ class SQLiteStateStore(StateStore):
             ).fetchone()
         return None if row is None else StoredTask(task_id, row[0], bool(row[1]), row[2], row[3])
 
-    def list_tasks(self, *, open_only: bool = False) -> list[str]:
+    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
         where = " WHERE is_open = 1" if open_only else ""
+        # The newest by descending id through the primary key: a listing reads `newest`
+        # rows, however many tasks the store holds.
+        limit, args = ("", ()) if newest is None else (" LIMIT ?", (max(0, newest),))
+        query = f"SELECT task_id FROM tasks{where} ORDER BY id DESC{limit}"
         with self._guard("list_tasks"), self._lock:
-            rows = self._conn.execute(f"SELECT task_id FROM tasks{where} ORDER BY id").fetchall()
-        return [row[0] for row in rows]
+            rows = self._conn.execute(query, args).fetchall()
+        return [row[0] for row in reversed(rows)]
 
     def append(
         self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None

@@ -111,9 +111,12 @@ class RedisStateStore(StateStore):
             snapshot = self._client.get(self._key("task", task_id))
         return None if snapshot is None else StoredTask(task_id, *json.loads(snapshot))
 
-    def list_tasks(self, *, open_only: bool = False) -> list[str]:
+    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
+        if newest is not None and newest <= 0:
+            return []
+        start = 0 if newest is None else -newest  # ZRANGE counts from the end for negatives
         with self._guard("list_tasks"):
-            return list(self._client.zrange(self._key("open" if open_only else "tasks"), 0, -1))
+            return list(self._client.zrange(self._key("open" if open_only else "tasks"), start, -1))
 
     def append(
         self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None

@@ -99,6 +99,11 @@ def test_put_replaces_the_snapshot_and_keeps_insertion_order(store: StateStore) 
     assert store.list_tasks(open_only=True) == ["b", "c"]
     store.put_task("a", "{}", is_open=True, schema_version=1)
     assert store.list_tasks(open_only=True) == ["a", "b", "c"]
+    assert store.list_tasks(newest=2) == ["b", "c"]
+    assert store.list_tasks(newest=5) == ["a", "b", "c"]
+    assert store.list_tasks(newest=0) == []
+    store.put_task("c", "{}", is_open=False, schema_version=1)
+    assert store.list_tasks(open_only=True, newest=1) == ["b"]
 
 
 def test_append_numbers_entries_per_task_from_one(store: StateStore) -> None:
