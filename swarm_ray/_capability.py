@@ -49,6 +49,10 @@ class Resources(BaseModel):
     """GPU memory an agent may use (an LLM engine sizes its cache from it)."""
     max_concurrency: int = Field(default=1, ge=1)
     """How many agents of this capability may run at once."""
+    background: bool = False
+    """Bulk work off the critical path: its sub-agents run at a lower OS priority (nice
+    10), so agents of other capabilities sharing the cores go first. Ray's reservations
+    are unchanged; only who waits for a busy core is."""
 
     @field_validator("num_gpus")
     @classmethod

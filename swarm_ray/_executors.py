@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import functools
 import itertools
+import os
 import threading
 import time
 import uuid
@@ -32,6 +33,9 @@ from swarm_ray._agent import run_subtask
 from swarm_ray._capability import CapabilitySpec
 from swarm_ray._errors import ErrorCode
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings
+
+BACKGROUND_NICE = 10
+"""How much lower a `background` capability's sub-agents run (see `Resources`)."""
 
 __all__: list[str] = []
 
@@ -61,6 +65,8 @@ class SubAgent:
     def __init__(self, spec: CapabilitySpec, name: str) -> None:
         self._spec = spec
         self._name = name
+        if spec.resources.background:
+            os.nice(BACKGROUND_NICE)  # this actor's own worker process
 
     def run(self, subtask: SubTask) -> SubTaskResult:
         """Run one attempt (fresh input, no state kept between calls)."""
@@ -73,8 +79,6 @@ class SubAgent:
 
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""
-        import os
-
         return os.getpid()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 
 import pytest
@@ -10,13 +11,15 @@ import ray
 import swarm_ray
 from swarm_ray import (
     NoTemplateMatchedError,
+    Resources,
     SubTaskResult,
     SwarmClient,
     TaskState,
     issue_watermark,
 )
+from swarm_ray._executors import BACKGROUND_NICE, SubAgent
 from swarm_ray.testing import count_executions
-from tests.support import wait_until
+from tests.support import spec, wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -269,3 +272,18 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
     # Counts of ended tasks survive eviction.
     counts = ray.get(swarm.actor.__ray_call__.remote(lambda self: self._task_counts()))
     assert counts["completed"] >= completed_before + 31
+
+
+def test_a_background_capabilitys_agents_run_at_a_lower_os_priority(ray_cluster: None) -> None:
+    agent = ray.remote(num_cpus=0)(SubAgent)
+    normal = agent.remote(spec("test.bulk.normal", resources=Resources(num_cpus=0)), "n")
+    bulk = agent.remote(
+        spec("test.bulk.background", resources=Resources(num_cpus=0, background=True)), "b"
+    )
+    try:
+        normal_pid, bulk_pid = ray.get([normal.pid.remote(), bulk.pid.remote()])
+        base = os.getpriority(os.PRIO_PROCESS, normal_pid)
+        assert os.getpriority(os.PRIO_PROCESS, bulk_pid) == min(19, base + BACKGROUND_NICE)
+    finally:
+        ray.kill(normal)
+        ray.kill(bulk)

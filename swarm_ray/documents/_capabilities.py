@@ -414,7 +414,9 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             ChunkEmbeddings,
             # Embedding is the heavy part of indexing: spread it over agents, one
             # intra-op thread each, and leave the single Chroma writer only the writes.
-            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            # Nothing in the report waits for it, so the extraction path (the LLM
+            # fallback above all) goes first when they share a core.
+            resources=Resources(num_cpus=0.5, max_concurrency=2, background=True),
             timeout_s=600,
         ),
         _spec(
