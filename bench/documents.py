@@ -8,7 +8,8 @@ The sequential side is plain function calls in one process; the swarm side is on
 `compare_documents` task on a warm local cluster (Ray started, agents created and the
 embedding model loaded by a warm-up task before the clock starts; the cold start is
 printed on its own line). Also printed: time to the first extracted fact over the total,
-and where the swarm's time goes (run time per stage, summed over its sub-tasks).
+and where the swarm's time goes: CPU seconds by process (read from /proc) against the
+loop's, and run time per stage summed over its sub-tasks.
 Goals: at least 1.8x faster than the loop on 2 cores; first fact within 10 % of the total.
 
 The goal is stated as a parallel efficiency (0.9 on 2 cores), which is measured against
@@ -35,6 +36,8 @@ from collections import defaultdict
 from dataclasses import dataclass
 from pathlib import Path
 
+from _cpu import cpu_by_role, spent
+
 import swarm_ray
 from swarm_ray import InvalidOutputError, SubTaskDone
 from swarm_ray.documents import (
@@ -59,6 +62,15 @@ from swarm_ray.documents import (
 from swarm_ray.llm import Engine, EngineConfig, load_engine
 
 LLM_CAPABILITY = "document.extraction.llm"
+_ROLES = ("SubAgent", "ServeReplica", "Orchestrator", "IDLE")
+_ROLE_NAMES = {
+    "SubAgent": "agents",
+    "ServeReplica": "LLM replica",
+    "Orchestrator": "orchestrator",
+    "IDLE": "Ray Data and task workers",
+    "driver": "this driver",
+    "other": "Ray's daemons, dashboard, the rest",
+}
 
 
 @dataclass
@@ -67,6 +79,7 @@ class Timing:
 
     total_s: float
     first_fact_s: float
+    cpu_s: float
     llm_calls: int
     llm_s: float
 
@@ -81,7 +94,7 @@ def sequential(
     load_embedding_model()  # loaded before the clock, as the swarm's warm-up does
     dims = [d for d in default_dimensions() if d.name in dimensions]
     store = ChromaStore(path=str(out / "index"), collection="bench-sequential")
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     first = llm_s = 0.0
     llm_calls = 0
     facts: list[NormalisedFact] = []
@@ -107,7 +120,7 @@ def sequential(
     judge_factuality(facts)
     judge_coherence(facts)
     render_report(ReportRequest(comparison=comparison, facts=tuple(facts), out_dir=str(out)))
-    return Timing(time.perf_counter() - start, first, llm_calls, llm_s)
+    return Timing(time.perf_counter() - start, first, time.process_time() - cpu, llm_calls, llm_s)
 
 
 def warm_paths(out: Path, dimensions: list[str]) -> list[str]:
@@ -165,7 +178,7 @@ def swarm_run(
                 if timings.started_at is not None and timings.finished_at is not None:
                     llm_spans.append((timings.started_at, timings.finished_at))
             stages[stage] += timings.duration_s
-    return Timing(total, first, llm_calls, busy_seconds(llm_spans)), dict(stages)
+    return Timing(total, first, 0.0, llm_calls, busy_seconds(llm_spans)), dict(stages)
 
 
 def busy_seconds(spans: list[tuple[float, float]]) -> float:
@@ -214,7 +227,9 @@ def main() -> None:
     # idle that long are released, so without this the clock would include starting
     # them anew (torch and the embedding model in each embedding agent).
     swarm_run(client, warm, args.dimensions, out / "warm-run-again")
+    before = cpu_by_role(_ROLES, rest="other")
     swarm, stages = swarm_run(client, paths, args.dimensions, out)
+    used = spent(before, cpu_by_role(_ROLES, rest="other"))
     one, many = runs[1], runs[default_threads]
     total, first = swarm.total_s, swarm.first_fact_s
     print(f"{len(paths)} brochures x {len(args.dimensions)} dimensions")
@@ -232,7 +247,15 @@ def main() -> None:
     )
     print(f"speed-up over 1 thread         : {one.total_s / total:.2f}x (goal >= 1.8x on 2 cores)")
     print(f"speed-up over {default_threads} threads        : {many.total_s / total:.2f}x")
-    print("swarm run time per stage (summed over sub-tasks):")
+    if used:
+        total_cpu = sum(used.values())
+        print(
+            f"swarm CPU by process: {total_cpu:.1f} s in {total:.1f} s "
+            f"({total_cpu / total:.2f} cores busy; the loop: {one.cpu_s:.1f} s on one)"
+        )
+        for role, seconds in used.items():
+            print(f"  {_ROLE_NAMES.get(role, role):34} {seconds:7.2f} s")
+    print("swarm run time per stage (summed over sub-tasks, waiting for a core included):")
     for stage, seconds in sorted(stages.items(), key=lambda s: -s[1]):
         print(f"  {stage:10} {seconds:7.2f} s")
     client.shutdown()

@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _cpu import cpu_by_role
 
 from swarm_ray.gateway import GatewayConfig, build_app
 
@@ -71,18 +72,9 @@ _ROLES = ("Orchestrator", "ProxyActor", "ServeReplica:gateway", "ServeReplica:ba
 
 def _cpu_by_role() -> dict[str, float]:
     """CPU seconds so far of this machine's Ray processes, by role (empty without /proc)."""
-    tick = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
-    found: dict[str, float] = {}
-    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
-        try:
-            command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
-            fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        role = "load generator" if int(pid) == os.getpid() else None
-        role = role or next((r for r in _ROLES if command.startswith(f"ray::{r}")), None)
-        if role is not None:
-            found[role] = found.get(role, 0.0) + (int(fields[11]) + int(fields[12])) / tick
+    found = cpu_by_role(_ROLES)
+    if "driver" in found:
+        found["load generator"] = found.pop("driver")
     return found
 
 
