@@ -21,7 +21,8 @@ decode-bound path), split into what each worker achieves against raw decoding an
 busy the stage kept the cores; the per-worker figure split again into the analysis
 loop's own cost, what decoding in `--cpus` processes at once gives, and the rest; next
 to it, what raw decoding itself scores in `--cpus` processes (the machine's own ceiling
-on this measure). Then the projected time for a `--file-gb` file on N nodes from the
+on this measure), and the CPU each kind of process used over the segments task (read
+from /proc). Then the projected time for a `--file-gb` file on N nodes from the
 measured figures.
 
 The segment count is the planner's own (about 32 on a small cluster) unless
@@ -39,9 +40,11 @@ import tempfile
 import time
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
+from typing import Any
 
 import av
 import ray
+from _cpu import cpu_by_role, spent
 
 import swarm_ray
 from swarm_ray import SubTaskDone
@@ -58,6 +61,14 @@ from swarm_ray.video import (
     remux_repeat,
 )
 
+_ROLES = ("IDLE", "Orchestrator", "SubAgent")
+_ROLE_NAMES = {
+    "IDLE": "Ray Data workers (the analysis)",
+    "Orchestrator": "orchestrator",
+    "SubAgent": "agents",
+    "driver": "this driver",
+    "other": "Ray's daemons and the rest",
+}
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "video"
 CORPUS_CLIP = CORPUS / "pyscenedetect" / "testvideo.mp4"
 """Real 720p footage (24 s, H.264): decoding costs what real footage costs."""
@@ -182,6 +193,11 @@ def main() -> None:
     )
     runs: list[tuple[VideoRun, float]] = []
     try:
+        readings: dict[str, dict[str, float]] = {}
+
+        def read_cpu(stage: str, _facts: dict[str, Any]) -> None:
+            readings[stage] = cpu_by_role(_ROLES, rest="other")
+
         for i in range(max(1, args.runs)):
             run = analyze_video(
                 client,
@@ -190,6 +206,7 @@ def main() -> None:
                 target_segments=args.segments,
                 min_segment_s=2,
                 settings=AnalysisSettings(decode_threads=args.decode_threads),
+                on_stage=read_cpu,
             )
             runs.append((run, stage_window(client, run)))
     finally:
@@ -239,6 +256,13 @@ def main() -> None:
         f"{worker_rate / raw_rate * (1 + loop) / contention:.2f} (the rest: the CPU Ray's own "
         "processes, the orchestrator and the driver take during the stage, and noise)"
     )
+    used = spent(readings.get("plan", {}), readings.get("segments", {}))
+    if used:
+        print(
+            f"  CPU by process over the segments task (run {len(runs)}, "
+            f"{run.seconds['segments']:.1f} s): "
+            + ", ".join(f"{_ROLE_NAMES.get(r, r)} {s:.2f} s" for r, s in used.items())
+        )
     preroll = sum(a.preroll_frames for a in done) / sum(a.frames_in_range for a in done)
     print(
         f"seek pre-roll (frames decoded before a segment's start, keyframes up to "
