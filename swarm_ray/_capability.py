@@ -50,9 +50,10 @@ class Resources(BaseModel):
     max_concurrency: int = Field(default=1, ge=1)
     """How many agents of this capability may run at once."""
     background: bool = False
-    """Bulk work off the critical path: its sub-agents run at a lower OS priority (nice
-    10), so agents of other capabilities sharing the cores go first. Ray's reservations
-    are unchanged; only who waits for a busy core is."""
+    """Bulk work off the critical path: its pooled sub-agents run at a lower OS priority
+    (nice 10), so agents of other capabilities sharing the cores go first. Ray's
+    reservations are unchanged; only who waits for a busy core is. (Ray Data rows and
+    Serve replicas run in shared or Serve-managed processes and are not reniced.)"""
 
     @field_validator("num_gpus")
     @classmethod

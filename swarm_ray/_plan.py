@@ -175,7 +175,8 @@ def expand(template: TaskTemplate, request: TaskRequest, *, task_id: str) -> Pla
     for stage in _topological(template):
         if stage.triggered:
             continue
-        if stage.when is not None and not request.params.get(stage.when.split(".", 1)[1]):
+        condition = _PARAM.match(stage.when) if stage.when is not None else None
+        if condition is not None and not request.params.get(condition.group(1)):
             ids[stage.name] = []  # left out: dependents wait for none of it
             continue
         if stage.fan_out is FanOut.ONCE:

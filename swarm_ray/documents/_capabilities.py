@@ -236,8 +236,9 @@ def cross_check(data: CrossCheckIn) -> AgentReply:
     The template leaves the stage out unless the request sets `llm_cross_check`; called
     with `enabled` false it returns at once without loading a model. Enabled, it calls
     this process's engine (`current_engine()`: llama.cpp on CPU unless
-    `SWARM_RAY_LLM_ENGINE` says otherwise), because a stage that must exist in every plan
-    cannot sit on a Serve deployment without starting one in every run.
+    `SWARM_RAY_LLM_ENGINE` says otherwise), not the `LLMAgent` deployment the fallback
+    uses: it was written when the stage ran in every plan, where a Serve capability
+    would have started a replica in every run.
     """
     document = data.document
     if not data.enabled or document is None:
