@@ -18,7 +18,15 @@ from swarm_ray._errors import InvalidPlanError
 from swarm_ray._registry import Registry
 from swarm_ray._subtask import SubTaskSpec
 from swarm_ray._task import TaskRequest
-from swarm_ray._template import FanOut, Stage, TaskTemplate, _check_acyclic
+from swarm_ray._template import (
+    PARAM_PLACEHOLDER as _PARAM,
+)
+from swarm_ray._template import (
+    FanOut,
+    Stage,
+    TaskTemplate,
+    _check_acyclic,
+)
 
 __all__ = ["Plan", "expand", "validate_plan"]
 
@@ -29,7 +37,6 @@ TASK_MARKER = "$task"
 
 _MISSING = object()
 """An absent `$params.NAME`: the key is left out so the input model's default applies."""
-_PARAM = re.compile(r"^\$params\.([A-Za-z0-9_]+)$")
 _FROM = re.compile(r"^\$from\.([A-Za-z_][A-Za-z0-9_]*)(?:\.(.+))?$")
 
 

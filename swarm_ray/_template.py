@@ -18,6 +18,7 @@ watermark of the upstream sub-task, for provenance); from the task so far, `"$wa
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Mapping
 from enum import StrEnum
 from pathlib import Path
@@ -40,6 +41,8 @@ __all__ = [
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
+PARAM_PLACEHOLDER = re.compile(r"^\$params\.([A-Za-z0-9_]+)$")
+"""`$params.NAME` in a stage's input or its `when` (group 1: the name)."""
 
 
 class FanOut(StrEnum):
@@ -74,7 +77,7 @@ class Stage(BaseModel):
     """Runs once its dependencies settle even if some failed (aggregators)."""
     triggered: bool = False
     """Not expanded up front: only a dynamic rule adds its sub-tasks."""
-    when: str | None = Field(default=None, pattern=r"^\$params\.[A-Za-z0-9_]+$")
+    when: str | None = Field(default=None, pattern=PARAM_PLACEHOLDER.pattern)
     """`$params.NAME`: expanded only when the request sets that parameter to a true value.
 
     Left out, the stage has no sub-tasks: stages depending on it do not wait for it, and
