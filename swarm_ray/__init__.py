@@ -3,6 +3,7 @@
 The public API is re-exported here; implementation lives in private modules.
 """
 
+from swarm_ray._access import Access, FetchURL, ReadPath, WritePath
 from swarm_ray._agent import AgentReply
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
@@ -23,23 +24,28 @@ from swarm_ray._errors import (
     CircuitOpenError,
     DuplicateCapabilityError,
     ErrorCode,
+    InputNotAllowedError,
     InvalidInputError,
     InvalidOutputError,
     InvalidPlanError,
     InvalidSpecError,
     InvalidStateTransitionError,
+    LimitExceededError,
     NoTemplateMatchedError,
+    RecordUnreadableError,
     StateStoreError,
     SubTaskTimeoutError,
     SwarmError,
     SwarmRuntimeError,
     SwarmUserError,
+    TaskConflictError,
     TaskNotFoundError,
     UnknownCapabilityError,
     WatermarkRejectedError,
 )
 from swarm_ray._fsm import TRANSITIONS, AuditEntry, TaskMachine, TaskState, transition
 from swarm_ray._plan import Plan, expand, validate_plan
+from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore
@@ -90,6 +96,8 @@ from swarm_ray._template import (
     load_template,
     template_json_schema,
 )
+from swarm_ray._trace import short_id
+from swarm_ray._uploads import UploadInfo
 from swarm_ray._watermark import (
     WatermarkClaims,
     WatermarkKey,
@@ -104,10 +112,12 @@ __version__ = "0.1.0"
 __all__ = [
     "CAPABILITY_ID_PATTERN",
     "EVENT_ADAPTER",
+    "LOCAL",
     "NAMESPACE",
     "ORCHESTRATOR_NAME",
     "SCHEMA_VERSION",
     "TRANSITIONS",
+    "Access",
     "AgentExecutionError",
     "AgentReply",
     "AgentUnavailableError",
@@ -133,16 +143,22 @@ __all__ = [
     "FanOut",
     "FeedbackLoop",
     "FeedbackRoundStarted",
+    "FetchURL",
     "FinishTask",
+    "InputNotAllowedError",
     "Intent",
     "InvalidInputError",
     "InvalidOutputError",
     "InvalidPlanError",
     "InvalidSpecError",
     "InvalidStateTransitionError",
+    "LimitExceededError",
     "LogEntry",
     "NoTemplateMatchedError",
     "Plan",
+    "Principal",
+    "ReadPath",
+    "RecordUnreadableError",
     "RedisStateStore",
     "Registry",
     "Resources",
@@ -174,6 +190,7 @@ __all__ = [
     "SwarmError",
     "SwarmRuntimeError",
     "SwarmUserError",
+    "TaskConflictError",
     "TaskDriver",
     "TaskEvent",
     "TaskMachine",
@@ -187,10 +204,12 @@ __all__ = [
     "Timings",
     "TokenUsage",
     "UnknownCapabilityError",
+    "UploadInfo",
     "Warn",
     "WatermarkClaims",
     "WatermarkKey",
     "WatermarkRejectedError",
+    "WritePath",
     "__version__",
     "canonical_digest",
     "capability_maker",
@@ -200,6 +219,7 @@ __all__ = [
     "load_template",
     "open_state_store",
     "read_claims",
+    "short_id",
     "template_json_schema",
     "transition",
     "validate_plan",

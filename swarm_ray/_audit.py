@@ -18,7 +18,9 @@ system call per line: the trail must not slow the dispatch of small sub-tasks.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import logging
 import os
 import re
 from collections import OrderedDict
@@ -26,6 +28,8 @@ from pathlib import Path
 from typing import IO, Any
 
 __all__: list[str] = []
+
+logger = logging.getLogger(__name__)
 
 _MAX_OPEN = 128
 """Files kept open at once (least recently used are closed)."""
@@ -55,6 +59,10 @@ class AuditTrail:
         self.debug_sample = debug_sample
         self._files: OrderedDict[tuple[str, str], IO[str]] = OrderedDict()
         self._made: set[str] = set()
+        self.failures = 0
+        """Lines or flushes that could not be written (a full disk, a lost mount)."""
+        self.last_error: str | None = None
+        """The latest of those failures, for `/health` and the orchestrator's log."""
 
     @classmethod
     def from_env(cls, state_dir: str | os.PathLike[str]) -> AuditTrail | None:
@@ -99,13 +107,31 @@ class AuditTrail:
         )
         targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
         for kind, name in targets:
-            self._file(kind, name).write(line + "\n")
+            try:
+                self._file(kind, name).write(line + "\n")
+            except OSError as exc:
+                self._failed(f"cannot write `{kind}/{name}`", exc)
+                return False
         return True
 
     def flush(self) -> None:
-        """Push buffered lines to the files."""
-        for handle in self._files.values():
-            handle.flush()
+        """Push buffered lines to the files (a failure is counted, never raised)."""
+        for key, handle in list(self._files.items()):
+            try:
+                handle.flush()
+            except OSError as exc:
+                self._failed(f"cannot flush `{key[0]}/{key[1]}`", exc)
+                with contextlib.suppress(OSError):
+                    handle.close()
+                self._files.pop(key, None)
+
+    def _failed(self, what: str, exc: OSError) -> None:
+        """The trail is for people; a full disk must not stop the tasks it describes."""
+        self.failures += 1
+        first = self.last_error is None
+        self.last_error = f"{what} under `{self.root}`: {exc.strerror or exc}"
+        if first:
+            logger.error("audit trail failing, tasks go on: %s", self.last_error)
 
     def close(self) -> None:
         """Close every open file."""

@@ -30,6 +30,19 @@ def state_dir() -> Path:
     return Path(configured).expanduser() if configured else Path.home() / ".swarm-ray"
 
 
+def secure_state_dir(path: Path) -> None:
+    """Create the state directory readable by its owner only, and keep new files so.
+
+    The directory holds the task records, the watermark key, API keys, uploads and
+    reports: mode 0700, and this process's umask 0077 so every file and folder it (and
+    the agents it starts) creates afterwards is 0600 / 0700.
+    """
+    os.umask(0o077)
+    path.mkdir(mode=0o700, parents=True, exist_ok=True)
+    if path.stat().st_mode & 0o077:
+        path.chmod(0o700)
+
+
 def tune_gc() -> None:
     """Collect garbage less often in a long-lived, allocation-heavy service process.
 

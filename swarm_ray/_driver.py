@@ -15,7 +15,8 @@ import uuid
 from collections.abc import Callable
 from typing import Any
 
-from swarm_ray._errors import ErrorCode, SwarmError, WatermarkRejectedError
+from swarm_ray._access import AccessPolicy
+from swarm_ray._errors import ErrorCode, StateStoreError, SwarmError, WatermarkRejectedError
 from swarm_ray._fsm import TaskMachine, TaskState, transition
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
@@ -54,6 +55,8 @@ from swarm_ray._watermark import WatermarkKey, issue_watermark, verify_watermark
 __all__ = ["TaskDriver"]
 
 _SCHED, _EVENT = "sched", "event"
+_STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
+"""Pauses between tries of a failing log write (a locked SQLite file, a Redis failover)."""
 Clock = Callable[[], float]
 
 
@@ -76,8 +79,11 @@ class TaskDriver:
         clock: Clock = time.time,
         on_transition: Callable[[str, str], object] | None = None,
         on_event: Callable[[TaskEvent], object] | None = None,
+        access_for: Callable[[TaskRecord], AccessPolicy | None] | None = None,
     ) -> None:
         self.record = record
+        self._access = access_for(record) if access_for is not None else None
+        """What the task's inputs may name (None: a trusted task's, anything)."""
         self._on_transition = on_transition
         self._on_event = on_event
         self.registry = registry
@@ -92,11 +98,23 @@ class TaskDriver:
     # ---- creation and recovery --------------------------------------------------------
 
     @classmethod
-    def create(cls, request: TaskRequest, **deps: Any) -> TaskDriver:
-        """A new task in state `created`, persisted before anything else happens."""
+    def create(
+        cls,
+        request: TaskRequest,
+        *,
+        task_id: str | None = None,
+        owner: str | None = None,
+        workdir: str | None = None,
+        **deps: Any,
+    ) -> TaskDriver:
+        """A new task in state `created`, persisted before anything else happens.
+
+        `task_id` defaults to the request's own, else a new one; `owner` is the principal
+        that submitted it (None for a trusted caller); `workdir` its output directory.
+        """
         clock: Clock = deps.get("clock", time.time)
         now = clock()
-        task_id = request.task_id or uuid.uuid4().hex[:16]
+        task_id = task_id or request.task_id or uuid.uuid4().hex[:16]
         record = TaskRecord(
             task_id=task_id,
             trace_id=uuid.uuid4().hex,
@@ -104,6 +122,8 @@ class TaskDriver:
             machine=TaskMachine(task_id=task_id),
             created_at=now,
             updated_at=now,
+            owner=owner,
+            workdir=workdir,
         )
         driver = cls(record, **deps)
         driver._save()
@@ -125,7 +145,9 @@ class TaskDriver:
             elif entry.kind == _SCHED:
                 log.append(driver._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json)))
         if driver.record.plan is not None:
-            driver.scheduler = Scheduler.replay(driver.record.plan, driver.registry, log)
+            driver.scheduler = Scheduler.replay(
+                driver.record.plan, driver.registry, log, access=driver._access
+            )
         return driver
 
     # ---- facts -----------------------------------------------------------------------
@@ -154,6 +176,10 @@ class TaskDriver:
 
     # ---- persistence -----------------------------------------------------------------
 
+    def save(self) -> None:
+        """Write the task's snapshot now (after an in-memory failure, when it can)."""
+        self._save()
+
     def _save(self) -> None:
         self.record = self.record.model_copy(update={"updated_at": self._clock()})
         self._store.put_task(
@@ -161,6 +187,7 @@ class TaskDriver:
             self.record.model_dump_json(),
             is_open=not self.state.terminal,
             schema_version=SCHEMA_VERSION,
+            owner=self.record.owner,
         )
 
     def _offload(self, event: SchedulerEvent) -> SchedulerEvent:
@@ -197,8 +224,9 @@ class TaskDriver:
         subtask_id: str | None = None,
         agent: str | None = None,
         summary: str = "",
+        persist: bool = True,
     ) -> TaskEvent:
-        """Append a TaskEvent (persisted, numbered) and return it."""
+        """Append a TaskEvent (persisted unless `persist` is false, numbered); return it."""
         progress = self.scheduler.progress() if self.scheduler else 0.0
         if self.state is TaskState.COMPLETED:
             progress = 1.0
@@ -214,19 +242,21 @@ class TaskDriver:
             progress=progress,
             summary=summary,
         )
-        self._store.append(
-            self.task_id, _EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}"
-        )
+        if persist:
+            self._store.append(
+                self.task_id, _EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}"
+            )
         self.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
         return event
 
-    def move(self, to: TaskState, reason: str, *, save: bool = True) -> None:
+    def move(self, to: TaskState, reason: str, *, save: bool = True, persist: bool = True) -> None:
         """Transition the state machine, persist, then announce it.
 
         `save=False` is for a state left again before control returns to the event loop
         (nothing acts on it): the next save records it in the machine's audit log.
+        `persist=False` writes nothing at all (the store itself is failing).
         """
         before = self.state
         machine = transition(
@@ -235,9 +265,9 @@ class TaskDriver:
         self.record = self.record.model_copy(update={"machine": machine})
         if self._on_transition is not None:
             self._on_transition(str(before), str(to))
-        if save:
+        if save and persist:
             self._save()
-        self.emit("state", str(to), summary=reason)
+        self.emit("state", str(to), summary=reason, persist=persist)
 
     # ---- planning and feeding --------------------------------------------------------
 
@@ -246,13 +276,17 @@ class TaskDriver:
         self.move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan is None:
             template = router.route(self.record.request)
-            plan = expand(template, self.record.request, task_id=self.task_id)
+            plan = expand(
+                template, self.record.request, task_id=self.task_id, workdir=self.record.workdir
+            )
+        elif plan.workdir is None:
+            plan = plan.model_copy(update={"workdir": self.record.workdir})
         validate_plan(plan, self.registry)
         self.record = self.record.model_copy(update={"plan": plan})
         self.move(
             TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
         )
-        self.scheduler = Scheduler(plan, self.registry)
+        self.scheduler = Scheduler(plan, self.registry, access=self._access)
         intents = self.feed(Start(at=self._clock()))
         if not self.state.terminal and self.state is TaskState.DISPATCHING:
             self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
@@ -267,9 +301,7 @@ class TaskDriver:
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         stored = self._offload(event)
-        self._store.append(
-            self.task_id, _SCHED, EVENT_ADAPTER.dump_json(stored).decode(), dedupe_key=dedupe
-        )
+        self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe)
         intents = self.scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
@@ -283,6 +315,20 @@ class TaskDriver:
         for intent in intents:
             self._announce(intent)
         return intents
+
+    def _append_retrying(self, payload: str, dedupe: str | None) -> None:
+        """Write a scheduler event to the log, trying again on a passing store failure.
+
+        The event is written before the scheduler sees it; a write that keeps failing
+        raises, and the caller fails the task by name rather than lose the event.
+        """
+        for pause in _STORE_RETRY_PAUSES:
+            try:
+                self._store.append(self.task_id, _SCHED, payload, dedupe_key=dedupe)
+                return
+            except StateStoreError:
+                time.sleep(pause)
+        self._store.append(self.task_id, _SCHED, payload, dedupe_key=dedupe)
 
     def subtask_for(self, intent: RunIntent) -> SubTask:
         """Turn a run intent into a dispatchable sub-task with a fresh watermark."""
@@ -427,13 +473,17 @@ class TaskDriver:
         self.record = self.record.model_copy(update=update)
         self.move(TaskState.COMPLETED, f"done with {len(update['warnings'])} warning(s)")
 
-    def fail(self, error: SwarmError) -> None:
-        """Fail the task for a reason found outside the scheduler (routing, a bad plan)."""
+    def fail(self, error: SwarmError, *, persist: bool = True) -> None:
+        """Fail the task for a reason found outside the scheduler (routing, a bad plan).
+
+        `persist=False` fails it in memory only, for when the state store is what failed:
+        callers then see the failure and its reason instead of a task that never moves.
+        """
         if self.state.terminal:
             return
         sub_error = SubTaskError.from_exception(error)
         self.record = self.record.model_copy(update={"error": sub_error})
-        self.move(TaskState.FAILED, error.message)
+        self.move(TaskState.FAILED, error.message, persist=persist)
 
     def _warnings(self) -> tuple[str, ...]:
         return tuple(self.scheduler.warnings) if self.scheduler else ()

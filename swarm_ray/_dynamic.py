@@ -53,6 +53,7 @@ def rule_subtask(plan: Plan, rule: DynamicRule, source: SubTaskSpec) -> SubTaskS
         dimension=source.dimension,
         depends_on={source.stage: ([source.id], False)},
         parent=source.id,
+        workdir=plan.workdir,
     ).model_copy(update={"id": f"{rule.trigger}@{source.id}"})
 
 

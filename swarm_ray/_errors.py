@@ -12,7 +12,10 @@ wrong while running and a retry, a fallback or an operator may help::
     │   ├── UnknownCapabilityError      a capability id that is not registered
     │   ├── InvalidPlanError            unknown capability, cycle, missing dependency, depth
     │   ├── NoTemplateMatchedError      intent routing found no template for a request
-    │   └── TaskNotFoundError           a task id the orchestrator does not know
+    │   ├── TaskNotFoundError           a task id the orchestrator does not know (or not yours)
+    │   ├── TaskConflictError           a task id reused for a different request
+    │   ├── InputNotAllowedError        an untrusted caller named a server path or URL
+    │   └── LimitExceededError          a request over a size, count or depth limit
     └── SwarmRuntimeError               something failed while running
         ├── SubTaskTimeoutError         a sub-task ran past its deadline
         ├── AgentUnavailableError       no agent could take the sub-task (died, unhealthy)
@@ -22,6 +25,7 @@ wrong while running and a retry, a fallback or an operator may help::
         ├── CircuitOpenError            the capability's circuit breaker is open
         ├── InvalidStateTransitionError an illegal move of the task state machine
         └── StateStoreError             the state or result store failed
+            └── RecordUnreadableError   a stored task record that cannot be loaded
 
 Every class keeps its constructor's keyword details as attributes and survives a pickle
 round trip, because Ray re-raises a remote error as the original class only when it
@@ -43,6 +47,10 @@ class ErrorCode(StrEnum):
     INVALID_PLAN = "invalid_plan"
     NO_TEMPLATE = "no_template"
     TASK_NOT_FOUND = "task_not_found"
+    TASK_CONFLICT = "task_conflict"
+    INPUT_NOT_ALLOWED = "input_not_allowed"
+    LIMIT_EXCEEDED = "limit_exceeded"
+    RECORD_UNREADABLE = "record_unreadable"
     TIMEOUT = "timeout"
     AGENT_UNAVAILABLE = "agent_unavailable"
     AGENT_ERROR = "agent_error"
@@ -142,6 +150,30 @@ class TaskNotFoundError(SwarmUserError):
     code = ErrorCode.TASK_NOT_FOUND
 
 
+class TaskConflictError(SwarmUserError):
+    """A caller-chosen task id already names a different request of the same caller."""
+
+    code = ErrorCode.TASK_CONFLICT
+
+
+class InputNotAllowedError(SwarmUserError):
+    """An untrusted caller named a server path, a URI or a URL it may not use.
+
+    Details: `field` (where the value was), `reason`.
+    """
+
+    code = ErrorCode.INPUT_NOT_ALLOWED
+
+
+class LimitExceededError(SwarmUserError):
+    """A request over one of the gateway's limits (size, count, depth, open tasks).
+
+    Details: `limit` (its name), `value`, `maximum`.
+    """
+
+    code = ErrorCode.LIMIT_EXCEEDED
+
+
 class SwarmRuntimeError(SwarmError):
     """Something failed while running; a retry, fallback or operator may help."""
 
@@ -194,6 +226,12 @@ class StateStoreError(SwarmRuntimeError):
     code = ErrorCode.STATE_STORE
 
 
+class RecordUnreadableError(StateStoreError):
+    """A stored task record that cannot be loaded; the task is quarantined, alone."""
+
+    code = ErrorCode.RECORD_UNREADABLE
+
+
 def error_for_code(code: ErrorCode) -> type[SwarmError]:
     """Return the exception class that reports `code` (the most specific one)."""
     for cls in _ALL_ERRORS:
@@ -209,6 +247,9 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     InvalidPlanError,
     NoTemplateMatchedError,
     TaskNotFoundError,
+    TaskConflictError,
+    InputNotAllowedError,
+    LimitExceededError,
     SubTaskTimeoutError,
     AgentUnavailableError,
     AgentExecutionError,
@@ -217,4 +258,5 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     CircuitOpenError,
     InvalidStateTransitionError,
     StateStoreError,
+    RecordUnreadableError,
 )

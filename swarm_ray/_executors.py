@@ -19,6 +19,7 @@ import contextlib
 import functools
 import itertools
 import os
+import signal
 import threading
 import time
 import uuid
@@ -183,6 +184,8 @@ class ActorPoolExecutor:
         actor = await pool.acquire()
         name = pool.names.get(actor, "?")
         pending = list(subtasks)
+        failure: SubTaskResult | None = None
+        healthy = False
         try:
             if len(pending) == 1:  # a plain call costs half a stream's CPU
                 current = pending[0]
@@ -198,35 +201,35 @@ class ActorPoolExecutor:
                 result = await ref
                 pending.pop(0)
                 on_result(result)
+            healthy = True
         except TimeoutError:
-            pool.replace(actor)
-            on_result(
-                error_result(
-                    current,
-                    ErrorCode.TIMEOUT,
-                    f"sub-task `{current.subtask_id}` ran past its {current.timeout_s} s "
-                    f"deadline on `{name}`; the agent was replaced",
-                    name,
-                )
+            failure = error_result(
+                current,
+                ErrorCode.TIMEOUT,
+                f"sub-task `{current.subtask_id}` ran past its {current.timeout_s} s "
+                f"deadline on `{name}`; the agent was replaced",
+                name,
             )
         except (RayActorError, StopAsyncIteration) as exc:
-            pool.replace(actor)
-            on_result(
-                error_result(
-                    current,
-                    ErrorCode.AGENT_UNAVAILABLE,
-                    f"agent `{name}` died: {type(exc).__name__}",
-                    name,
-                )
+            failure = error_result(
+                current,
+                ErrorCode.AGENT_UNAVAILABLE,
+                f"agent `{name}` died: {type(exc).__name__}",
+                name,
             )
-        except asyncio.CancelledError:
-            pool.replace(actor)
-            raise
-        else:
-            pool.release(actor)
+        finally:
+            # The agent goes back to its pool, or is replaced, whatever happened above
+            # (a cancelled batch, a handler that raised): a slot is never leaked.
+            if healthy:
+                pool.release(actor)
+            else:
+                pool.replace(actor)
+        if failure is None:
             return
-        if len(pending) > 1:
-            await self.run_many(spec, pending[1:], on_result)
+        pending.pop(0)
+        on_result(failure)
+        if pending:
+            await self.run_many(spec, pending, on_result)
 
 
 class ServeExecutor:
@@ -299,9 +302,51 @@ def _serve_run(app: Any, name: str) -> None:
     serve.run(app, name=name, route_prefix=None)
 
 
+class _RowDeadline(BaseException):
+    """Raised inside a Ray Data row by its own timer when the row runs past its deadline.
+
+    A `BaseException`, so the agent's own `except Exception` does not swallow it.
+    """
+
+
+@contextlib.contextmanager
+def _deadline(seconds: float) -> Iterator[None]:
+    """Interrupt the code inside after `seconds` (in a worker's main thread; else no-op).
+
+    A Ray Data row cannot be cancelled from outside one by one, so each row keeps its own
+    sub-task deadline: past it, the row stops and frees its worker for the next row.
+    """
+    if threading.current_thread() is not threading.main_thread() or seconds <= 0:
+        yield
+        return
+
+    def expire(_signum: int, _frame: Any) -> None:
+        raise _RowDeadline
+
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, seconds)
+    try:
+        yield
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+
 def _data_row(row: dict[str, Any], spec: CapabilitySpec) -> dict[str, Any]:
     subtask = SubTask.model_validate_json(row["subtask"])
-    return {"result": run_subtask(spec, subtask, agent=f"data:{spec.id}").model_dump_json()}
+    agent = f"data:{spec.id}"
+    try:
+        with _deadline(subtask.timeout_s):
+            result = run_subtask(spec, subtask, agent=agent)
+    except _RowDeadline:
+        result = error_result(
+            subtask,
+            ErrorCode.TIMEOUT,
+            f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
+            f"in the Ray Data stage of `{spec.id}`; the row was stopped",
+            agent,
+        )
+    return {"result": result.model_dump_json()}
 
 
 class DataExecutor:
@@ -316,6 +361,7 @@ class DataExecutor:
         """Stream each row's result to `on_result` as soon as it is produced."""
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
+        stop = threading.Event()
         seen: set[str] = set()
         self.pipelines += 1
 
@@ -340,8 +386,11 @@ class DataExecutor:
             # A one-operator stage has nothing to reserve resources against; with the
             # reservation on, Ray Data ran about 1.4 rows at a time on 2 free CPUs.
             ds.context.op_resource_reservation_enabled = False
+            rows_out = ds.iter_rows()
             try:
-                for row in ds.iter_rows():
+                for row in rows_out:
+                    if stop.is_set():  # the batch was cancelled: stop the whole stage
+                        break
                     result = SubTaskResult.model_validate_json(row["result"])
                     loop.call_soon_threadsafe(emit, result)
             except (RayError, GetTimeoutError) as exc:
@@ -351,7 +400,14 @@ class DataExecutor:
                         emit_unless_seen, error_result(s, ErrorCode.AGENT_UNAVAILABLE, message)
                     )
             finally:
+                close = getattr(rows_out, "close", None)
+                if close is not None:
+                    with contextlib.suppress(Exception):
+                        close()
                 loop.call_soon_threadsafe(done.set)
 
         threading.Thread(target=pump, name=f"data:{spec.id}", daemon=True).start()
-        await done.wait()
+        try:
+            await done.wait()
+        finally:
+            stop.set()

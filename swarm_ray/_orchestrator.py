@@ -18,19 +18,25 @@ import itertools
 import os
 import time
 from collections import OrderedDict, defaultdict
+from pathlib import Path
 from typing import Any
 
 import ray
 
+from swarm_ray._access import Access
 from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
+from swarm_ray._config import secure_state_dir, tune_gc
 from swarm_ray._config import state_dir as default_state_dir
-from swarm_ray._config import tune_gc
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     ErrorCode,
+    InputNotAllowedError,
+    RecordUnreadableError,
+    StateStoreError,
     SwarmError,
+    SwarmRuntimeError,
     SwarmUserError,
     TaskNotFoundError,
     WatermarkRejectedError,
@@ -38,9 +44,12 @@ from swarm_ray._errors import (
 from swarm_ray._executors import ActorPoolExecutor, DataExecutor, ServeExecutor, error_result
 from swarm_ray._fsm import TaskState
 from swarm_ray._health import HealthBook
+from swarm_ray._intake import Intake, Layout, check_plan, take_in
+from swarm_ray._limits import RequestLimits
 from swarm_ray._metrics import SwarmMetrics
 from swarm_ray._plan import Plan
-from swarm_ray._planning import PLAN_SUBTASK, check_planner, plan_with, planner_for
+from swarm_ray._planning import PLAN_SUBTASK, plan_with, planner_for
+from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
 from swarm_ray._signals import (
@@ -62,8 +71,9 @@ from swarm_ray._signals import (
 from swarm_ray._store import open_state_store
 from swarm_ray._subtask import SubTaskResult
 from swarm_ray._task import TaskEvent, TaskRequest
-from swarm_ray._trace import find_tokens, trace_token
+from swarm_ray._trace import trace_tokens
 from swarm_ray._upkeep import Observer, start_upkeep
+from swarm_ray._uploads import Uploads
 from swarm_ray._views import status_view
 from swarm_ray._watermark import WatermarkKey
 
@@ -84,12 +94,16 @@ class Orchestrator:
         state_dir: str | None = None,
     ) -> None:
         self._registry, self._router = load_catalogs(catalogs)
+        home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+        secure_state_dir(home)
         self._store = open_state_store(
             state_url, state_dir=state_dir, supported_schema_version=SCHEMA_VERSION
         )
         if results_uri is None and state_dir is not None:
             results_uri = f"{state_dir.rstrip('/')}/results"
         self._results = ResultStore(results_uri)
+        self._layout = Layout(home, Uploads(self._results))
+        self._limits = RequestLimits.from_env()
         self._key = WatermarkKey.from_config(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
         self._finished: dict[str, asyncio.Event] = {}
@@ -104,7 +118,7 @@ class Orchestrator:
         self._data = DataExecutor()
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
-        audit = AuditTrail.from_env(state_dir or default_state_dir())
+        audit = AuditTrail.from_env(home)
         self._observer = Observer(self._metrics, self._health, audit)
         self._recovered: asyncio.Task[int] | None = None
         self._background: list[asyncio.Task[None]] = []
@@ -130,26 +144,57 @@ class Orchestrator:
             health_interval_s=float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10")),
         )
         resumed = 0
-        for task_id in self._store.list_tasks(open_only=True):
-            driver = TaskDriver.load(task_id, **self._deps())
-            if driver is None:
+        for n, task_id in enumerate(self._store.list_tasks(open_only=True)):
+            # Each task on its own: one that cannot be loaded or resumed is quarantined
+            # (it fails alone, by name) and the others go on.
+            try:
+                driver = self._load(task_id)
+                if driver is None:
+                    continue
+                self._track(driver)
+                self._resume(driver)
+            except RecordUnreadableError:
                 continue
-            self._track(driver)
+            except SwarmError as exc:
+                self._quarantine(task_id, exc)
+                continue
             resumed += 1
-            if driver.record.plan is None or driver.scheduler is None:
-                self._start(driver)
-            elif driver.scheduler.outcome is not None:
-                self._execute(driver, [driver.scheduler.outcome])
-            else:
-                outstanding = driver.scheduler.outstanding()
-                driver.reissue(outstanding)
-                driver.emit(
-                    "state", str(driver.state), summary=f"resumed {len(outstanding)} sub-tasks"
-                )
-                if driver.state is TaskState.DISPATCHING:
-                    driver.move(TaskState.EXECUTING, "resumed after a restart")
-                self._execute(driver, list(outstanding))  # type: ignore[arg-type]
+            if n % 50 == 49:
+                await asyncio.sleep(0)
         return resumed
+
+    def _resume(self, driver: TaskDriver) -> None:
+        if driver.record.plan is None or driver.scheduler is None:
+            self._start(driver)
+        elif driver.scheduler.outcome is not None:
+            self._execute(driver, [driver.scheduler.outcome])
+        else:
+            outstanding = driver.scheduler.outstanding()
+            driver.reissue(outstanding)
+            driver.emit("state", str(driver.state), summary=f"resumed {len(outstanding)} sub-tasks")
+            if driver.state is TaskState.DISPATCHING:
+                driver.move(TaskState.EXECUTING, "resumed after a restart")
+            self._execute(driver, list(outstanding))  # type: ignore[arg-type]
+
+    def _load(self, task_id: str) -> TaskDriver | None:
+        """Load a stored task; a record that cannot be read is quarantined, by name."""
+        try:
+            return TaskDriver.load(task_id, **self._deps())
+        except StateStoreError:
+            raise
+        except (ValueError, RecursionError, KeyError, TypeError) as exc:
+            error = RecordUnreadableError(
+                f"task `{task_id}` has a stored record that cannot be loaded "
+                f"({type(exc).__name__}: {str(exc)[:200]}); it is quarantined",
+                task_id=task_id,
+            )
+            self._quarantine(task_id, error)
+            raise error from None
+
+    def _quarantine(self, task_id: str, error: SwarmError) -> None:
+        with contextlib.suppress(StateStoreError):
+            self._store.quarantine(task_id)
+        self._observer.quarantined(task_id, error)
 
     def _deps(self) -> dict[str, Any]:
         return {
@@ -159,6 +204,7 @@ class Orchestrator:
             "key": self._key,
             "on_transition": self._metrics.transition,
             "on_event": self._observer.event,
+            "access_for": self._layout.policy_of,
         }
 
     def _track(self, driver: TaskDriver) -> None:
@@ -183,54 +229,105 @@ class Orchestrator:
             self._finished.pop(old, None)
             self._changed.pop(old, None)
 
-    def _driver(self, task_id: str) -> TaskDriver:
-        if task_id not in self._drivers:
-            driver = TaskDriver.load(task_id, **self._deps())
-            if driver is None:
-                raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
-            self._track(driver)
-        return self._drivers[task_id]
+    def _driver(self, task_id: str, principal: Principal | None = None) -> TaskDriver:
+        """The task's driver, if `principal` may see it (others' tasks are not known)."""
+        driver = self._drivers.get(task_id)
+        if driver is None:
+            driver = self._load(task_id)
+            if driver is not None:
+                self._track(driver)
+        if driver is None or not (principal or LOCAL).sees(driver.record.owner):
+            raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
+        return driver
 
     # ---- public API ------------------------------------------------------------------
 
-    async def submit(self, request: TaskRequest) -> str:
+    async def submit(self, request: TaskRequest, principal: Principal | None = None) -> str:
         """Plan a task and start it; returns its id at once. Raises user errors.
 
         With a template the plan is made (and refused) before this returns; a planning
         capability is asked in the background, so its task starts in state `created`.
+        `principal` is who asks: None for a trusted caller (see `swarm_ray._principal`).
         """
-        (answer,) = await self.submit_many([request])
+        (answer,) = await self.submit_many([request], [principal])
         if isinstance(answer, SwarmUserError):
             raise answer
         return answer
 
-    async def submit_many(self, requests: list[TaskRequest]) -> list[str | SwarmUserError]:
+    async def submit_many(
+        self, requests: list[TaskRequest], principals: list[Principal | None] | None = None
+    ) -> list[str | SwarmUserError]:
         """`submit` for each request, in one call and one store commit (the gateway's).
 
-        Each request gets its task id or its own user error; the others go ahead.
+        Each request gets its task id or its own user error; the others go ahead. The
+        checks and template expansion run off the event loop (`_intake`).
         """
         await self.recover()
+        who = [p or LOCAL for p in (principals or [None] * len(requests))]
+        intakes = await asyncio.to_thread(self._take_in, requests, who)
         answers: list[str | SwarmUserError] = []
         with self._store.batch():
-            for request in requests:
+            for intake in intakes:
+                if isinstance(intake, SwarmUserError):
+                    answers.append(intake)
+                    continue
                 try:
-                    answers.append(self._submit(request))
+                    answers.append(self._create(intake))
                 except SwarmUserError as exc:
                     answers.append(exc)
         return answers
 
-    def _submit(self, request: TaskRequest) -> str:
-        if request.task_id is not None and self._store.get_task(request.task_id) is not None:
-            return request.task_id
-        planner = planner_for(request, self._router)
-        if planner is not None:
-            check_planner(self._registry, planner)
-        driver = TaskDriver.create(request, **self._deps())
+    def _take_in(
+        self, requests: list[TaskRequest], principals: list[Principal]
+    ) -> list[Intake | SwarmUserError]:
+        found: list[Intake | SwarmUserError] = []
+        for request, principal in zip(requests, principals, strict=True):
+            try:
+                found.append(
+                    take_in(
+                        request,
+                        principal,
+                        registry=self._registry,
+                        router=self._router,
+                        store=self._store,
+                        layout=self._layout,
+                        limits=self._limits,
+                    )
+                )
+            except SwarmUserError as exc:
+                found.append(exc)
+        return found
+
+    def _create(self, intake: Intake) -> str:
+        """Create the task an intake describes and start it (on the event loop)."""
+        if intake.existing or intake.task_id in self._drivers:
+            return intake.task_id
+        if intake.owner is not None:
+            self._limits.check_open(self._open_of(intake.owner))
+        driver = TaskDriver.create(
+            intake.request,
+            task_id=intake.task_id,
+            owner=intake.owner,
+            workdir=intake.workdir,
+            **self._deps(),
+        )
         self._track(driver)
-        error = self._start(driver, planner)
+        if intake.refusal is not None:
+            driver.fail(intake.refusal)
+            self._ended(driver)
+            raise intake.refusal
+        if intake.planner is not None:
+            self._spawn(driver, [PLAN_SUBTASK], self._plan_with(driver, intake.planner))
+            return driver.task_id
+        error = self._plan(driver, intake.plan)
         if error is not None:
             raise error
         return driver.task_id
+
+    def _open_of(self, owner: str) -> int:
+        return sum(
+            1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
+        )
 
     def _start(self, driver: TaskDriver, planner: str | None = None) -> SwarmUserError | None:
         """Plan from a template now, or ask `planner` (found from the request if not given)."""
@@ -243,10 +340,11 @@ class Orchestrator:
 
     async def _plan_with(self, driver: TaskDriver, planner: str) -> None:
         driver.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+        record = driver.record
         try:
             plan, usage = await plan_with(
                 planner,
-                driver.record.request,
+                self._layout.resolve(record.request, record.owner),
                 task_id=driver.task_id,
                 trace_id=driver.record.trace_id,
                 registry=self._registry,
@@ -254,6 +352,7 @@ class Orchestrator:
                 key=self._key,
                 serve=self._serve,
             )
+            check_plan(plan, self._registry, self._layout.policy_of(record))
         except SwarmError as exc:
             if not driver.state.terminal:
                 driver.fail(exc)
@@ -280,49 +379,64 @@ class Orchestrator:
         self._execute(driver, intents)
         return None
 
-    async def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
+    async def wait(
+        self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
+    ) -> TaskRecord:
         """Wait until the task ends (or the timeout passes); returns its record."""
         await self.recover()
-        driver = self._driver(task_id)
+        driver = self._driver(task_id, principal)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
         return driver.view()
 
-    async def record(self, task_id: str) -> TaskRecord:
+    async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
         """The task's record: request, plan, state, audit log and scheduler log."""
         await self.recover()
-        return self._driver(task_id).view()
+        return self._driver(task_id, principal).view()
 
-    async def output(self, task_id: str) -> dict[str, Any] | None:
+    async def output(
+        self, task_id: str, principal: Principal | None = None
+    ) -> dict[str, Any] | None:
         """The task's output (None until it completes), wherever it is stored."""
         await self.recover()
-        return self._driver(task_id).output()
+        return self._driver(task_id, principal).output()
 
-    async def status(self, task_id: str) -> dict[str, Any]:
+    async def status(self, task_id: str, principal: Principal | None = None) -> dict[str, Any]:
         """A compact status: state, progress, each sub-task's status, warnings, error."""
         await self.recover()
-        return status_view(self._driver(task_id))
+        return status_view(self._driver(task_id, principal))
 
-    async def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
-        """The newest tasks, one summary line each."""
+    async def tasks(
+        self, limit: int = 100, principal: Principal | None = None
+    ) -> list[dict[str, Any]]:
+        """The newest tasks `principal` may see (its own; all for admins), one line each."""
         await self.recover()
+        who = principal or LOCAL
+        owner = None if who.admin or who.trusted else who.id
         views = []
-        for n, task_id in enumerate(reversed(self._store.list_tasks(newest=limit))):
+        for n, task_id in enumerate(reversed(self._store.list_tasks(newest=limit, owner=owner))):
             # Ended tasks out of memory are read back but not kept (a long listing would
             # push out the ones clients are following); other calls go between reads.
-            driver = self._drivers.get(task_id) or TaskDriver.load(task_id, **self._deps())
-            if driver is not None:
+            try:
+                driver = self._drivers.get(task_id) or self._load(task_id)
+            except RecordUnreadableError:
+                continue
+            if driver is not None and who.sees(driver.record.owner):
                 views.append(status_view(driver, brief=True))
             if n % 50 == 49:
                 await asyncio.sleep(0)
         return views
 
     async def events(
-        self, task_id: str, after_seq: int = 0, wait_s: float = 0.0
+        self,
+        task_id: str,
+        after_seq: int = 0,
+        wait_s: float = 0.0,
+        principal: Principal | None = None,
     ) -> list[TaskEvent]:
         """Events after `after_seq`; waits up to `wait_s` for one when there are none."""
         await self.recover()
-        driver = self._driver(task_id)
+        driver = self._driver(task_id, principal)
         if wait_s > 0 and len(driver.events) <= after_seq and not driver.state.terminal:
             condition = self._changed[task_id]
             async with condition:
@@ -332,14 +446,18 @@ class Orchestrator:
                     )
         return driver.events[after_seq:]
 
-    async def cancel(self, task_id: str, reason: str = "cancelled by user") -> TaskRecord:
+    async def cancel(
+        self,
+        task_id: str,
+        reason: str = "cancelled by user",
+        principal: Principal | None = None,
+    ) -> TaskRecord:
         """Cancel a running task (no-op for an ended one)."""
         await self.recover()
-        driver = self._driver(task_id)
+        driver = self._driver(task_id, principal)
         if not driver.state.terminal:
-            if driver.scheduler is None:
-                driver.fail(SwarmUserError(reason))
-                self._ended(driver)
+            if driver.scheduler is None:  # still planning: it ends cancelled, not failed
+                self._end(driver, FailTask(reason=reason, code=ErrorCode.CANCELLED))
             else:
                 self._execute(driver, driver.feed(CancelRequested(at=time.time(), reason=reason)))
         return driver.view()
@@ -372,6 +490,9 @@ class Orchestrator:
         report = self._health.report()
         report["open_tasks"] = sum(not d.state.terminal for d in self._drivers.values())
         report["uptime_s"] = round(time.time() - self.started_at, 3)
+        audit = self._observer.audit
+        if audit is not None and audit.failures:
+            report["audit_error"] = f"{audit.failures} audit writes failed; {audit.last_error}"
         return report
 
     async def metrics(self) -> dict[str, Any]:
@@ -394,17 +515,53 @@ class Orchestrator:
                 states[str(state)] = int(ended[str(state)])
         return dict(states)
 
-    async def trace_watermarks(self, text: str) -> list[dict[str, Any]]:
-        """Trace every watermark token found in `text` (a passage, a cell or a token)."""
-        await self.recover()
+    async def trace_watermarks(
+        self,
+        tokens: list[str],
+        principal: Principal | None = None,
+        include_input: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Trace watermark tokens (full or short, see `_trace`) back to their sub-tasks.
 
-        def scheduler_of(task_id: str) -> Any:
+        Only tasks `principal` may see are looked up; a sub-task's input comes back only
+        when asked for, and only to the task's owner (or a trusted caller).
+        """
+        await self.recover()
+        who = principal or LOCAL
+
+        def driver_of(task_id: str) -> TaskDriver | None:
             try:
-                return self._driver(task_id).scheduler
-            except TaskNotFoundError:
+                return self._driver(task_id, who)
+            except (TaskNotFoundError, RecordUnreadableError):
                 return None
 
-        return [trace_token(self._key, token, scheduler_of) for token in find_tokens(text)]
+        return trace_tokens(self._key, tokens, driver_of, who, include_input=include_input)
+
+    async def storage(self) -> dict[str, str]:
+        """Where this orchestrator keeps results (the gateway streams uploads there)."""
+        return {"results_uri": self._results.root_uri}
+
+    async def markdown(self, task_id: str, principal: Principal | None = None) -> str | None:
+        """The Markdown report of a completed task, read from its own directory.
+
+        A report path outside the task's directory (possible only if its aggregate
+        said so) is not read for an untrusted caller's task.
+        """
+        await self.recover()
+        driver = self._driver(task_id, principal)
+        path = (driver.output() or {}).get("markdown_path")
+        if not isinstance(path, str):
+            return None
+        policy = self._layout.policy_of(driver.record)
+        if policy is not None:
+            try:
+                policy.allows(Access.READ, path, "markdown_path")
+            except InputNotAllowedError:
+                return None
+        file = Path(path)
+        if not file.is_file():
+            return None
+        return await asyncio.to_thread(file.read_text, encoding="utf-8")
 
     async def catalogue(self, schemas: bool = False) -> list[dict[str, Any]]:
         """The registry's catalogue, with each capability's JSON Schemas if asked."""
@@ -538,8 +695,46 @@ class Orchestrator:
                 timer.cancel()
 
     def _on_result(self, result: SubTaskResult) -> bool:
-        with self._store.batch():
-            return self._accept(result)
+        """Take one result. Never raises: an executor's slot is freed whatever happens here.
+
+        A result that cannot be stored (after the driver's own retries), or a handler that
+        fails, stops its task with an error naming the sub-task: the task does not wait
+        forever for a result that was lost.
+        """
+        try:
+            with self._store.batch():
+                return self._accept(result)
+        except StateStoreError as exc:
+            why: SwarmError = exc
+        except Exception as exc:  # a bug must not strand the task or leak the agent
+            why = SwarmRuntimeError(f"{type(exc).__name__}: {exc}")
+        driver = self._drivers.get(result.task_id)
+        if driver is not None:
+            self._stop(
+                driver,
+                StateStoreError(
+                    f"the result of sub-task `{result.subtask_id}` (attempt {result.attempt}) "
+                    f"could not be taken in, so the task stopped rather than lose it: "
+                    f"{why.message}",
+                    task_id=result.task_id,
+                    subtask_id=result.subtask_id,
+                ),
+            )
+        return False
+
+    def _stop(self, driver: TaskDriver, error: SwarmError) -> None:
+        """Fail a task whose state cannot be written: in memory first, then to the store."""
+        if driver.state.terminal:
+            return
+        self._observer.metrics.error("orchestrator", str(error.code))
+        driver.fail(error, persist=False)
+        with contextlib.suppress(StateStoreError):
+            driver.save()
+        for key, task in list(self._inflight.items()):
+            if key[0] == driver.task_id:
+                task.cancel()
+        self._ended(driver)
+        self._notify(driver.task_id)
 
     def _accept(self, result: SubTaskResult) -> bool:
         driver = self._drivers.get(result.task_id)

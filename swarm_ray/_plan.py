@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -38,6 +39,7 @@ TASK_MARKER = "$task"
 _MISSING = object()
 """An absent `$params.NAME`: the key is left out so the input model's default applies."""
 _FROM = re.compile(r"^\$from\.([A-Za-z_][A-Za-z0-9_]*)(?:\.(.+))?$")
+_TASK_DIR = re.compile(r"^\$task_dir(?:/([A-Za-z0-9_][A-Za-z0-9_.\-/]*))?$")
 
 
 class Plan(BaseModel):
@@ -55,6 +57,8 @@ class Plan(BaseModel):
     """Sub-tasks in a deterministic order (stage order, then item, then dimension)."""
     warnings: tuple[str, ...] = ()
     """How the plan was made, if it degraded (LLM planner fell back to a template)."""
+    workdir: str | None = None
+    """The task's own directory for outputs (`$task_dir`); None leaves such inputs out."""
 
     def by_id(self) -> dict[str, SubTaskSpec]:
         """Sub-tasks keyed by id."""
@@ -92,6 +96,7 @@ def stage_subtask(
     depends_on: Mapping[str, tuple[list[str], bool]],
     parent: str | None = None,
     required: bool = False,
+    workdir: str | None = None,
 ) -> SubTaskSpec:
     """Build one sub-task of `stage`; `depends_on` maps stage -> (ids, many)."""
     deps = [i for ids, _ in depends_on.values() for i in ids]
@@ -100,7 +105,10 @@ def stage_subtask(
         id=stage.name + _key(item, dimension),
         stage=stage.name,
         capability_id=stage.capability,
-        input=_fill(stage.input, request=request, item=item, dimension=dimension, many=many),
+        input=_fill(
+            stage.input,
+            _Context(request=request, item=item, dimension=dimension, many=many, workdir=workdir),
+        ),
         depends_on=tuple(deps),
         parent=parent,
         item=item,
@@ -110,32 +118,31 @@ def stage_subtask(
     )
 
 
-def _fill(
-    value: Any,
-    *,
-    request: TaskRequest,
-    item: int | None,
-    dimension: str | None,
-    many: Mapping[str, bool],
-) -> Any:
+@dataclass(frozen=True, slots=True)
+class _Context:
+    """What expansion-time placeholders of one sub-task are filled from."""
+
+    request: TaskRequest
+    item: int | None
+    dimension: str | None
+    many: Mapping[str, bool]
+    workdir: str | None
+
+
+def _fill(value: Any, ctx: _Context) -> Any:
     """Replace expansion-time placeholders; turn `$from.X` into a dispatch-time marker."""
     if isinstance(value, dict):
-        filled = {
-            k: _fill(v, request=request, item=item, dimension=dimension, many=many)
-            for k, v in value.items()
-        }
+        filled = {k: _fill(v, ctx) for k, v in value.items()}
         return {k: v for k, v in filled.items() if v is not _MISSING}
     if isinstance(value, list):
-        filled_list = [
-            _fill(v, request=request, item=item, dimension=dimension, many=many) for v in value
-        ]
-        return [None if v is _MISSING else v for v in filled_list]
+        return [None if v is _MISSING else v for v in (_fill(v, ctx) for v in value)]
     if not isinstance(value, str) or not value.startswith("$"):
         return value
+    request = ctx.request
     if value == "$item":
-        return None if item is None else request.items[item]
+        return None if ctx.item is None else request.items[ctx.item]
     if value == "$dimension":
-        return dimension
+        return ctx.dimension
     if value == "$items":
         return list(request.items)
     if value == "$dimensions":
@@ -146,11 +153,18 @@ def _fill(
         return {TASK_MARKER: value[1:]}
     if match := _PARAM.match(value):
         return request.params.get(match.group(1), _MISSING)
+    if match := _TASK_DIR.match(value):
+        if ctx.workdir is None:
+            return _MISSING
+        sub = match.group(1)
+        if sub is not None and ".." in sub.split("/"):
+            raise InvalidPlanError(f"input placeholder {value!r} leaves the task directory")
+        return ctx.workdir if sub is None else f"{ctx.workdir.rstrip('/')}/{sub}"
     if match := _FROM.match(value):
         stage, path = match.group(1), match.group(2)
-        if stage not in many:
+        if stage not in ctx.many:
             raise InvalidPlanError(f"input placeholder {value!r} names a stage not depended on")
-        return {FROM_MARKER: stage, "path": path, "many": many[stage]}
+        return {FROM_MARKER: stage, "path": path, "many": ctx.many[stage]}
     return value
 
 
@@ -174,8 +188,13 @@ def _dependency_ids(
     return [i for i, it, _ in upstream if it == item], True
 
 
-def expand(template: TaskTemplate, request: TaskRequest, *, task_id: str) -> Plan:
-    """Expand `template` against `request` into a plan (triggered stages are left out)."""
+def expand(
+    template: TaskTemplate, request: TaskRequest, *, task_id: str, workdir: str | None = None
+) -> Plan:
+    """Expand `template` against `request` into a plan (triggered stages are left out).
+
+    `workdir` is the task's own directory, filled into `$task_dir` inputs.
+    """
     subtasks: list[SubTaskSpec] = []
     ids: dict[str, list[tuple[str, int | None, str | None]]] = {}
     by_name = {s.name: s for s in template.stages}
@@ -205,10 +224,17 @@ def expand(template: TaskTemplate, request: TaskRequest, *, task_id: str) -> Pla
                 dimension=dimension,
                 depends_on=depends,
                 required=stage.name == template.aggregate,
+                workdir=workdir,
             )
             subtasks.append(spec)
             ids[stage.name].append((spec.id, item, dimension))
-    return Plan(task_id=task_id, request=request, template=template, subtasks=tuple(subtasks))
+    return Plan(
+        task_id=task_id,
+        request=request,
+        template=template,
+        subtasks=tuple(subtasks),
+        workdir=workdir,
+    )
 
 
 def nesting_depth(specs: Mapping[str, SubTaskSpec], subtask_id: str) -> int:

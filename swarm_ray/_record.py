@@ -55,3 +55,8 @@ class TaskRecord(BaseModel):
     """Why it failed or was cancelled."""
     warnings: tuple[str, ...] = Field(default=())
     """Degradations the result must mention."""
+    owner: str | None = None
+    """The principal that submitted it; None for a trusted caller (the Python client, a
+    job, the CLI). An owned task is untrusted: its inputs are checked (`_access`)."""
+    workdir: str | None = None
+    """The task's own directory for outputs (`$task_dir` in templates)."""

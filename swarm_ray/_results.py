@@ -89,6 +89,16 @@ class ResultStore:
     def __repr__(self) -> str:
         return f"ResultStore({self.root_uri!r})"
 
+    @property
+    def filesystem(self) -> Any:
+        """The `pyarrow.fs` filesystem the store writes to (uploads stream through it)."""
+        return self._fs
+
+    @property
+    def root(self) -> str:
+        """The root's path on `filesystem`."""
+        return self._root
+
     def put_bytes(self, key: str, data: bytes) -> str:
         """Store `data` under `key`, replacing what was there, and return its reference.
 

@@ -17,9 +17,10 @@ from typing import Any, assert_never, cast
 
 from pydantic import TypeAdapter
 
+from swarm_ray._access import AccessPolicy
 from swarm_ray._breaker import Breaker
 from swarm_ray._dynamic import next_round, output_path, result_field, rule_matches, rule_subtask
-from swarm_ray._errors import ErrorCode, InvalidInputError
+from swarm_ray._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, nesting_depth
 from swarm_ray._registry import Registry
 from swarm_ray._signals import (
@@ -83,9 +84,13 @@ _SETTLED = frozenset({_S.SUCCEEDED, _S.FAILED, _S.SKIPPED, _S.CANCELLED})
 class Scheduler:
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
-    def __init__(self, plan: Plan, registry: Registry) -> None:
+    def __init__(
+        self, plan: Plan, registry: Registry, *, access: AccessPolicy | None = None
+    ) -> None:
         self.plan = plan
         self._registry = registry
+        self._access = access
+        """What an untrusted task's inputs may name (None: a trusted task, anything)."""
         self._specs: dict[str, SubTaskSpec] = {}
         self._status: dict[str, SubTaskStatus] = {}
         self._origin: dict[str, str] = {}
@@ -115,9 +120,16 @@ class Scheduler:
     # ---- public ----------------------------------------------------------------------
 
     @classmethod
-    def replay(cls, plan: Plan, registry: Registry, events: Iterable[SchedulerEvent]) -> Scheduler:
+    def replay(
+        cls,
+        plan: Plan,
+        registry: Registry,
+        events: Iterable[SchedulerEvent],
+        *,
+        access: AccessPolicy | None = None,
+    ) -> Scheduler:
         """Rebuild a scheduler from a task's event log (its intents are dropped)."""
-        scheduler = cls(plan, registry)
+        scheduler = cls(plan, registry, access=access)
         for event in events:
             scheduler.handle(event)
         return scheduler
@@ -323,7 +335,9 @@ class Scheduler:
         spec = self._specs[sid]
         try:
             model = self._registry.validate_input(capability_id, self._resolve(spec))
-        except InvalidInputError as exc:
+            if self._access is not None:
+                self._access.check(type(model), model.model_dump(mode="json"), where=f"{sid}.input")
+        except (InvalidInputError, InputNotAllowedError) as exc:
             self._breaker(capability_id).release_trial(sid)
             return self._on_failure(sid, SubTaskError.from_exception(exc), at)
         self._attempt[sid] += 1

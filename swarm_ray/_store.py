@@ -89,9 +89,19 @@ class StateStore(abc.ABC):
 
     @abc.abstractmethod
     def put_task(
-        self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
+        self,
+        task_id: str,
+        record_json: str,
+        *,
+        is_open: bool,
+        schema_version: int,
+        owner: str | None = None,
     ) -> None:
-        """Insert or replace the latest snapshot of a task."""
+        """Insert or replace the latest snapshot of a task (`owner` is kept from the first)."""
+
+    @abc.abstractmethod
+    def quarantine(self, task_id: str) -> None:
+        """Mark a task closed without touching its snapshot (one that cannot be loaded)."""
 
     def get_task(self, task_id: str) -> StoredTask | None:
         """Return a task's snapshot, or None when the store has no such task.
@@ -117,8 +127,13 @@ class StateStore(abc.ABC):
         """Read a snapshot without the schema check."""
 
     @abc.abstractmethod
-    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
-        """Return task ids, oldest first (by first insertion); only the last `newest`."""
+    def list_tasks(
+        self, *, open_only: bool = False, newest: int | None = None, owner: str | None = None
+    ) -> list[str]:
+        """Return task ids, oldest first (by first insertion).
+
+        Only the last `newest` when given, and only those of `owner` when given.
+        """
 
     @abc.abstractmethod
     def append(
@@ -237,6 +252,7 @@ class SQLiteStateStore(StateStore):
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
                 self._conn.executescript(_SQLITE_SCHEMA)
+                self._add_owner_column()
                 (found,) = self._conn.execute(_SQLITE_LAYOUT).fetchone()
                 if int(found) > STORE_LAYOUT_VERSION:
                     raise StateStoreError(
@@ -248,6 +264,13 @@ class SQLiteStateStore(StateStore):
             except BaseException:
                 self._conn.close()
                 raise
+
+    def _add_owner_column(self) -> None:
+        """Give files written before tasks had owners their `owner` column and index."""
+        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(tasks)")}
+        if "owner" not in columns:
+            self._conn.execute("ALTER TABLE tasks ADD COLUMN owner TEXT")
+        self._conn.execute("CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)")
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -285,17 +308,28 @@ class SQLiteStateStore(StateStore):
             raise
 
     def put_task(
-        self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
+        self,
+        task_id: str,
+        record_json: str,
+        *,
+        is_open: bool,
+        schema_version: int,
+        owner: str | None = None,
     ) -> None:
         with self._guard("put_task", task_id), self._lock:
             self._write()
             self._conn.execute(
-                "INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at)"
-                " VALUES (?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET"
+                "INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at,"
+                " owner) VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (task_id) DO UPDATE SET"
                 " record_json = excluded.record_json, is_open = excluded.is_open,"
                 " schema_version = excluded.schema_version, updated_at = excluded.updated_at",
-                (task_id, record_json, int(is_open), schema_version, time.time()),
+                (task_id, record_json, int(is_open), schema_version, time.time(), owner),
             )
+
+    def quarantine(self, task_id: str) -> None:
+        with self._guard("quarantine", task_id), self._lock:
+            self._write()
+            self._conn.execute("UPDATE tasks SET is_open = 0 WHERE task_id = ?", (task_id,))
 
     def _get_task(self, task_id: str) -> StoredTask | None:
         with self._guard("get_task", task_id), self._lock:
@@ -306,11 +340,23 @@ class SQLiteStateStore(StateStore):
             ).fetchone()
         return None if row is None else StoredTask(task_id, row[0], bool(row[1]), row[2], row[3])
 
-    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
-        where = " WHERE is_open = 1" if open_only else ""
-        # The newest by descending id through the primary key: a listing reads `newest`
-        # rows, however many tasks the store holds.
-        limit, args = ("", ()) if newest is None else (" LIMIT ?", (max(0, newest),))
+    def list_tasks(
+        self, *, open_only: bool = False, newest: int | None = None, owner: str | None = None
+    ) -> list[str]:
+        conditions: list[str] = []
+        args: list[str | int] = []
+        if open_only:
+            conditions.append("is_open = 1")
+        if owner is not None:
+            conditions.append("owner = ?")
+            args.append(owner)
+        where = f" WHERE {' AND '.join(conditions)}" if conditions else ""
+        # The newest by descending id through an index: a listing reads `newest` rows,
+        # however many tasks the store holds.
+        limit = ""
+        if newest is not None:
+            limit = " LIMIT ?"
+            args.append(max(0, newest))
         query = f"SELECT task_id FROM tasks{where} ORDER BY id DESC{limit}"
         with self._guard("list_tasks"), self._lock:
             rows = self._conn.execute(query, args).fetchall()

@@ -28,13 +28,14 @@ return seq
 """
 
 # An atomic upsert that keeps a task's place in insertion order across updates.
-# KEYS: task key, all-tasks zset, open-tasks zset, order counter.
+# KEYS: task key, all-tasks zset, open-tasks zset, order counter, owner's zset (or "").
 # ARGV: task id, snapshot JSON, is-open flag.
 _REDIS_PUT = """
 local order = redis.call('ZSCORE', KEYS[2], ARGV[1])
 if not order then
     order = redis.call('INCR', KEYS[4])
     redis.call('ZADD', KEYS[2], order, ARGV[1])
+    if KEYS[5] ~= '' then redis.call('ZADD', KEYS[5], order, ARGV[1]) end
 end
 redis.call('SET', KEYS[1], ARGV[2])
 if ARGV[3] == '1' then redis.call('ZADD', KEYS[3], order, ARGV[1])
@@ -99,24 +100,44 @@ class RedisStateStore(StateStore):
         return ":".join((self._ns, *parts))
 
     def put_task(
-        self, task_id: str, record_json: str, *, is_open: bool, schema_version: int
+        self,
+        task_id: str,
+        record_json: str,
+        *,
+        is_open: bool,
+        schema_version: int,
+        owner: str | None = None,
     ) -> None:
         keys = [self._key(*part) for part in (("task", task_id), ("tasks",), ("open",), ("order",))]
+        keys.append("" if owner is None else self._key("owned", owner))
         snapshot = json.dumps([record_json, is_open, schema_version, time.time()])
         with self._guard("put_task", task_id):
             self._put_script(keys=keys, args=[task_id, snapshot, "1" if is_open else "0"])
+
+    def quarantine(self, task_id: str) -> None:
+        with self._guard("quarantine", task_id):
+            self._client.zrem(self._key("open"), task_id)
 
     def _get_task(self, task_id: str) -> StoredTask | None:
         with self._guard("get_task", task_id):
             snapshot = self._client.get(self._key("task", task_id))
         return None if snapshot is None else StoredTask(task_id, *json.loads(snapshot))
 
-    def list_tasks(self, *, open_only: bool = False, newest: int | None = None) -> list[str]:
+    def list_tasks(
+        self, *, open_only: bool = False, newest: int | None = None, owner: str | None = None
+    ) -> list[str]:
         if newest is not None and newest <= 0:
             return []
         start = 0 if newest is None else -newest  # ZRANGE counts from the end for negatives
         with self._guard("list_tasks"):
-            return list(self._client.zrange(self._key("open" if open_only else "tasks"), start, -1))
+            if owner is None:
+                key = self._key("open" if open_only else "tasks")
+                return list(self._client.zrange(key, start, -1))
+            owned = list(self._client.zrange(self._key("owned", owner), 0, -1))
+            if open_only:
+                opened = set(self._client.zrange(self._key("open"), 0, -1))
+                owned = [t for t in owned if t in opened]
+            return owned if newest is None else owned[-newest:]
 
     def append(
         self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
@@ -138,6 +159,8 @@ class RedisStateStore(StateStore):
             pipe = self._client.pipeline(transaction=True)
             pipe.delete(*(self._key(part, task_id) for part in ("task", "log", "dedupe")))
             pipe.zrem(self._key("tasks"), task_id)
+            for owned in self._client.scan_iter(self._key("owned", "*")):
+                pipe.zrem(owned, task_id)
             pipe.zrem(self._key("open"), task_id)
             pipe.execute()
 

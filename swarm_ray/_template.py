@@ -9,7 +9,9 @@ request into a `Plan`.
 Inputs of a stage may use placeholders, filled in when the plan is expanded:
 `"$item"` (the request item), `"$dimension"`, `"$items"` (all items), `"$query"`,
 `"$params.NAME"` (left out when the request has no such parameter, so the input model's
-default applies); and some filled in at dispatch time: from upstream results,
+default applies), `"$task_dir"` or `"$task_dir/SUB"` (the task's own directory for
+outputs, assigned by the server; an HTTP caller cannot choose it); and some filled in
+at dispatch time: from upstream results,
 `"$from.STAGE"`, `"$from.STAGE.path.in.output"` or `"$from.STAGE.@watermark"` (the
 watermark of the upstream sub-task, for provenance); from the task so far, `"$warnings"`
 (every degradation until now) and `"$costs"` (seconds and attempts per settled sub-task).

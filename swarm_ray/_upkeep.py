@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from swarm_ray._audit import AuditTrail
-from swarm_ray._errors import ErrorCode
+from swarm_ray._errors import ErrorCode, SwarmError
 from swarm_ray._executors import ActorPoolExecutor, ServeExecutor
 from swarm_ray._health import HealthBook
 from swarm_ray._metrics import SwarmMetrics
@@ -45,6 +45,13 @@ class Observer:
         """A line about the swarm rather than one task (under the `swarm` pseudo-task)."""
         if self.audit is not None:
             self.audit.write(level, {"at": time.time(), **record}, task_id="swarm", trace_id="-")
+
+    def quarantined(self, task_id: str, error: SwarmError) -> None:
+        """A stored task that could not be loaded or resumed: counted and written down."""
+        self.metrics.error("orchestrator", str(error.code))
+        self.swarm_line(
+            "ERROR", {"event": "quarantined", "task_id": task_id, "error": error.message}
+        )
 
     def result(self, result: SubTaskResult, trace_id: str) -> None:
         """An accepted result: its run time, error, health outcome and DEBUG audit line."""

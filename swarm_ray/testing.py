@@ -21,6 +21,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from swarm_ray._access import WritePath
 from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray._catalog import Catalog
 from swarm_ray._template import TaskTemplate
@@ -50,7 +51,7 @@ class EchoIn(BaseModel):
     """What to echo."""
     delay_s: float = Field(default=0.0, ge=0)
     """Sleep this long first (a stand-in for real work)."""
-    record_dir: str | None = None
+    record_dir: WritePath | None = None
     """Append one line per finished execution to `executions.log` here."""
     fail_first: int = Field(default=0, ge=0)
     """Raise on this many first executions of this `text` (needs `record_dir`)."""

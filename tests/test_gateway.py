@@ -31,13 +31,15 @@ from swarm_ray import SwarmClient
 from swarm_ray.testing import SICK_FLAG
 from tests.support import wait_until
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
 
 
 @dataclass(frozen=True)
 class Gateway:
     url: str
     key: str
+    load_keys: tuple[str, ...] = ()
+    """Keys of 50 more principals, for many clients at once (each its own tenant)."""
 
     @property
     def auth(self) -> dict[str, str]:
@@ -56,8 +58,10 @@ def gateway(
     from swarm_ray.gateway import GatewayConfig, build_app
 
     key = secrets.token_urlsafe(24)
+    load_keys = tuple(secrets.token_urlsafe(24) for _ in range(50))
     keys = tmp_path_factory.mktemp("gateway") / "keys"
-    keys.write_text(f"# test keys\n{secrets.token_urlsafe(24)}\n{key}\n")
+    listed = "".join(f"load-{n}:{k}\n" for n, k in enumerate(load_keys))
+    keys.write_text(f"# test keys\n{secrets.token_urlsafe(24)}\n{key}\n{listed}")
     config = GatewayConfig(
         orchestrator="swarm-test",
         catalogs=("swarm_ray.testing:testing_catalog",),
@@ -66,7 +70,7 @@ def gateway(
         event_poll_s=1.0,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
-    yield Gateway(url=f"http://127.0.0.1:{serve_port}", key=key)
+    yield Gateway(url=f"http://127.0.0.1:{serve_port}", key=key, load_keys=load_keys)
     serve.delete("swarm-gateway")
 
 
@@ -232,8 +236,9 @@ def test_health_reports_capabilities_and_the_score(gateway: Gateway) -> None:
     with gateway.client(headers=gateway.auth) as http:
         task_id = http.post("/v1/tasks", json={"template": "echo_fanout", "items": ["h"]}).json()
         _finished(http, task_id["task_id"])
-    with gateway.client() as http:
-        health = http.get("/health").json()
+        health = http.get("/health").json()  # with a key: every capability and the score
+    with gateway.client() as anonymous:
+        assert anonymous.get("/health").json() == {"status": health["status"]}
     echo = health["capabilities"]["test.echo.text"]
     assert echo["version"] == "1" and echo["attempts"] >= 1
     assert echo["latency_ms"] is not None and echo["latency_ms"] >= 0
@@ -318,7 +323,9 @@ def test_watermark_extract_traces_a_pasted_passage(gateway: Gateway) -> None:
         sid, echo = next((k, v) for k, v in status["subtasks"].items() if v["stage"] == "echo")
         token = echo["watermark"]
         passage = f"| traced | TRACED | source {token} |\n"
-        traced = http.post("/v1/debug/watermark/extract", json={"text": passage})
+        traced = http.post(
+            "/v1/debug/watermark/extract", json={"text": passage, "include_input": True}
+        )
         assert traced.status_code == 200, traced.text
         [found] = traced.json()
         assert found["valid"] is True and found["known"] is True
@@ -388,9 +395,9 @@ def test_load_1000_tasks_from_50_clients_none_lost(gateway: Gateway, swarm: Swar
     accepted: list[str] = []
     refused: list[tuple[int, str]] = []
 
-    async def client(queue: asyncio.Queue[int]) -> None:
+    async def client(queue: asyncio.Queue[int], key: str) -> None:
         async with httpx.AsyncClient(
-            base_url=gateway.url, headers=gateway.auth, timeout=120
+            base_url=gateway.url, headers={"Authorization": f"Bearer {key}"}, timeout=120
         ) as http:
             while not queue.empty():
                 i = queue.get_nowait()
@@ -405,14 +412,13 @@ def test_load_1000_tasks_from_50_clients_none_lost(gateway: Gateway, swarm: Swar
         queue: asyncio.Queue[int] = asyncio.Queue()
         for i in range(total):
             queue.put_nowait(i)
-        await asyncio.gather(*(client(queue) for _ in range(clients)))
+        await asyncio.gather(*(client(queue, key) for key in gateway.load_keys[:clients]))
 
     asyncio.run(main())
     assert refused == [] and len(accepted) == total and len(set(accepted)) == total
     states = {task_id: swarm.wait(task_id, timeout_s=120).machine.state for task_id in accepted}
     assert {str(s) for s in states.values()} == {"completed"}
-    with gateway.client(headers=gateway.auth) as http:
-        listed = {t["task_id"] for t in http.get("/v1/tasks", params={"limit": 1000}).json()}
+    listed = {t["task_id"] for t in swarm.tasks(limit=1000)}
     assert set(accepted) <= listed
 
 

@@ -16,10 +16,11 @@ from swarm_ray._audit import AuditTrail, sampled
 from swarm_ray._health import PROBE_FAILURES_TO_EJECT, HealthBook, health_score
 from swarm_ray._metrics import SwarmMetrics
 from swarm_ray._plan import expand
+from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._scheduler import Scheduler
 from swarm_ray._signals import Start, SubTaskDone
 from swarm_ray._subtask import SubTaskResult, Timings
-from swarm_ray._trace import find_tokens, trace_token
+from swarm_ray._trace import find_tokens, short_id, trace_tokens
 from swarm_ray._watermark import issue_watermark
 from swarm_ray.gateway import ApiKeys, render_metrics
 from swarm_ray.testing import testing_catalog as catalog_of_tests
@@ -87,6 +88,25 @@ def test_api_keys_accept_only_listed_keys_and_hide_them(tmp_path: Path) -> None:
     assert good not in repr(keys) and good not in str(keys)
 
 
+def test_api_keys_belong_to_principals(tmp_path: Path) -> None:
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"{'k' * 20}\nalice:{'a' * 20}\nalice:{'b' * 20}\nroot:{'r' * 20}:admin\n")
+    keys = ApiKeys.from_file(keys_file)
+    bare = keys.principal("k" * 20)
+    assert bare is not None and bare.id.startswith("key-") and not bare.admin
+    assert "k" * 8 not in bare.id  # the name is a digest, not the key
+    assert keys.principal("a" * 20) == keys.principal("b" * 20) == Principal(id="alice")
+    assert keys.principal("r" * 20) == Principal(id="root", admin=True)
+    assert keys.principal("alice:" + "a" * 20) is None  # the whole line is not a key
+    for line, problem in [
+        (f"al ice:{'a' * 20}", "principal name"),
+        (f"alice:{'a' * 20}:owner", "unknown role"),
+        (f"a:b:{'a' * 20}:admin", "colons"),
+    ]:
+        with pytest.raises(InvalidSpecError, match=problem):
+            ApiKeys([line], source="test")
+
+
 def test_api_keys_refuse_short_or_missing(tmp_path: Path) -> None:
     with pytest.raises(InvalidSpecError, match="shorter than 16"):
         ApiKeys(["short"], source="test")
@@ -102,8 +122,10 @@ def test_api_keys_generated_once_private(tmp_path: Path, monkeypatch: pytest.Mon
     first = ApiKeys.from_config(state_dir=tmp_path)
     path = tmp_path / "api_keys"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    key = path.read_text().splitlines()[-1]
+    name, key, role = path.read_text().splitlines()[-1].split(":")
+    assert (name, role) == ("admin", "admin")
     assert first.accepts(key) and ApiKeys.from_config(state_dir=tmp_path).accepts(key)
+    assert first.principal(key) == Principal(id="admin", admin=True)
     monkeypatch.setenv("SWARM_RAY_API_KEYS", "a" * 16 + ", " + "b" * 16)
     from_env = ApiKeys.from_config(state_dir=tmp_path)
     assert from_env.accepts("b" * 16) and not from_env.accepts(key)
@@ -195,7 +217,15 @@ def test_find_tokens_in_a_passage() -> None:
     assert find_tokens("nothing") == []
 
 
-def test_trace_token_finds_the_agent_and_verifies_the_input() -> None:
+class _Driver:
+    """What tracing reads of a task: its scheduler and its record's owner."""
+
+    def __init__(self, scheduler: Scheduler, owner: str | None) -> None:
+        self.scheduler = scheduler
+        self.record = type("R", (), {"owner": owner})()
+
+
+def _traced_task() -> tuple[WatermarkKey, str, Scheduler, Plan]:
     catalog = catalog_of_tests()
     registry = Registry(catalog.capabilities)
     template = next(t for t in catalog.templates if t.name == "echo_fanout")
@@ -222,14 +252,52 @@ def test_trace_token_finds_the_agent_and_verifies_the_input() -> None:
         agent="agent-7",
     )
     scheduler.handle(SubTaskDone(at=2.0, result=result))
-    found = trace_token(key, token, lambda task_id: scheduler if task_id == plan.task_id else None)
+    return key, token, scheduler, plan
+
+
+def test_trace_tokens_finds_the_agent_and_gives_the_input_only_when_asked() -> None:
+    key, token, scheduler, plan = _traced_task()
+    mine = _Driver(scheduler, owner=None)
+    [found] = trace_tokens(key, [token], lambda t: mine if t == plan.task_id else None, LOCAL)
     assert found["valid"] and found["known"] and found["accepted_result"]
-    assert found["agent"] == "agent-7" and found["input"]["text"] == "x"
-    assert found["input_verified"] is True and found["finished_at"] == 2.0
-    other = trace_token(WatermarkKey.generate(), token, lambda _t: scheduler)
+    assert found["agent"] == "agent-7" and found["finished_at"] == 2.0
+    assert "input" not in found  # only on request
+    [full] = trace_tokens(key, [token], lambda _t: mine, LOCAL, include_input=True)
+    assert full["input"]["text"] == "x" and full["input_verified"] is True
+    [other] = trace_tokens(WatermarkKey.generate(), [token], lambda _t: mine, LOCAL)
     assert other["valid"] is False and other["reason"] == "forged" and "agent" not in other
-    unknown = trace_token(key, token, lambda _t: None)
-    assert unknown["valid"] and unknown["known"] is False
+    [unknown] = trace_tokens(key, [token], lambda _t: None, LOCAL)
+    assert unknown["valid"] and unknown["known"] is False and "agent" not in unknown
+
+
+def test_trace_tokens_gives_inputs_to_the_owner_alone() -> None:
+    key, token, scheduler, _plan = _traced_task()
+    owned = _Driver(scheduler, owner="alice")
+    alice, admin = Principal(id="alice"), Principal(id="root", admin=True)
+    [to_owner] = trace_tokens(key, [token], lambda _t: owned, alice, include_input=True)
+    assert to_owner["input"]["text"] == "x"
+    [to_admin] = trace_tokens(key, [token], lambda _t: owned, admin, include_input=True)
+    assert to_admin["agent"] == "agent-7" and "input" not in to_admin
+
+
+def test_short_ids_are_found_and_traced_like_tokens() -> None:
+    key, token, scheduler, plan = _traced_task()
+    short = short_id(token)
+    assert short.startswith(f"wm:{plan.task_id}:") and len(short) < 40
+    assert find_tokens(f"| 75 kWh | {short} |") == [short]
+    [found] = trace_tokens(key, [short], lambda _t: _Driver(scheduler, None), LOCAL)
+    assert found["valid"] and found["agent"] == "agent-7" and found["full_token"] == token
+    [missing] = trace_tokens(key, [f"wm:{plan.task_id}:AAAAAAAAAA"], lambda _t: None, LOCAL)
+    assert missing["valid"] is False and missing["reason"] == "unknown"
+
+
+def test_find_tokens_is_linear_on_hostile_text() -> None:
+    import time
+
+    started = time.perf_counter()
+    assert find_tokens("eyJ" * 100_000) == []  # 300 KB: quadratic backtracking took 15 s
+    assert find_tokens(("eyJ" * 20 + ".") * 10_000) == []
+    assert time.perf_counter() - started < 1.0
 
 
 # ---- Serve config files ------------------------------------------------------------

@@ -19,6 +19,18 @@ def test_cluster_yaml_is_a_valid_launcher_config() -> None:
     jsonschema.validate(config, schema)
     gpu = config["available_node_types"]["gpu_workers"]["resources"]
     assert gpu["GPU"] >= 1  # GPUs declared explicitly, so the autoscaler can place them
+    # The dashboard's Jobs API runs any code: it listens on the head's loopback only.
+    [head_start] = [c for c in config["head_start_ray_commands"] if "ray start" in c]
+    assert "--dashboard-host=127.0.0.1" in head_start and "0.0.0.0" not in head_start
+
+
+def test_the_cluster_gateway_speaks_tls_and_redis_needs_a_password() -> None:
+    config = yaml.safe_load((ROOT / "deployments" / "gateway-gpu-cluster.yaml").read_text())
+    http = config["http_options"]
+    assert http["host"] == "0.0.0.0" and http["ssl_certfile"] and http["ssl_keyfile"]
+    [gateway] = [a for a in config["applications"] if a["name"] == "swarm-gateway"]
+    url = gateway["runtime_env"]["env_vars"]["SWARM_RAY_STATE_URL"]
+    assert url.startswith("rediss://:") and "@" in url  # TLS and a password
 
 
 def test_readme_names_exactly_two_setup_commands_and_ci_runs_the_test_one() -> None:

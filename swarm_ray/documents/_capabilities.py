@@ -22,6 +22,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray._access import ReadPath, WritePath
 from swarm_ray._agent import AgentReply
 from swarm_ray._capability import (
     CapabilitySpec,
@@ -81,7 +82,7 @@ class ParseIn(BaseModel):
     """Input of `document.parsing.pdf`."""
 
     model_config = _FROZEN
-    path: str = Field(min_length=1)
+    path: ReadPath = Field(min_length=1)
     """The PDF file."""
     max_pages: int | None = Field(default=None, ge=1)
     """Read at most this many pages."""
@@ -95,7 +96,7 @@ class ExtractIn(BaseModel):
     """The parsed document."""
     dimension: str
     """Which dimension to extract (`battery`, ...)."""
-    dimension_files: tuple[str, ...] = ()
+    dimension_files: tuple[ReadPath, ...] = ()
     """YAML files declaring further dimensions."""
 
 
@@ -107,7 +108,7 @@ class CrossCheckIn(BaseModel):
     """The parsed document; None when parsing failed (nothing to check)."""
     extractions: list[ExtractionResult | None] = []
     """The document's extractions, one per dimension; None where one failed."""
-    dimension_files: tuple[str, ...] = ()
+    dimension_files: tuple[ReadPath, ...] = ()
     """YAML files declaring further dimensions."""
     enabled: bool = False
     """The request's `llm_cross_check` (the template runs the stage only when it is set)."""
@@ -177,7 +178,7 @@ class ReportIn(BaseModel):
     """The judges' verdicts, appended to the report."""
     warnings: list[str] = []
     """Every degradation of the task so far (`$warnings`)."""
-    out_dir: str | None = None
+    out_dir: WritePath | None = None
     """Where the files go; default a new folder under the state directory's `reports/`."""
 
 
@@ -482,7 +483,7 @@ stages:
     input:
       document: $from.parse
       watermark: $from.parse.@watermark
-      store: {path: $params.index_path, url: $params.chroma_url}
+      store: {path: $task_dir/index, url: $params.chroma_url}
   - name: index
     capability: document.indexing.chroma
     fan_out: per_item
@@ -491,7 +492,7 @@ stages:
       document: $from.parse
       watermark: $from.parse.@watermark
       embeddings: $from.embed.embeddings
-      store: {path: $params.index_path, url: $params.chroma_url}
+      store: {path: $task_dir/index, url: $params.chroma_url}
   - name: crosscheck
     capability: document.extraction.crosscheck
     fan_out: per_item
@@ -528,7 +529,7 @@ stages:
       watermarks: $from.parse.@watermark
       judgement: $from.judge
       warnings: $warnings
-      out_dir: $params.out_dir
+      out_dir: $task_dir
 """
 
 

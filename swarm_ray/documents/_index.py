@@ -28,12 +28,13 @@ import threading
 import uuid
 from functools import partial
 from importlib import resources
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Annotated, Any, cast
 
 import numpy as np
 import numpy.typing as npt
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
 
+from swarm_ray._access import Access, ReadPath, WritePath
 from swarm_ray._errors import InvalidInputError, StateStoreError
 from swarm_ray.documents._parse import ParsedDocument
 
@@ -83,14 +84,14 @@ class ChromaStore(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    path: str = "chroma"
+    path: WritePath = "chroma"
     """Folder of an embedded `PersistentClient`; give Ray workers an absolute path, since a
     relative one resolves against each worker's own working directory."""
-    url: AnyHttpUrl | None = None
+    url: Annotated[AnyHttpUrl | None, Access.FETCH] = None
     """A Chroma server (`http://host:8000`); when set, `path` is ignored."""
     collection: str = Field("document-chunks", min_length=3, max_length=503, pattern=_COLLECTION)
     """The chunks' collection; the pointers live in `COLLECTION-versions`."""
-    model_path: str | None = None
+    model_path: ReadPath | None = None
     """Folder of a sentence-transformers model; `None` for the packaged all-MiniLM-L6-v2.
     Queries must use the model that indexed, or distances mean nothing."""
 

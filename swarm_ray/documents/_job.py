@@ -85,7 +85,6 @@ def main(argv: Sequence[str] | None = None) -> int:
         dimensions=tuple(args.dimensions),
         params={
             "out_dir": str(out),
-            "index_path": str(out / "index"),
             "dimension_files": args.dimension_file,
             **({"chroma_url": args.chroma_url} if args.chroma_url else {}),
         },

@@ -6,10 +6,13 @@ one call, see `_coalesce`), so any number of replicas answer alike, and `/metric
 swarm-level numbers whichever one answers.
 Errors come back with the status that fits and swarm-ray's error code: a request that
 fails validation gets 422 with field-level detail before anything is planned or run.
+
+Every caller is an untrusted principal (its API key's, see `_auth`): it sees and cancels
+only its own tasks (an admin sees all), names files by upload id (`POST /v1/files`),
+never by server path, and is held to the request limits (`_limits`, `swarm_ray._limits`).
 """
 
 import asyncio
-from pathlib import Path
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
@@ -28,17 +31,25 @@ from swarm_ray._errors import (
     InvalidInputError,
     SwarmError,
     SwarmUserError,
+    TaskConflictError,
     TaskNotFoundError,
     UnknownCapabilityError,
 )
+from swarm_ray._principal import Principal
+from swarm_ray._results import ResultStore
 from swarm_ray._task import TaskEvent, TaskRequest
+from swarm_ray._trace import find_tokens
+from swarm_ray._uploads import UploadInfo, Uploads
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
+from swarm_ray.gateway._files import receive_upload
+from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
     CapabilityInfo,
     ErrorBody,
     GatewayConfig,
     HealthReport,
+    HealthStatus,
     TaskAccepted,
     TaskReport,
     TaskStatus,
@@ -51,7 +62,8 @@ from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
 __all__ = ["Gateway", "app", "build_app"]
 
 _TERMINAL = frozenset({"completed", "failed", "cancelled"})
-_TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,64}$", description="A task id.")
+_TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,80}$", description="A task id.")
+_FILE_ID = PathParam(pattern=r"^file-[0-9a-f]{24}$", description="A file id.")
 _CAPABILITY_ID = PathParam(pattern=r"^[a-z][a-z0-9_.]{2,127}$", description="A capability id.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
     401: {"model": ErrorBody, "description": "Missing or wrong API key."},
@@ -75,29 +87,46 @@ _bearer = HTTPBearer(auto_error=False, description="An API key from the gateway'
 
 
 class _Keys:
-    """The replica's API keys (one gateway per replica process), read by `_require_key`."""
+    """The replica's API keys and limits (one gateway per replica process)."""
 
     current: ApiKeys | None = None
+    limits: GatewayLimits = GatewayLimits()
+
+
+def _bearer_key(header: str) -> str | None:
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+def _principal_of(header: str) -> Principal | None:
+    keys = _Keys.current
+    return None if keys is None else keys.principal(_bearer_key(header))
 
 
 async def _require_key(
     credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> None:
-    """Refuse the request before its body is even validated unless its key is good."""
-    _check_key(credentials)
+) -> Principal:
+    """The caller's principal; 401 unless its key is good."""
+    return _check_key(credentials)
 
 
-def _check_key(credentials: HTTPAuthorizationCredentials | None) -> None:
+def _check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
     keys = _Keys.current
-    if credentials is None or keys is None or not keys.accepts(credentials.credentials):
+    principal = (
+        None if credentials is None or keys is None else keys.principal(credentials.credentials)
+    )
+    if principal is None:
         raise HTTPException(
             401,
             detail={"detail": "missing or invalid API key", "code": "unauthorized"},
             headers={"WWW-Authenticate": "Bearer"},
         )
+    return principal
 
 
 _AUTH = [Depends(_require_key)]
+Caller = Annotated[Principal, Depends(_require_key)]
+"""The principal of the request's API key (401 without one)."""
 
 
 def _http_error(exc: SwarmError) -> HTTPException:
@@ -105,6 +134,8 @@ def _http_error(exc: SwarmError) -> HTTPException:
     code = str(exc.code)
     if isinstance(exc, TaskNotFoundError | UnknownCapabilityError):
         return HTTPException(404, detail={"detail": exc.message, "code": code})
+    if isinstance(exc, TaskConflictError):
+        return HTTPException(409, detail={"detail": exc.message, "code": code})
     if isinstance(exc, InvalidInputError):
         fields = [
             {
@@ -129,6 +160,13 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
+app.add_middleware(
+    BodyLimits,
+    limits=lambda: _Keys.limits,
+    authorised=lambda header: _principal_of(header) is not None,
+)
+
+
 @serve.deployment(ray_actor_options={"num_cpus": 0.1})
 @serve.ingress(app)
 class Gateway:
@@ -139,6 +177,11 @@ class Gateway:
         state_dir = self._config.state_dir or str(default_state_dir())
         self._keys = ApiKeys.from_config(self._config.api_keys_file, state_dir=state_dir)
         _Keys.current = self._keys
+        _Keys.limits = GatewayLimits(
+            max_body_bytes=self._config.max_body_bytes,
+            max_depth=self._config.max_json_depth,
+            max_upload_bytes=self._config.max_upload_bytes,
+        )
         client = connect(
             catalogs=self._config.catalogs,
             state_dir=self._config.state_dir,
@@ -146,16 +189,19 @@ class Gateway:
             namespace=self._config.namespace,
         )
         self._actor = client.actor
-        self._submits: Coalescer[TaskRequest, str] = Coalescer(self._submit_batch)
+        self._uploads_area: Uploads | None = None
+        self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
         tune_gc()
 
     # ---- plumbing --------------------------------------------------------------------
 
-    async def _call(self, method: str, *args: Any, timeout_s: float | None = None) -> Any:
+    async def _call(
+        self, method: str, *args: Any, timeout_s: float | None = None, **kwargs: Any
+    ) -> Any:
         """Call the orchestrator; swarm-ray errors become HTTP errors."""
         try:
             return await asyncio.wait_for(
-                getattr(self._actor, method).remote(*args),
+                getattr(self._actor, method).remote(*args, **kwargs),
                 timeout_s or self._config.call_timeout_s,
             )
         except RayTaskError as exc:
@@ -171,23 +217,42 @@ class Gateway:
                 detail={"detail": f"orchestrator did not answer `{method}`: {exc}"[:500]},
             ) from None
 
-    async def _submit_batch(self, requests: list[TaskRequest]) -> list[str | BaseException]:
+    async def _submit_batch(
+        self, batch: list[tuple[TaskRequest, Principal]]
+    ) -> list[str | BaseException]:
         """Submit concurrent requests in one orchestrator call; each gets its own answer."""
-        answers: list[str | SwarmError] = await self._call("submit_many", requests)
+        requests = [request for request, _ in batch]
+        principals = [principal for _, principal in batch]
+        answers: list[str | SwarmError] = await self._call("submit_many", requests, principals)
         return [_http_error(a) if isinstance(a, SwarmError) else a for a in answers]
+
+    async def _uploads(self) -> Uploads:
+        """The uploads area of the orchestrator's result store (asked once)."""
+        if self._uploads_area is None:
+            storage: dict[str, str] = await self._call("storage")
+            self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
+        return self._uploads_area
 
     # ---- tasks -----------------------------------------------------------------------
 
     @app.post(
         "/v1/tasks",
-        dependencies=_AUTH,
         status_code=202,
         response_model=TaskAccepted,
-        responses={**_ERRORS, 422: {"model": ErrorBody, "description": "Invalid request."}},
+        responses={
+            **_ERRORS,
+            409: {"model": ErrorBody, "description": "The task id names another request."},
+            413: {"model": ErrorBody, "description": "The body is over the size limit."},
+            422: {"model": ErrorBody, "description": "Invalid request, or over a limit."},
+        },
     )
-    async def submit(self, request: TaskRequest) -> TaskAccepted:
-        """Validate, plan and start a task; returns its id at once."""
-        task_id = await self._submits(request)
+    async def submit(self, request: TaskRequest, caller: Caller) -> TaskAccepted:
+        """Validate, plan and start a task; returns its id at once.
+
+        Items that are documents or videos are named by file id (`POST /v1/files`);
+        a server path or URL is refused with 422 unless an operator allow-listed it.
+        """
+        task_id = await self._submits((request, caller))
         return TaskAccepted(
             task_id=task_id,
             state="accepted",
@@ -195,32 +260,27 @@ class Gateway:
             events_url=f"/v1/tasks/{task_id}/events",
         )
 
-    @app.get("/v1/tasks", dependencies=_AUTH, response_model=list[TaskSummary], responses=_ERRORS)
+    @app.get("/v1/tasks", response_model=list[TaskSummary], responses=_ERRORS)
     async def list_tasks(
-        self, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+        self, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[dict[str, Any]]:
-        """The newest tasks first."""
-        tasks: list[dict[str, Any]] = await self._call("tasks", limit)
+        """The caller's newest tasks first (an admin's: everyone's)."""
+        tasks: list[dict[str, Any]] = await self._call("tasks", limit, principal=caller)
         return tasks
 
-    @app.get(
-        "/v1/tasks/{task_id}", dependencies=_AUTH, response_model=TaskStatus, responses=_ERRORS
-    )
-    async def get_task(self, task_id: Annotated[str, _TASK_ID]) -> dict[str, Any]:
+    @app.get("/v1/tasks/{task_id}", response_model=TaskStatus, responses=_ERRORS)
+    async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> dict[str, Any]:
         """State, plan (each sub-task's status), result references, warnings."""
-        status: dict[str, Any] = await self._call("status", task_id)
+        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
         return status
 
-    @app.post(
-        "/v1/tasks/{task_id}/cancel",
-        dependencies=_AUTH,
-        response_model=TaskSummary,
-        responses=_ERRORS,
-    )
-    async def cancel_task(self, task_id: Annotated[str, _TASK_ID]) -> dict[str, Any]:
+    @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskSummary, responses=_ERRORS)
+    async def cancel_task(
+        self, task_id: Annotated[str, _TASK_ID], caller: Caller
+    ) -> dict[str, Any]:
         """Cancel a running task (an ended one is left as it is)."""
-        await self._call("cancel", task_id)
-        status: dict[str, Any] = await self._call("status", task_id)
+        await self._call("cancel", task_id, principal=caller)
+        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
         return status
 
     @app.get(
@@ -236,10 +296,11 @@ class Gateway:
     async def get_report(
         self,
         task_id: Annotated[str, _TASK_ID],
+        caller: Caller,
         format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
     ) -> Any:
         """The output of a completed task; `format=markdown` for a Markdown report file."""
-        status: dict[str, Any] = await self._call("status", task_id)
+        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
         if status["state"] != "completed":
             raise HTTPException(
                 409,
@@ -250,10 +311,10 @@ class Gateway:
             )
         output = status.get("output")
         if output is None:
-            output = await self._call("output", task_id)
+            output = await self._call("output", task_id, principal=caller)
         if format == "markdown":
-            path = (output or {}).get("markdown_path")
-            if not path or not Path(path).is_file():
+            text = await self._call("markdown", task_id, principal=caller)
+            if text is None:
                 raise HTTPException(
                     404,
                     detail={
@@ -261,9 +322,7 @@ class Gateway:
                         "code": "no_markdown",
                     },
                 )
-            return PlainTextResponse(
-                Path(path).read_text(encoding="utf-8"), media_type="text/markdown"
-            )
+            return PlainTextResponse(text, media_type="text/markdown")
         return TaskReport(
             task_id=task_id, state=status["state"], output=output, warnings=status["warnings"]
         )
@@ -277,10 +336,9 @@ class Gateway:
         for an unknown task, and 1011 when the orchestrator does not answer (reconnect
         with `after_seq` once it is back).
         """
-        header = websocket.headers.get("authorization", "")
-        scheme, _, token = header.partition(" ")
+        caller = _principal_of(websocket.headers.get("authorization", ""))
         await websocket.accept()
-        if scheme.lower() != "bearer" or not self._keys.accepts(token.strip()):
+        if caller is None:
             await websocket.close(code=4401, reason="missing or invalid API key")
             return
         seq = max(0, after_seq)
@@ -293,6 +351,7 @@ class Gateway:
                         seq,
                         self._config.event_poll_s,
                         timeout_s=self._config.event_poll_s + self._config.call_timeout_s,
+                        principal=caller,
                     )
                 except HTTPException as exc:
                     if exc.status_code == 404:
@@ -304,7 +363,7 @@ class Gateway:
                     await websocket.send_text(event.model_dump_json())
                     seq = event.seq
                 if not batch:
-                    status = await self._call("status", task_id)
+                    status = await self._call("status", task_id, principal=caller)
                     if status["state"] in _TERMINAL:
                         await websocket.close(code=1000, reason=f"task {status['state']}")
                         return
@@ -312,6 +371,44 @@ class Gateway:
                     return
         except WebSocketDisconnect:
             return
+
+    # ---- uploads ---------------------------------------------------------------------
+
+    @app.post(
+        "/v1/files",
+        status_code=201,
+        response_model=UploadInfo,
+        responses={
+            **_ERRORS,
+            413: {"model": ErrorBody, "description": "The file is over the size limit."},
+            415: {"model": ErrorBody, "description": "Not a PDF or a video."},
+        },
+    )
+    async def upload(self, request: Request, caller: Caller) -> UploadInfo:
+        """Upload a PDF or a video (multipart, part `file`); returns its file id.
+
+        Name the id as a task item (`"items": ["file-..."]`); only its uploader can.
+        """
+        return await receive_upload(
+            request, await self._uploads(), caller, max_bytes=_Keys.limits.max_upload_bytes
+        )
+
+    @app.get("/v1/files", response_model=list[UploadInfo], responses=_ERRORS)
+    async def files(
+        self, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+    ) -> list[UploadInfo]:
+        """The caller's uploads, newest first."""
+        return await asyncio.to_thread((await self._uploads()).list, caller, limit)
+
+    @app.get("/v1/files/{file_id}", response_model=UploadInfo, responses=_ERRORS)
+    async def file(self, file_id: Annotated[str, _FILE_ID], caller: Caller) -> UploadInfo:
+        """One of the caller's uploads."""
+        info = await asyncio.to_thread((await self._uploads()).info, caller, file_id)
+        if info is None:
+            raise HTTPException(
+                404, detail={"detail": f"file `{file_id}` is not known", "code": "not_found"}
+            )
+        return info
 
     # ---- documentation ---------------------------------------------------------------
 
@@ -360,27 +457,36 @@ class Gateway:
         info: dict[str, Any] = await self._call("capability", capability_id)
         return info
 
-    @app.get("/health", response_model=HealthReport, responses={503: {"model": HealthReport}})
-    async def health(self) -> Any:
-        """Each capability's status, latency and version, and the swarm health score.
+    @app.get(
+        "/health",
+        response_model=HealthReport | HealthStatus,
+        responses={503: {"model": HealthStatus}},
+    )
+    async def health(
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    ) -> Any:
+        """`ok`, `degraded` or `down`; with an API key, each capability and the score.
 
         `swarm_health_score = 0.4 x success rate + 0.3 x latency score + 0.3 x agent
-        availability` (see `swarm_ray._health`). No API key needed.
+        availability` (see `swarm_ray._health`). Without a key only the status is told,
+        so probes and load balancers need no key and strangers learn nothing else.
         """
+        keys = _Keys.current
+        keyed = (
+            credentials is not None and keys is not None and keys.accepts(credentials.credentials)
+        )
         try:
             report: dict[str, Any] = await self._call("health", timeout_s=5.0)
         except HTTPException:
-            down = HealthReport(
-                status="down",
-                swarm_health_score=0.0,
-                success_rate=0.0,
-                latency_score=0.0,
-                availability=0.0,
-            )
-            return JSONResponse(down.model_dump(mode="json"), status_code=503)
+            return JSONResponse({"status": "down"}, status_code=503)
         everyone_in = all(c["in_dispatch"] for c in report["capabilities"].values())
-        healthy = report["swarm_health_score"] >= 0.8 and everyone_in
-        return HealthReport(status="ok" if healthy else "degraded", **report)
+        healthy = (
+            report["swarm_health_score"] >= 0.8 and everyone_in and not report.get("audit_error")
+        )
+        status = "ok" if healthy else "degraded"
+        if not keyed:
+            return HealthStatus(status=status)
+        return HealthReport(status=status, **report)
 
     @app.get(
         "/metrics",
@@ -395,13 +501,23 @@ class Gateway:
 
     @app.post(
         "/v1/debug/watermark/extract",
-        dependencies=_AUTH,
         response_model=list[WatermarkTrace],
+        response_model_exclude_unset=True,
         responses={**_ERRORS, 422: {"model": ErrorBody, "description": "No token in the text."}},
     )
-    async def extract_watermark(self, query: WatermarkQuery) -> list[dict[str, Any]]:
-        """The sub-task, agent, input and time behind each watermark in a pasted passage."""
-        traces: list[dict[str, Any]] = await self._call("trace_watermarks", query.text)
+    async def extract_watermark(
+        self, query: WatermarkQuery, caller: Caller
+    ) -> list[dict[str, Any]]:
+        """The sub-task, agent and time behind each watermark in a pasted passage.
+
+        Takes full tokens and the short ids reports print (`wm:TASK:SIGNATURE`). Only the
+        caller's own tasks are looked up (an admin's: any); the sub-task's input comes
+        back with `include_input`, to the task's owner only.
+        """
+        tokens = find_tokens(query.text)  # linear, and at most `MAX_TOKENS`
+        traces: list[dict[str, Any]] = await self._call(
+            "trace_watermarks", tokens, principal=caller, include_input=query.include_input
+        )
         if not traces:
             raise HTTPException(
                 422,

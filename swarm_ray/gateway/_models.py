@@ -12,6 +12,7 @@ __all__ = [
     "ErrorBody",
     "GatewayConfig",
     "HealthReport",
+    "HealthStatus",
     "TaskAccepted",
     "TaskReport",
     "TaskStatus",
@@ -44,6 +45,12 @@ class GatewayConfig(BaseModel):
     """Longest wait on the orchestrator for one request."""
     event_poll_s: float = Field(default=5.0, gt=0)
     """How long one long-poll for task events waits before the socket checks in again."""
+    max_body_bytes: int = Field(default=1024 * 1024, ge=1024)
+    """Largest JSON body (413 above it)."""
+    max_json_depth: int = Field(default=32, ge=2, le=200)
+    """Deepest JSON nesting of a body (422 above it)."""
+    max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
+    """Largest upload (413 above it)."""
     public_docs: bool = False
     """Serve `/openapi.json` and `/docs` without a key (by default they need one, like
     every endpoint but `/health`; Swagger UI in a browser needs them public)."""
@@ -146,6 +153,15 @@ class HealthReport(BaseModel):
     capabilities: dict[str, CapabilityHealth] = {}
     open_tasks: int = 0
     uptime_s: float = 0.0
+    audit_error: str | None = None
+    """Set while the audit trail cannot be written (a full disk): tasks go on without it."""
+
+
+class HealthStatus(BaseModel):
+    """`GET /health` without an API key: only whether the swarm is well."""
+
+    status: str
+    """`ok`, `degraded` or `down`."""
 
 
 class WatermarkQuery(BaseModel):
@@ -153,7 +169,10 @@ class WatermarkQuery(BaseModel):
 
     model_config = ConfigDict(extra="forbid")
 
-    text: str = Field(min_length=1, max_length=1_000_000)
+    text: str = Field(min_length=1, max_length=200_000)
+    """A report line, a Parquet cell, a log: full tokens and short ids are found in it."""
+    include_input: bool = False
+    """Also return each sub-task's input (only for the caller's own tasks)."""
 
 
 class WatermarkTrace(BaseModel):

@@ -20,6 +20,7 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray._access import ReadPath
 from swarm_ray._agent import AgentReply
 from swarm_ray._capability import (
     CapabilitySpec,
@@ -76,7 +77,7 @@ stages:
   - name: analyze
     capability: video.analysis.segment
     fan_out: per_item
-    input: {job: $item, out_dir: $params.out_dir, settings: $params.settings}
+    input: {job: $item, out_dir: $task_dir, settings: $params.settings}
 """
 
 _TIMELINE_TEMPLATE = """
@@ -91,7 +92,7 @@ stages:
     input:
       metadata: $params.metadata
       segments: $params.segments
-      out_dir: $params.out_dir
+      out_dir: $task_dir
       settings: $params.settings
       top: $params.top
       provenance: $params.provenance
@@ -102,7 +103,7 @@ class ProbeRequest(BaseModel):
     """Input of `video.probe.metadata`."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    path: str = Field(min_length=1)
+    path: ReadPath = Field(min_length=1)
     """A local path or URI every worker can read."""
     max_keyframes: int = Field(default=256, ge=2)
     """Keyframe times returned at most."""

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray._access import ReadPath, WritePath
+
 __all__ = [
     "AnalysisSettings",
     "CurvePoint",
@@ -28,7 +30,7 @@ class SegmentJob(BaseModel):
     """One row of the analysis stage: which file and which time range."""
 
     model_config = _FROZEN
-    path: str
+    path: ReadPath
     """The file; every worker opens it itself."""
     index: int = Field(ge=0)
     """The segment's position in the video."""
@@ -75,7 +77,7 @@ class SegmentAnalysisRequest(BaseModel):
     model_config = _FROZEN
     job: SegmentJob
     """The segment."""
-    out_dir: str | None = None
+    out_dir: WritePath | None = None
     """Where thumbnails go (`thumbnails/` under it); None writes none."""
     settings: AnalysisSettings = AnalysisSettings()
     """Tuning."""

@@ -26,6 +26,7 @@ import av.container
 import av.video.stream
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray._access import ReadPath
 from swarm_ray.video._errors import VideoFailureReason, VideoProbeError
 from swarm_ray.video._io import file_size, index_keyframes, open_video, pts_offset_s
 
@@ -61,8 +62,8 @@ class VideoMetadata(BaseModel):
     """What `video.probe.metadata` returns."""
 
     model_config = _FROZEN
-    path: str
-    """The file as given."""
+    path: ReadPath
+    """The file as given (the next stages open it again)."""
     size_bytes: int | None
     """File size, when known."""
     container: str

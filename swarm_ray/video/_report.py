@@ -16,6 +16,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray._access import WritePath
 from swarm_ray.video._models import AnalysisSettings
 from swarm_ray.video._probe import VideoMetadata
 from swarm_ray.video._timeline import SegmentOutcome, Timeline, build_timeline
@@ -32,7 +33,7 @@ class TimelineRequest(BaseModel):
     metadata: VideoMetadata
     segments: tuple[SegmentOutcome, ...]
     """Every planned segment: analysed or failed."""
-    out_dir: str
+    out_dir: WritePath
     """Where `timeline.md`, `timeline.json` and `intensity.png` go."""
     settings: AnalysisSettings = AnalysisSettings()
     """The settings the segments were analysed with (for boundary cut decisions)."""

@@ -1,0 +1,432 @@
+"""Probes of an authenticated tenant against a real gateway on Ray Serve (nothing mocked).
+
+Two principals (`alice`, `bob`) and an admin (`root`) share one gateway and one
+orchestrator that loads the test capabilities (echoes that write files on request) and
+the document and video workloads. Each probe is something a key holder could do before
+the trust boundary existed: write or read server files, see or cancel another tenant's
+tasks, read another tenant's documents through provenance, freeze everyone with one
+request, or fan out without bound. Each must now be refused or harmless.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import stat
+import time
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as ws_connect
+
+import swarm_ray
+from swarm_ray import SwarmClient
+from swarm_ray._store import SQLiteStateStore
+from tests.support import wait_until
+
+pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
+
+TERMINAL = ("completed", "failed", "cancelled")
+
+
+@dataclass(frozen=True)
+class Tenants:
+    url: str
+    keys: dict[str, str]
+    keys_file: Path
+    state_dir: Path
+    outside: Path
+    """A directory outside the state dir that no probe may write into."""
+    swarm: SwarmClient
+
+    def http(self, who: str) -> httpx.Client:
+        return httpx.Client(
+            base_url=self.url, timeout=30, headers={"Authorization": f"Bearer {self.keys[who]}"}
+        )
+
+
+@pytest.fixture(scope="module")
+def tenants(
+    ray_cluster: None, serve_port: int, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Tenants]:
+    from ray import serve
+
+    from swarm_ray.gateway import GatewayConfig, build_app
+
+    base = tmp_path_factory.mktemp("security")
+    state = base / "state"
+    keys = {who: secrets.token_urlsafe(24) for who in ("alice", "bob", "root")}
+    keys_file = base / "keys"
+    keys_file.write_text(f"alice:{keys['alice']}\nbob:{keys['bob']}\nroot:{keys['root']}:admin\n")
+    catalogs = (
+        "swarm_ray.testing:testing_catalog",
+        "swarm_ray.documents:documents_catalog",
+        "swarm_ray.video:video_catalog",
+    )
+    swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec")
+    config = GatewayConfig(
+        orchestrator="swarm-sec",
+        catalogs=catalogs,
+        state_dir=str(state),
+        api_keys_file=str(keys_file),
+        num_replicas=1,
+        event_poll_s=1.0,
+        max_upload_bytes=2 * 1024 * 1024,
+    )
+    serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
+    outside = base / "outside"
+    outside.mkdir()
+    yield Tenants(
+        url=f"http://127.0.0.1:{serve_port}",
+        keys=keys,
+        keys_file=keys_file,
+        state_dir=state,
+        outside=outside,
+        swarm=swarm,
+    )
+    serve.delete("swarm-gateway")
+    swarm.shutdown()
+
+
+def _ended(http: httpx.Client, task_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
+    def done() -> dict[str, Any] | None:
+        status: dict[str, Any] = http.get(f"/v1/tasks/{task_id}").json()
+        return status if status.get("state") in TERMINAL else None
+
+    result: dict[str, Any] = wait_until(done, timeout_s, f"task {task_id} to end")
+    return result
+
+
+def _refused(response: httpx.Response, code: str = "input_not_allowed") -> str:
+    assert response.status_code == 422, response.text
+    body = response.json()
+    assert body["code"] == code, body
+    return json.dumps(body)
+
+
+# ---- writes and reads of server files ---------------------------------------------------
+
+
+def test_no_request_writes_outside_the_state_dir(tenants: Tenants) -> None:
+    target = tenants.outside / "written"
+    target.mkdir()
+    with tenants.http("alice") as http:
+        body = {
+            "template": "echo_fanout",
+            "items": ["#!/bin/sh\nid\n#"],
+            "params": {"record_dir": str(target)},
+        }
+        message = _refused(http.post("/v1/tasks", json=body))
+        assert "record_dir" in message and "may not write" in message
+        # The output directory is the server's: a caller's `out_dir` changes nothing.
+        report = {"template": "compare_documents", "items": [], "params": {"out_dir": str(target)}}
+        accepted = http.post("/v1/tasks", json=report)
+        assert accepted.status_code == 202, accepted.text
+        _ended(http, accepted.json()["task_id"])
+    assert list(target.iterdir()) == []
+
+
+@pytest.mark.parametrize(
+    "item",
+    [
+        "/etc/passwd",
+        "/nope.pdf",
+        "file:///etc/passwd",
+        "s3://bucket/a.pdf?endpoint_override=127.0.0.1:9",
+        "relative/../../x.pdf",
+    ],
+)
+def test_no_server_path_is_read_for_an_http_caller(tenants: Tenants, item: str) -> None:
+    with tenants.http("alice") as http:
+        before = {t["task_id"] for t in http.get("/v1/tasks").json()}
+        message = _refused(
+            http.post("/v1/tasks", json={"template": "compare_documents", "items": [item]})
+        )
+        assert "parse[0]" in message and "upload id" in message
+        # The same answer whether or not the file exists: no oracle, and no task made.
+        assert "no such file" not in message and "%PDF" not in message
+        assert {t["task_id"] for t in http.get("/v1/tasks").json()} == before
+
+
+def test_keys_file_video_path_dimension_files_and_chroma_url_are_refused(
+    tenants: Tenants,
+) -> None:
+    with tenants.http("alice") as http:
+        _refused(
+            http.post(
+                "/v1/tasks",
+                json={"template": "compare_documents", "items": [str(tenants.keys_file)]},
+            )
+        )
+        _refused(
+            http.post(
+                "/v1/tasks",
+                json={"template": "video_plan", "params": {"path": "rtsp://10.0.0.1/stream"}},
+            )
+        )
+        uploaded = _upload(http, "a.pdf", _pdf_bytes())
+        for params in (
+            {"dimension_files": [str(tenants.keys_file)]},
+            {"chroma_url": "http://127.0.0.1:9/"},
+        ):
+            body = {
+                "template": "compare_documents",
+                "items": [uploaded],
+                "params": params,
+                "dimensions": ["battery"],
+            }
+            _refused(http.post("/v1/tasks", json=body))
+
+
+# ---- tenants --------------------------------------------------------------------------
+
+
+def test_principals_see_only_their_own_tasks(tenants: Tenants) -> None:
+    with tenants.http("alice") as alice, tenants.http("bob") as bob, tenants.http("root") as root:
+        slow = {"template": "echo_fanout", "items": ["secret query"], "params": {"delay_s": 30}}
+        task_id = alice.post("/v1/tasks", json=slow).json()["task_id"]
+        assert task_id in {t["task_id"] for t in alice.get("/v1/tasks").json()}
+        assert task_id not in {t["task_id"] for t in bob.get("/v1/tasks").json()}
+        assert task_id in {t["task_id"] for t in root.get("/v1/tasks").json()}
+        for method, path in [
+            ("GET", f"/v1/tasks/{task_id}"),
+            ("GET", f"/v1/tasks/{task_id}/report"),
+            ("POST", f"/v1/tasks/{task_id}/cancel"),
+        ]:
+            response = bob.request(method, path)
+            assert response.status_code == 404, (method, path, response.text)
+            assert response.json()["code"] == "task_not_found"
+        ws_url = tenants.url.replace("http", "ws") + f"/v1/tasks/{task_id}/events"
+        with ws_connect(
+            ws_url, additional_headers={"Authorization": f"Bearer {tenants.keys['bob']}"}
+        ) as ws:
+            with pytest.raises(ConnectionClosed) as closed:
+                ws.recv(timeout=10)
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 4404
+        assert alice.get(f"/v1/tasks/{task_id}").json()["state"] not in TERMINAL
+        assert root.post(f"/v1/tasks/{task_id}/cancel").status_code == 200  # admins may
+        assert _ended(alice, task_id)["state"] == "cancelled"
+
+
+def test_task_ids_are_scoped_to_their_principal(tenants: Tenants) -> None:
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        body = {"template": "echo_fanout", "items": ["mine"], "task_id": "shared-name"}
+        first = alice.post("/v1/tasks", json=body).json()["task_id"]
+        again = alice.post("/v1/tasks", json=body).json()["task_id"]
+        theirs = bob.post("/v1/tasks", json={**body, "items": ["theirs"]}).json()["task_id"]
+        assert first == again != theirs
+        assert _ended(bob, theirs)["state"] == "completed"
+        changed = alice.post("/v1/tasks", json={**body, "items": ["other"]})
+        assert changed.status_code == 409 and changed.json()["code"] == "task_conflict"
+        # The id handed back names the same task when sent again.
+        assert alice.post("/v1/tasks", json={**body, "task_id": first}).json()["task_id"] == first
+        report = _ended(alice, first)
+        assert report["state"] == "completed"
+
+
+def test_provenance_needs_the_owner_and_gives_inputs_only_on_request(tenants: Tenants) -> None:
+    with tenants.http("alice") as alice, tenants.http("bob") as bob, tenants.http("root") as root:
+        task_id = alice.post(
+            "/v1/tasks", json={"template": "echo_fanout", "items": ["private text"]}
+        ).json()["task_id"]
+        status = _ended(alice, task_id)
+        token = next(s["watermark"] for s in status["subtasks"].values() if s["stage"] == "echo")
+        [plain] = alice.post("/v1/debug/watermark/extract", json={"text": token}).json()
+        assert plain["known"] and plain["agent"] and "input" not in plain
+        [full] = alice.post(
+            "/v1/debug/watermark/extract", json={"text": token, "include_input": True}
+        ).json()
+        assert full["input"]["text"] == "private text"
+        [stranger] = bob.post(
+            "/v1/debug/watermark/extract", json={"text": token, "include_input": True}
+        ).json()
+        assert stranger["known"] is False and "input" not in stranger and "agent" not in stranger
+        [admin] = root.post(
+            "/v1/debug/watermark/extract", json={"text": token, "include_input": True}
+        ).json()
+        assert admin["known"] and "input" not in admin  # admins see who, not what
+        short = swarm_ray.short_id(token)
+        [by_short] = alice.post("/v1/debug/watermark/extract", json={"text": f"| {short} |"}).json()
+        assert by_short["valid"] and by_short["full_token"] == token
+
+
+# ---- limits -----------------------------------------------------------------------------
+
+
+def test_a_hostile_extract_body_does_not_freeze_anyone(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        for size in (300_000, 199_998):
+            started = time.perf_counter()
+            response = http.post("/v1/debug/watermark/extract", json={"text": "eyJ" * (size // 3)})
+            assert response.status_code == 422, response.text[:200]
+            assert time.perf_counter() - started < 1.0
+
+
+def test_fan_out_over_the_limits_is_refused_before_planning(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        before = len(http.get("/v1/tasks", params={"limit": 1000}).json())
+        wide = {"template": "echo_fanout", "items": [str(i) for i in range(1001)]}
+        message = _refused(http.post("/v1/tasks", json=wide), code="limit_exceeded")
+        assert "max_items" in message
+        fields = {
+            "template": "compare_documents",
+            "items": ["x"] * 400,
+            "dimensions": [f"d{i}" for i in range(60)],
+        }
+        assert "max_fanout" in _refused(http.post("/v1/tasks", json=fields), "limit_exceeded")
+        assert len(http.get("/v1/tasks", params={"limit": 1000}).json()) == before
+
+
+def test_deeply_nested_and_oversized_bodies_are_refused(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        nested = '{"template": "echo_fanout", "params": {"p": ' + "[" * 230 + "]" * 230 + "}}"
+        response = http.post(
+            "/v1/tasks", content=nested, headers={"Content-Type": "application/json"}
+        )
+        assert response.status_code == 422 and "nested 232 deep" in response.text
+        huge = {"template": "echo_fanout", "items": ["x" * 1000] * 2000}
+        assert http.post("/v1/tasks", json=huge).status_code == 413
+    with httpx.Client(base_url=tenants.url, timeout=30) as anonymous:  # no key, no reading
+        assert anonymous.post("/v1/tasks", json=huge).status_code == 401
+
+
+def test_health_without_a_key_says_only_ok_or_degraded(tenants: Tenants) -> None:
+    with httpx.Client(base_url=tenants.url, timeout=30) as anonymous:
+        assert set(anonymous.get("/health").json()) == {"status"}
+    with tenants.http("bob") as bob:
+        assert "capabilities" in bob.get("/health").json()
+
+
+# ---- uploads ----------------------------------------------------------------------------
+
+
+def _pdf_bytes(seed: int = 0) -> bytes:
+    from swarm_ray.documents._sample import generate_brochures
+
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"swarm-sec-pdf-{os.getpid()}-{seed}"
+    sample = generate_brochures(folder, n=1, seed=seed)
+    return Path(sample.pdf_paths[0]).read_bytes()
+
+
+def _upload(http: httpx.Client, name: str, data: bytes) -> str:
+    response = http.post("/v1/files", files={"file": (name, data, "application/pdf")})
+    assert response.status_code == 201, response.text
+    file_id: str = response.json()["id"]
+    return file_id
+
+
+def test_uploads_are_typed_capped_and_private(tenants: Tenants) -> None:
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        script = alice.post(
+            "/v1/files", files={"file": ("x.pdf", b"#!/bin/sh\nid\n", "application/pdf")}
+        )
+        assert script.status_code == 415 and "neither a PDF" in script.text
+        big = alice.post("/v1/files", files={"file": ("b.pdf", b"%PDF-" + b"0" * 3_000_000)})
+        assert big.status_code == 413
+        file_id = _upload(alice, "mine.pdf", _pdf_bytes())
+        assert alice.get("/v1/files").json()[0]["id"] == file_id
+        assert bob.get(f"/v1/files/{file_id}").status_code == 404
+        theirs = bob.post("/v1/tasks", json={"template": "compare_documents", "items": [file_id]})
+        assert theirs.status_code == 422 and "no upload" in theirs.text
+
+
+def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        ids = [_upload(http, f"brochure-{n}.pdf", _pdf_bytes(n)) for n in range(3)]
+        body = {"template": "compare_documents", "items": ids, "dimensions": ["battery"]}
+        accepted = http.post("/v1/tasks", json=body)
+        assert accepted.status_code == 202, accepted.text
+        task_id = accepted.json()["task_id"]
+        assert _ended(http, task_id, timeout_s=240)["state"] == "completed"
+        markdown = http.get(f"/v1/tasks/{task_id}/report", params={"format": "markdown"})
+        assert markdown.status_code == 200 and "kWh" in markdown.text
+        report = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
+        workdir = tenants.state_dir / "tasks" / task_id
+        assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())
+
+
+# ---- operations and recovery --------------------------------------------------------------
+
+
+def test_state_dir_and_its_files_are_private(tenants: Tenants) -> None:
+    assert stat.S_IMODE(tenants.state_dir.stat().st_mode) == 0o700
+    for path in [tenants.state_dir / "state.db", tenants.state_dir / "watermark.key"]:
+        assert stat.S_IMODE(path.stat().st_mode) == 0o600, path
+
+
+def test_a_poisoned_record_fails_alone(tenants: Tenants) -> None:
+    import ray
+
+    with tenants.http("alice") as http:
+        slow = http.post(
+            "/v1/tasks",
+            json={"template": "echo_fanout", "items": ["survivor"], "params": {"delay_s": 3}},
+        ).json()["task_id"]
+        poisoned = "poisoned-record"
+        deep: str = "[" * 300 + "]" * 300
+        with SQLiteStateStore(tenants.state_dir / "state.db") as store:
+            store.put_task(poisoned, f'{{"deep": {deep}}}', is_open=True, schema_version=1)
+        ray.kill(tenants.swarm.actor, no_restart=False)  # the orchestrator restarts, recovers
+
+        def answers() -> bool:
+            return http.get("/v1/tasks").status_code == 200
+
+        wait_until(answers, 60, "the restarted orchestrator to answer")
+        assert _ended(http, slow)["state"] == "completed"
+        fresh = http.post("/v1/tasks", json={"template": "echo_fanout", "items": ["after"]})
+        assert fresh.status_code == 202
+        assert _ended(http, fresh.json()["task_id"])["state"] == "completed"
+    with SQLiteStateStore(tenants.state_dir / "state.db") as store:
+        assert poisoned not in store.list_tasks(open_only=True)  # quarantined
+    with pytest.raises(swarm_ray.RecordUnreadableError, match="quarantined"):
+        tenants.swarm.status(poisoned)
+
+
+def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None) -> None:
+    import asyncio
+
+    import ray
+
+    from swarm_ray._executors import ActorPoolExecutor
+    from swarm_ray._subtask import SubTask
+    from swarm_ray.testing import testing_catalog
+
+    spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
+    spec = spec.model_copy(
+        update={"resources": spec.resources.model_copy(update={"max_concurrency": 1})}
+    )
+    pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
+
+    def subtask(n: int) -> SubTask:
+        return SubTask(
+            task_id="leak",
+            subtask_id=f"echo[{n}]",
+            capability_id=spec.id,
+            attempt=1,
+            input={"text": str(n)},
+            watermark="w",
+            trace_id="x",
+            timeout_s=30,
+            queued_at=time.time(),
+        )
+
+    def broken(_result: object) -> None:
+        raise RuntimeError("a bug in a result handler")
+
+    async def scenario() -> list[object]:
+        with pytest.raises(RuntimeError, match="a bug"):
+            await pool.run_many(spec, [subtask(1)], broken)
+        got: list[object] = []
+        # With one slot, this waits forever if the first call leaked its agent.
+        await asyncio.wait_for(pool.run_many(spec, [subtask(2)], got.append), 60)
+        return got
+
+    [result] = asyncio.run(scenario())
+    assert result.ok  # type: ignore[attr-defined]
+    pool.reap(0)

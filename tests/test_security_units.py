@@ -1,0 +1,356 @@
+"""The pure parts of the gateway's trust boundary: access, limits, intake, uploads, body scan.
+
+The probes against a real gateway on Ray Serve are in `test_security.py`.
+"""
+
+from __future__ import annotations
+
+import os
+import pickle
+from pathlib import Path
+
+import pytest
+
+from swarm_ray import (
+    InputNotAllowedError,
+    LimitExceededError,
+    Principal,
+    TaskConflictError,
+    TaskRequest,
+)
+from swarm_ray._access import AccessPolicy
+from swarm_ray._catalog import load_catalogs
+from swarm_ray._intake import Layout, take_in
+from swarm_ray._limits import RequestLimits, json_depth
+from swarm_ray._principal import LOCAL, scoped_task_id
+from swarm_ray._results import ResultStore
+from swarm_ray._store import SQLiteStateStore
+from swarm_ray._uploads import Uploads, sniff
+from swarm_ray.documents._capabilities import ParseIn
+from swarm_ray.documents._index import IndexRequest
+from swarm_ray.gateway._limits import json_nesting
+from swarm_ray.testing import EchoIn
+
+ALICE = Principal(id="alice")
+BOB = Principal(id="bob")
+
+
+# ---- access ---------------------------------------------------------------------------
+
+
+def test_access_policy_allows_reads_under_roots_only(tmp_path: Path) -> None:
+    uploads, task = tmp_path / "uploads", tmp_path / "task"
+    uploads.mkdir()
+    task.mkdir()
+    (uploads / "a.pdf").write_bytes(b"%PDF-1.4")
+    policy = AccessPolicy(read_roots=(str(uploads), str(task)), write_roots=(str(task),))
+    policy.check(ParseIn, {"path": str(uploads / "a.pdf")})
+    for bad, reason in [
+        ("/etc/passwd", "read"),
+        (str(uploads / ".." / "task" / ".." / ".." / "x.pdf"), "read"),
+        ("relative.pdf", "relative"),
+        (f"file://{uploads}/../../etc/passwd", "read"),
+        ("s3://bucket/a.pdf?endpoint_override=evil.example", "uri_options"),
+        ("https://evil.example/a.pdf", "read"),
+        ("/tmp/\x00.pdf", "nul"),
+    ]:
+        with pytest.raises(InputNotAllowedError) as caught:
+            policy.check(ParseIn, {"path": bad})
+        assert caught.value.details["reason"] == reason, bad
+        assert caught.value.details["field"] == "path"
+
+
+def test_access_policy_follows_symlinks_out_of_a_root(tmp_path: Path) -> None:
+    root = tmp_path / "root"
+    root.mkdir()
+    (root / "escape.pdf").symlink_to("/etc/passwd")
+    policy = AccessPolicy(read_roots=(str(root),))
+    with pytest.raises(InputNotAllowedError, match="may not read"):
+        policy.check(ParseIn, {"path": str(root / "escape.pdf")})
+
+
+def test_access_policy_checks_nested_writes_and_refuses_fetches(tmp_path: Path) -> None:
+    task = tmp_path / "task"
+    policy = AccessPolicy(read_roots=(str(task),), write_roots=(str(task),))
+    policy.check(EchoIn, {"text": "x", "record_dir": str(task / "log")})
+    with pytest.raises(InputNotAllowedError, match="may not write"):
+        policy.check(EchoIn, {"text": "x", "record_dir": "/some/dir"})
+    store = {"path": str(task / "index"), "url": None}
+    policy.check(IndexRequest, {"store": store})
+    with pytest.raises(InputNotAllowedError, match="contact") as caught:
+        policy.check(IndexRequest, {"store": {**store, "url": "http://10.0.0.1:8000"}})
+    assert caught.value.details["field"] == "store.url"
+    # markers resolved at dispatch are not checked before they resolve
+    policy.check(ParseIn, {"path": {"$from": "probe", "path": "path", "many": False}})
+
+
+def test_access_policy_allows_uri_roots_by_prefix() -> None:
+    policy = AccessPolicy(read_roots=("s3://bucket/shared/",))
+    policy.check(ParseIn, {"path": "s3://bucket/shared/a.pdf"})
+    for bad in ["s3://bucket/sharedx/a.pdf", "s3://bucket/shared/../secret.pdf", "s3://other/a"]:
+        with pytest.raises(InputNotAllowedError):
+            policy.check(ParseIn, {"path": bad})
+
+
+def test_input_not_allowed_error_pickles() -> None:
+    error = InputNotAllowedError("`path`: no", field="path", reason="read")
+    assert pickle.loads(pickle.dumps(error)) == error
+
+
+# ---- principals and limits -------------------------------------------------------------
+
+
+def test_task_ids_are_scoped_to_their_principal() -> None:
+    a, b = scoped_task_id(ALICE, "job-1"), scoped_task_id(BOB, "job-1")
+    assert a != b and a is not None and a.endswith("-job-1")
+    assert scoped_task_id(ALICE, a) == a  # the id handed back stays the same
+    assert scoped_task_id(BOB, a) != a
+    assert scoped_task_id(LOCAL, "job-1") == "job-1"
+    assert ALICE.sees("alice") and not ALICE.sees("bob") and not ALICE.sees(None)
+    assert Principal(id="root", admin=True).sees("bob") and LOCAL.sees(None)
+
+
+def test_limits_name_the_limit_and_spare_trusted_callers() -> None:
+    limits = RequestLimits(max_items=3, max_fields=2, max_fanout=4, max_string=50)
+    many = TaskRequest(template="t", items=tuple(str(i) for i in range(4)))
+    with pytest.raises(LimitExceededError, match="`max_items`") as caught:
+        limits.check(many, untrusted=True)
+    assert caught.value.details == {"limit": "max_items", "value": 4, "maximum": 3}
+    limits.check(many, untrusted=False)
+    wide = TaskRequest(template="t", items=("a", "b", "c"), dimensions=("x", "y"))
+    with pytest.raises(LimitExceededError, match="`max_fanout`"):
+        limits.check(wide, untrusted=True)
+    long = TaskRequest(template="t", items=("a" * 51,))
+    with pytest.raises(LimitExceededError, match="`max_string`"):
+        limits.check(long, untrusted=True)
+    deep: object = "x"
+    for _ in range(40):
+        deep = [deep]
+    nested = TaskRequest(template="t", params={"p": deep})
+    with pytest.raises(LimitExceededError, match="nested 41 deep"):
+        limits.check(nested, untrusted=False)  # depth holds for every caller
+    with pytest.raises(LimitExceededError, match="`max_open_tasks`"):
+        RequestLimits(max_open_tasks=2).check_open(2)
+
+
+def test_limits_read_overrides_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("SWARM_RAY_LIMIT_MAX_ITEMS", "7")
+    assert RequestLimits.from_env().max_items == 7
+    assert json_depth({"a": [1, {"b": []}]}) == 4 and json_depth(5) == 0
+
+
+def test_json_nesting_ignores_brackets_in_strings() -> None:
+    assert json_nesting(b'{"a": [1, [2]]}') == 3
+    assert json_nesting(b'{"a": "[[[[[[\\"[[[["}') == 1
+    assert json_nesting(b"[" * 5000 + b"]" * 5000) == 5000
+
+
+# ---- uploads --------------------------------------------------------------------------
+
+
+def test_sniff_accepts_documents_and_videos_only() -> None:
+    assert sniff(b"%PDF-1.7\n...") == "application/pdf"
+    assert sniff(b"\x00\x00\x00\x18ftypmp42") == "video/mp4"
+    assert sniff(b"\x1a\x45\xdf\xa3....") == "video/webm"
+    assert sniff(b"#!/bin/sh\nid\n") is None
+    assert sniff(b"PK\x03\x04") is None
+
+
+def test_uploads_belong_to_their_principal(tmp_path: Path) -> None:
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    writer = uploads.writer(ALICE, "../../etc/Spec Sheet.pdf", max_bytes=10_000)
+    writer.write(b"%PDF-1.4\n" + b"x" * 2000)
+    info = writer.commit()
+    assert info.filename == "Spec_Sheet.pdf" and info.bytes == 2009
+    assert info.content_type == "application/pdf" and info.id.startswith("file-")
+    where = uploads.resolve(ALICE, info.id, where="items[0]")
+    assert Path(where).read_bytes().startswith(b"%PDF") and where.startswith(
+        uploads.root_for(ALICE)
+    )
+    assert uploads.info(BOB, info.id) is None
+    with pytest.raises(Exception, match="no upload"):
+        uploads.resolve(BOB, info.id, where="items[0]")
+    assert [u.id for u in uploads.list(ALICE)] == [info.id] and uploads.list(BOB) == []
+
+
+def test_uploads_refuse_other_content_and_oversize(tmp_path: Path) -> None:
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    script = uploads.writer(ALICE, "x.pdf", max_bytes=10_000)
+    script.write(b"#!/bin/sh\nid\n")
+    with pytest.raises(Exception, match="neither a PDF nor a video"):
+        script.commit()
+    script.abort()
+    big = uploads.writer(ALICE, "big.pdf", max_bytes=2048)
+    big.write(b"%PDF-" + b"x" * 1500)
+    with pytest.raises(LimitExceededError, match="over the limit of 2048"):
+        big.write(b"x" * 1000)
+    big.abort()
+    assert uploads.list(ALICE) == []
+
+
+# ---- intake -----------------------------------------------------------------------------
+
+
+@pytest.fixture
+def intake_env(tmp_path: Path) -> dict[str, object]:
+    registry, router = load_catalogs(
+        ["swarm_ray.testing:testing_catalog", "swarm_ray.documents:documents_catalog"]
+    )
+    store = SQLiteStateStore(tmp_path / "state.db")
+    layout = Layout(tmp_path, Uploads(ResultStore(str(tmp_path / "results"))))
+    return {
+        "registry": registry,
+        "router": router,
+        "store": store,
+        "layout": layout,
+        "limits": RequestLimits(),
+    }
+
+
+def test_intake_refuses_server_paths_for_http_callers(intake_env: dict[str, object]) -> None:
+    compare = TaskRequest(template="compare_documents", items=("/etc/passwd",))
+    with pytest.raises(InputNotAllowedError, match=r"sub-task `parse\[0\]`.*may not read"):
+        take_in(compare, ALICE, **intake_env)  # type: ignore[arg-type]
+    trusted = take_in(compare, LOCAL, **intake_env)  # type: ignore[arg-type]
+    assert trusted.plan is not None and trusted.owner is None
+    echo = TaskRequest(template="echo_fanout", items=("x",), params={"record_dir": "/some/dir"})
+    with pytest.raises(InputNotAllowedError, match="may not write"):
+        take_in(echo, ALICE, **intake_env)  # type: ignore[arg-type]
+    unknown = TaskRequest(template="compare_documents", items=("file-" + "0" * 24,))
+    with pytest.raises(Exception, match="no upload"):
+        take_in(unknown, ALICE, **intake_env)  # type: ignore[arg-type]
+
+
+def test_intake_puts_outputs_in_the_tasks_own_directory(
+    intake_env: dict[str, object], tmp_path: Path
+) -> None:
+    request = TaskRequest(template="compare_documents", items=(), params={"out_dir": "/tmp/x"})
+    intake = take_in(request, ALICE, **intake_env)  # type: ignore[arg-type]
+    assert intake.plan is not None
+    assert intake.workdir == os.fspath(tmp_path / "tasks" / intake.task_id)
+    report = next(s for s in intake.plan.subtasks if s.stage == "report")
+    assert report.input["out_dir"] == intake.workdir  # not the caller's `/tmp/x`
+    trusted = take_in(request, LOCAL, **intake_env)  # type: ignore[arg-type]
+    assert trusted.workdir == "/tmp/x"
+
+
+def test_intake_scopes_idempotent_ids_and_checks_the_request(
+    intake_env: dict[str, object],
+) -> None:
+    from swarm_ray._driver import TaskDriver
+    from swarm_ray._watermark import WatermarkKey
+
+    first = TaskRequest(template="echo_fanout", items=("x",), task_id="job-1")
+    intake = take_in(first, ALICE, **intake_env)  # type: ignore[arg-type]
+    TaskDriver.create(
+        first,
+        task_id=intake.task_id,
+        owner="alice",
+        workdir=intake.workdir,
+        registry=intake_env["registry"],
+        store=intake_env["store"],
+        results=None,
+        key=WatermarkKey.generate(),
+    )
+    again = take_in(first, ALICE, **intake_env)  # type: ignore[arg-type]
+    assert again.existing and again.task_id == intake.task_id
+    other = take_in(first, BOB, **intake_env)  # type: ignore[arg-type]
+    assert not other.existing and other.task_id != intake.task_id
+    changed = first.model_copy(update={"items": ("y",)})
+    with pytest.raises(TaskConflictError, match="another request"):
+        take_in(changed, ALICE, **intake_env)  # type: ignore[arg-type]
+
+
+# ---- nothing lost in silence -------------------------------------------------------------
+
+
+def test_a_data_row_past_its_deadline_stops_itself() -> None:
+    import time
+
+    from swarm_ray._errors import ErrorCode
+    from swarm_ray._executors import _data_row
+    from swarm_ray._subtask import SubTask, SubTaskResult
+    from swarm_ray.testing import testing_catalog
+
+    spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
+    subtask = SubTask(
+        task_id="t",
+        subtask_id="echo[0]",
+        capability_id=spec.id,
+        attempt=1,
+        input={"text": "slow", "delay_s": 30},
+        watermark="w",
+        trace_id="x",
+        timeout_s=0.3,
+        queued_at=time.time(),
+    )
+    started = time.perf_counter()
+    result = SubTaskResult.model_validate_json(
+        _data_row({"subtask": subtask.model_dump_json()}, spec)["result"]
+    )
+    assert time.perf_counter() - started < 5
+    assert result.error is not None and result.error.code is ErrorCode.TIMEOUT
+    assert "the row was stopped" in result.error.message
+
+
+def test_the_audit_trail_survives_a_full_disk(tmp_path: Path) -> None:
+    from swarm_ray._audit import AuditTrail
+
+    audit = AuditTrail(tmp_path / "audit")
+    (tmp_path / "audit" / "tasks").mkdir(parents=True)
+    (tmp_path / "audit" / "tasks" / "t1.jsonl").symlink_to("/dev/full")  # every write: ENOSPC
+    for n in range(3):
+        audit.write("INFO", {"n": n}, task_id="t1", trace_id="tr")
+    audit.flush()  # does not raise
+    assert audit.failures >= 1 and audit.last_error is not None
+    assert "No space left" in audit.last_error and "t1" in audit.last_error
+    assert audit.write("INFO", {"n": 9}, task_id="t2", trace_id="tr")  # other files go on
+    audit.flush()
+    assert (tmp_path / "audit" / "tasks" / "t2.jsonl").read_text().count("\n") == 1
+    audit.close()
+
+
+class _FlakyStore(SQLiteStateStore):
+    """A real SQLite store whose scheduler-log appends fail the first `failures` times."""
+
+    def __init__(self, path: Path, failures: int) -> None:
+        super().__init__(path)
+        self.failures = failures
+
+    def append(
+        self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
+    ) -> int:
+        if kind == "sched" and self.failures > 0:
+            self.failures -= 1
+            from swarm_ray._errors import StateStoreError
+
+            raise StateStoreError("disk I/O error (test)")
+        return super().append(task_id, kind, payload_json, dedupe_key=dedupe_key)
+
+
+@pytest.mark.parametrize(("failures", "survives"), [(2, True), (10, False)])
+def test_a_failing_log_write_is_retried_then_named(
+    tmp_path: Path, failures: int, survives: bool
+) -> None:
+    from swarm_ray._driver import TaskDriver
+    from swarm_ray._errors import StateStoreError
+    from swarm_ray._signals import Start
+    from swarm_ray._watermark import WatermarkKey
+
+    registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
+    store = _FlakyStore(tmp_path / "state.db", failures=0)
+    driver = TaskDriver.create(
+        TaskRequest(template="echo_fanout", items=("x",)),
+        registry=registry,
+        store=store,
+        results=ResultStore(str(tmp_path / "results")),
+        key=WatermarkKey.generate(),
+    )
+    driver.plan(router)
+    store.failures = failures
+    if survives:
+        driver.feed(Start(at=2.0))
+        assert store.failures == 0
+    else:
+        with pytest.raises(StateStoreError, match="disk I/O error"):
+            driver.feed(Start(at=2.0))
