@@ -152,7 +152,7 @@ def swarm_run(
         template="compare_documents",
         items=tuple(paths),
         dimensions=tuple(dimensions),
-        params={"out_dir": str(out / "swarm"), "index_path": str(out / "swarm-index")},
+        params={"out_dir": str(out / "swarm")},
     )
     first = 0.0
     for event in client.follow(task_id):
