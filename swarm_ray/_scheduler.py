@@ -605,7 +605,7 @@ class Scheduler:
     def _check_finished(self) -> list[Intent]:
         if self.outcome is not None:
             return []
-        if any(s in (_S.PENDING, _S.RUNNING, _S.HELD) for s in self._status.values()):
+        if self._settled < len(self._status):  # kept by `_set`: no scan per event
             return []
         if not self._results:
             return self._end("no sub-task succeeded", ErrorCode.AGENT_ERROR, None)
