@@ -1,22 +1,57 @@
-"""One task's durable driver: state machine, scheduler, watermarks, events and storage.
+"""One task's owner: it decides everything that happens to its task.
 
-No Ray here: the orchestrator actor owns one `TaskDriver` per task and carries out the
-intents it returns. The driver writes before it acts: every transition updates the
-task's snapshot and every scheduler event is appended to the task's log before the
-scheduler sees it, so `TaskDriver.load()` after a crash replays the log and knows exactly
-what is done and what was outstanding.
+`TaskDriver.step(input) -> Step` is the one entry point (see `_commands`): a new task's
+plan or planner, a result, a cancel, a timer, a restart, a failure to take an input in.
+The driver runs the state machine and the scheduler, issues watermarks, announces events,
+and answers with commands (run these attempts, stop those, arm a timer, ask a planner,
+close) and notices (for metrics and audit). The orchestrator actor carries the commands
+out on Ray and feeds the results back; it decides nothing about a task.
+
+No Ray here. The driver writes before it acts, through the state store's interface:
+every transition updates the task's snapshot and every scheduler event is appended to the
+task's log before the scheduler sees it, so `TaskDriver.load()` after a crash replays the
+log and knows exactly what is done and what was outstanding.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, assert_never
 
 from swarm_ray._access import AccessPolicy
-from swarm_ray._errors import ErrorCode, StateStoreError, SwarmError, WatermarkRejectedError
+from swarm_ray._commands import (
+    Accepted,
+    Arrived,
+    Begin,
+    BreakerMoved,
+    Broken,
+    Cancel,
+    Close,
+    DriverInput,
+    Halt,
+    PlanFailed,
+    Planned,
+    Refused,
+    Replan,
+    Resume,
+    Retrying,
+    Run,
+    Step,
+    Wake,
+    WakeAt,
+)
+from swarm_ray._errors import (
+    ErrorCode,
+    StateStoreError,
+    SwarmError,
+    SwarmUserError,
+    WatermarkRejectedError,
+    error_for_code,
+)
 from swarm_ray._fsm import TaskMachine, TaskState, transition
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
@@ -28,6 +63,7 @@ from swarm_ray._signals import (
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
+    CancelRequested,
     CancelSubTasks,
     Dispatch,
     FailTask,
@@ -45,6 +81,7 @@ from swarm_ray._signals import (
     SubTaskDone,
     SubTaskFailed,
     SubTaskTimedOut,
+    Tick,
     Warn,
 )
 from swarm_ray._store import StateStore
@@ -158,6 +195,14 @@ class TaskDriver:
         return self.record.task_id
 
     @property
+    def error(self) -> SwarmError | None:
+        """Why the task failed, as the error class of its code (None while it has not)."""
+        if self.record.error is None:
+            return None
+        error = self.record.error
+        return error_for_code(error.code)(error.message, **error.details)
+
+    @property
     def state(self) -> TaskState:
         """The task's state."""
         return self.record.machine.state
@@ -269,12 +314,193 @@ class TaskDriver:
             self._save()
         self.emit("state", str(to), summary=reason, persist=persist)
 
+    # ---- the one entry point ---------------------------------------------------------
+
+    def step(self, event: DriverInput) -> Step:
+        """Take one input; return what the orchestrator must do and what it should know.
+
+        Raises `StateStoreError` when a write the driver must make before acting fails
+        (after the store's own retries); the orchestrator then feeds `Broken`.
+        """
+        out = Step()
+        match event:
+            case Begin(plan=plan, planner=planner, refusal=refusal):
+                if refusal is not None:
+                    self._fail(refusal, out)
+                elif planner is not None:
+                    self._ask(planner, out)
+                elif plan is not None:
+                    self._start(plan, out)
+            case Planned(plan=plan, planner=planner, tokens=tokens):
+                if self.state.terminal:  # cancelled while the planner thought
+                    return out
+                if planner is not None:
+                    self.emit(
+                        "planning",
+                        "planned",
+                        agent=planner,
+                        summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
+                        f"{tokens} planner tokens",
+                    )
+                self._start(plan, out)
+            case PlanFailed(error=error):
+                self._fail(error, out)
+            case Arrived(result=result):
+                self._arrived(result, out)
+            case Cancel(reason=reason):
+                if self.state.terminal:
+                    return out
+                if self.scheduler is None:  # still planning: it ends cancelled, not failed
+                    self.finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
+                    out.commands.append(Close())
+                else:
+                    self._carry(self.feed(CancelRequested(at=self._clock(), reason=reason)), out)
+            case Wake():
+                if self.scheduler is not None and not self.state.terminal:
+                    self._carry(self.feed(Tick(at=self._clock())), out)
+            case Resume():
+                self._resume(out)
+            case Broken(error=error, subtask_id=subtask_id):
+                self._broken(error, subtask_id, out)
+            case _:
+                assert_never(event)
+        return out
+
+    def _start(self, plan: Plan, out: Step) -> None:
+        try:
+            intents = self.plan(None, plan)
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        self._carry(intents, out)
+        if self.state is TaskState.DISPATCHING:
+            self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
+
+    def _ask(self, planner: str, out: Step) -> None:
+        self.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+        out.commands.append(Replan(planner))
+
+    def _fail(self, error: SwarmError, out: Step) -> None:
+        if not self.state.terminal:
+            self.fail(error)
+            out.commands.append(Close())
+
+    def _arrived(self, result: SubTaskResult, out: Step) -> None:
+        if self.scheduler is None:
+            out.notices.append(Refused("unknown_task"))
+            return
+        try:
+            event = self.accept(result)
+        except WatermarkRejectedError as exc:
+            out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
+            return
+        out.notices.append(Accepted(result, self.record.trace_id))
+        self._carry(self.feed(event), out)
+
+    def _resume(self, out: Step) -> None:
+        """After a restart: plan again if no plan was stored, else re-send what was out."""
+        if self.state.terminal:
+            out.commands.append(Close())
+            return
+        if self.record.plan is None or self.scheduler is None:
+            out.commands.append(Replan(None))  # planned as a new request would be
+            return
+        if self.scheduler.outcome is not None:
+            self._carry([self.scheduler.outcome], out)
+            return
+        outstanding = self.scheduler.outstanding()
+        for intent in outstanding:
+            self._issued.pop(intent.subtask_id, None)
+        self.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
+        if self.state is TaskState.DISPATCHING:
+            self.move(TaskState.EXECUTING, "resumed after a restart")
+        self._carry(list(outstanding), out)
+
+    def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
+        """Stop the task in memory, then try to store that (the store may be what broke)."""
+        if self.state.terminal:
+            return
+        running = (
+            tuple(i.subtask_id for i in self.scheduler.outstanding()) if self.scheduler else ()
+        )
+        self.fail(error, persist=False)
+        with contextlib.suppress(StateStoreError):
+            self.save()
+        if running:
+            out.commands.append(Halt(running))
+        out.commands.append(Close())
+
+    def _carry(self, intents: Sequence[Intent], out: Step) -> None:
+        """Announce what the scheduler decided and turn it into commands and notices."""
+        for intent in intents:
+            match intent:
+                case Dispatch() | Retry() | Fallback():
+                    kind = type(intent).__name__.lower()
+                    if not isinstance(intent, Dispatch):
+                        out.notices.append(Retrying(intent.capability_id, kind))
+                    self.emit(
+                        "subtask",
+                        "running",
+                        subtask_id=intent.subtask_id,
+                        agent=intent.capability_id,
+                        summary=f"{kind}, attempt {intent.attempt}",
+                    )
+                    aggregate = self.record.plan.template.aggregate if self.record.plan else None
+                    if intent.stage == aggregate and self.state is TaskState.EXECUTING:
+                        self.move(
+                            TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched"
+                        )
+                    out.commands.append(Run(self.subtask_for(intent), intent.delay_s))
+                case SkipSubTask():
+                    self.emit(
+                        "subtask", "skipped", subtask_id=intent.subtask_id, summary=intent.reason
+                    )
+                case Warn():
+                    self.emit(
+                        "warning", "warning", subtask_id=intent.subtask_id, summary=intent.message
+                    )
+                case BreakerOpened(capability_id=cid, until=until):
+                    self.emit("breaker", "opened", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 2))
+                    out.commands.append(WakeAt(until))
+                case BreakerHalfOpened(capability_id=cid):
+                    self.emit("breaker", "halfopened", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 1))
+                case BreakerClosed(capability_id=cid):
+                    self.emit("breaker", "closed", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 0))
+                case RuleFired():
+                    self.emit(
+                        "rule",
+                        "fired",
+                        subtask_id=intent.source,
+                        summary=f"{intent.rule}: {intent.added}",
+                    )
+                case FeedbackRoundStarted():
+                    self.emit("feedback", f"round {intent.round}", subtask_id=intent.judge_subtask)
+                case ResultRejected():
+                    self.emit(
+                        "rejected",
+                        "not outstanding",
+                        subtask_id=intent.subtask_id,
+                        summary=intent.reason,
+                    )
+                    out.notices.append(Refused("not_outstanding"))
+                case CancelSubTasks(subtask_ids=ids):
+                    out.commands.append(Halt(ids))
+                case FinishTask() | FailTask():
+                    self.finish(intent)
+                    out.commands.append(Close())
+                case _:
+                    assert_never(intent)
+
     # ---- planning and feeding --------------------------------------------------------
 
-    def plan(self, router: TemplateRouter, plan: Plan | None = None) -> list[Intent]:
+    def plan(self, router: TemplateRouter | None, plan: Plan | None = None) -> list[Intent]:
         """Route, expand and validate, then start the scheduler. Raises user errors."""
         self.move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan is None:
+            assert router is not None, "a plan or a router to make one"
             template = router.route(self.record.request)
             plan = expand(
                 template, self.record.request, task_id=self.task_id, workdir=self.record.workdir
@@ -287,10 +513,7 @@ class TaskDriver:
             TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
         )
         self.scheduler = Scheduler(plan, self.registry, access=self._access)
-        intents = self.feed(Start(at=self._clock()))
-        if not self.state.terminal and self.state is TaskState.DISPATCHING:
-            self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
-        return intents
+        return self.feed(Start(at=self._clock()))
 
     def feed(self, event: SchedulerEvent) -> list[Intent]:
         """Persist `event`, then let the scheduler decide; announce what it decided."""
@@ -312,8 +535,6 @@ class TaskDriver:
                 agent=r.agent,
                 summary=_summary(r.output),
             )
-        for intent in intents:
-            self._announce(intent)
         return intents
 
     def _append_retrying(self, payload: str, dedupe: str | None) -> None:
@@ -395,54 +616,7 @@ class TaskDriver:
             return SubTaskTimedOut(at=now, subtask_id=result.subtask_id, attempt=result.attempt)
         return SubTaskFailed(at=now, result=result)
 
-    def reissue(self, intents: list[RunIntent]) -> None:
-        """Forget watermarks of attempts being sent again after a restart."""
-        for intent in intents:
-            self._issued.pop(intent.subtask_id, None)
-
     # ---- announcing and finishing ----------------------------------------------------
-
-    def _announce(self, intent: Intent) -> None:
-        match intent:
-            case Dispatch() | Retry() | Fallback():
-                kind = type(intent).__name__.lower()
-                self.emit(
-                    "subtask",
-                    "running",
-                    subtask_id=intent.subtask_id,
-                    agent=intent.capability_id,
-                    summary=f"{kind}, attempt {intent.attempt}",
-                )
-                aggregate = self.record.plan.template.aggregate if self.record.plan else None
-                if intent.stage == aggregate and self.state is TaskState.EXECUTING:
-                    self.move(TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched")
-            case SkipSubTask():
-                self.emit("subtask", "skipped", subtask_id=intent.subtask_id, summary=intent.reason)
-            case Warn():
-                self.emit(
-                    "warning", "warning", subtask_id=intent.subtask_id, summary=intent.message
-                )
-            case BreakerOpened() | BreakerHalfOpened() | BreakerClosed():
-                status = type(intent).__name__.removeprefix("Breaker").lower()
-                self.emit("breaker", status, agent=intent.capability_id)
-            case RuleFired():
-                self.emit(
-                    "rule",
-                    "fired",
-                    subtask_id=intent.source,
-                    summary=f"{intent.rule}: {intent.added}",
-                )
-            case FeedbackRoundStarted():
-                self.emit("feedback", f"round {intent.round}", subtask_id=intent.judge_subtask)
-            case ResultRejected():
-                self.emit(
-                    "rejected",
-                    "not outstanding",
-                    subtask_id=intent.subtask_id,
-                    summary=intent.reason,
-                )
-            case CancelSubTasks() | FinishTask() | FailTask():
-                pass
 
     def finish(self, outcome: FinishTask | FailTask) -> None:
         """Finalise: store the output and move to completed, failed or cancelled."""

@@ -1,4 +1,9 @@
-"""Three executors, one contract: sub-tasks in, a `SubTaskResult` per attempt out.
+"""Three executors, one seam: sub-tasks in, a `SubTaskResult` per attempt out.
+
+Every executor answers `runs(spec, subtasks, on_result)`: it splits a batch of attempts of
+one capability into runs (coroutines the orchestrator tracks and may cancel, each with
+the sub-task ids it carries) and owns everything particular to it: how it batches, how
+it keeps deadlines, whether the capability is in dispatch.
 
 - `ActorPoolExecutor`: pooled sub-agent actors per capability, created with the
   capability's resources (fractional GPUs included) up to its max concurrency. Each
@@ -24,8 +29,8 @@ import threading
 import time
 import uuid
 from collections import deque
-from collections.abc import Callable, Iterator
-from typing import Any
+from collections.abc import Callable, Coroutine, Iterator
+from typing import Any, Protocol
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
@@ -42,6 +47,22 @@ __all__: list[str] = []
 
 OnResult = Callable[[SubTaskResult], object]
 """Called on the event loop with each attempt's result."""
+
+RunSpec = tuple[list[str], Coroutine[Any, Any, None]]
+"""One run of an executor: the sub-task ids it carries and the coroutine that runs them."""
+
+_MAX_CHUNK = 16
+"""Most sub-tasks sent to one pooled agent in one streaming call."""
+
+
+class Executor(Protocol):
+    """The seam between the orchestrator and the ways a capability runs."""
+
+    def runs(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> list[RunSpec]:
+        """Split attempts of `spec` into runs; each reports through `on_result`."""
+        ...
 
 
 def error_result(
@@ -169,6 +190,14 @@ class ActorPoolExecutor:
             self._pools[spec.id] = _Pool(spec, self._namespace)
         return self._pools[spec.id]
 
+    def runs(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> list[RunSpec]:
+        """Spread the batch over the pool; small chunks keep results streaming back."""
+        size = min(_MAX_CHUNK, -(-len(subtasks) // spec.resources.max_concurrency))
+        chunks = [subtasks[i : i + size] for i in range(0, len(subtasks), size)]
+        return [([s.subtask_id for s in c], self.run_many(spec, c, on_result)) for c in chunks]
+
     async def run_many(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
     ) -> None:
@@ -233,11 +262,31 @@ class ActorPoolExecutor:
 
 
 class ServeExecutor:
-    """Runs sub-tasks on Ray Serve deployments, deploying each capability on first use."""
+    """Runs sub-tasks on Ray Serve deployments, deploying each capability on first use.
 
-    def __init__(self) -> None:
+    Args:
+        out_of_dispatch: Why a capability is out of dispatch (failing health checks), or
+            None when it takes sub-tasks; its attempts then fail fast with
+            `agent_unavailable`, so retries and fallbacks apply.
+    """
+
+    def __init__(self, out_of_dispatch: Callable[[str], str | None] = lambda _cid: None) -> None:
         self._handles: dict[str, Any] = {}
         self._lock = asyncio.Lock()
+        self._out = out_of_dispatch
+
+    def runs(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> list[RunSpec]:
+        """One run per attempt (Serve routes and batches requests itself)."""
+        return [([s.subtask_id], self._run_one(spec, s, on_result)) for s in subtasks]
+
+    async def _run_one(self, spec: CapabilitySpec, subtask: SubTask, on_result: OnResult) -> None:
+        why = self._out(spec.id)
+        if why is not None:
+            on_result(error_result(subtask, ErrorCode.AGENT_UNAVAILABLE, why))
+            return
+        on_result(await self.run(spec, subtask))
 
     async def _handle(self, spec: CapabilitySpec) -> Any:
         async with self._lock:
@@ -354,6 +403,40 @@ class DataExecutor:
 
     def __init__(self) -> None:
         self.pipelines = 0
+
+    def runs(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> list[RunSpec]:
+        """The whole batch as one stage, each row held to its own deadline."""
+        return [([s.subtask_id for s in subtasks], self._run_timed(spec, subtasks, on_result))]
+
+    async def _run_timed(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> None:
+        """`run_batch` with a timer per row: past its deadline a row is reported failed.
+
+        The row also stops itself at its deadline (see `_data_row`); the timer here counts
+        from dispatch, so a row that waited in the stage's queue is not waited for longer.
+        """
+        loop = asyncio.get_running_loop()
+        timers = [
+            loop.call_later(
+                s.timeout_s,
+                on_result,
+                error_result(
+                    s,
+                    ErrorCode.TIMEOUT,
+                    f"sub-task `{s.subtask_id}` ran past its {s.timeout_s} s deadline "
+                    f"in the Ray Data stage of `{spec.id}`",
+                ),
+            )
+            for s in subtasks
+        ]
+        try:
+            await self.run_batch(spec, subtasks, on_result)
+        finally:
+            for timer in timers:
+                timer.cancel()
 
     async def run_batch(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult

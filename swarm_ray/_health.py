@@ -91,6 +91,10 @@ class HealthBook:
         cap = self._caps.get(capability_id)
         return cap is None or cap.probe_failures < PROBE_FAILURES_TO_EJECT
 
+    def why_out_if_out(self, capability_id: str) -> str | None:
+        """`why_out` for a capability out of dispatch; None while it takes sub-tasks."""
+        return None if self.in_dispatch(capability_id) else self.why_out(capability_id)
+
     def why_out(self, capability_id: str) -> str:
         """A sentence for the error of a sub-task refused because its capability is out."""
         cap = self._caps[capability_id]

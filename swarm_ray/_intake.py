@@ -163,3 +163,22 @@ def _resolve_files(request: TaskRequest, principal: Principal, uploads: Uploads)
         for n, item in enumerate(request.items)
     )
     return request if items == request.items else request.model_copy(update={"items": items})
+
+
+def plan_again(
+    record: TaskRecord, *, registry: Registry, router: TemplateRouter, layout: Layout
+) -> Plan | str:
+    """A stored task's plan made as `take_in` made it, or the planner to ask for one.
+
+    For a task that was stored before its plan (a restart in between). Raises user
+    errors (no template fits, a refused path).
+    """
+    planner = planner_for(record.request, router)
+    if planner is not None:
+        return planner
+    resolved = layout.resolve(record.request, record.owner)
+    workdir = record.workdir or str(layout.state_dir / "tasks" / record.task_id)
+    plan = expand(router.route(resolved), resolved, task_id=record.task_id, workdir=workdir)
+    validate_plan(plan, registry)
+    check_plan(plan, registry, layout.policy(record.owner, workdir))
+    return plan

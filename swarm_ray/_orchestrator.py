@@ -1,8 +1,10 @@
 """The orchestrator: a detached, restartable Ray actor that is only wiring.
 
-All decisions are made by the pure state machine and scheduler inside each `TaskDriver`;
-this actor carries out their intents on Ray (executors, timers, cancellation) and feeds
-results back. It is an async actor: everything runs on one event loop, so no locks.
+Who decides what happens next to a task: its `TaskDriver` (`_driver.py`), always. This
+actor feeds each driver its inputs (`driver.step(...)`: a plan, a result, a cancel, a
+timer, a restart) and carries out the commands it answers (`_apply`: run attempts on
+the executors, stop them, arm timers, ask planners, wake waiters). It is an async actor:
+everything runs on one event loop, so no locks.
 
 What it records and its background loops live in `_upkeep`.
 
@@ -19,7 +21,7 @@ import os
 import time
 from collections import OrderedDict, defaultdict
 from pathlib import Path
-from typing import Any
+from typing import Any, assert_never
 
 import ray
 
@@ -27,11 +29,31 @@ from swarm_ray._access import Access
 from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
+from swarm_ray._commands import (
+    Accepted,
+    Arrived,
+    Begin,
+    BreakerMoved,
+    Broken,
+    Cancel,
+    Close,
+    DriverInput,
+    Halt,
+    PlanFailed,
+    Planned,
+    Refused,
+    Replan,
+    Resume,
+    Retrying,
+    Run,
+    Step,
+    Wake,
+    WakeAt,
+)
 from swarm_ray._config import secure_state_dir, tune_gc
 from swarm_ray._config import state_dir as default_state_dir
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
-    ErrorCode,
     InputNotAllowedError,
     RecordUnreadableError,
     StateStoreError,
@@ -39,35 +61,17 @@ from swarm_ray._errors import (
     SwarmRuntimeError,
     SwarmUserError,
     TaskNotFoundError,
-    WatermarkRejectedError,
 )
-from swarm_ray._executors import ActorPoolExecutor, DataExecutor, ServeExecutor, error_result
+from swarm_ray._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
 from swarm_ray._fsm import TaskState
 from swarm_ray._health import HealthBook
-from swarm_ray._intake import Intake, Layout, check_plan, take_in
+from swarm_ray._intake import Intake, Layout, check_plan, plan_again, take_in
 from swarm_ray._limits import RequestLimits
 from swarm_ray._metrics import SwarmMetrics
-from swarm_ray._plan import Plan
-from swarm_ray._planning import PLAN_SUBTASK, plan_with, planner_for
+from swarm_ray._planning import PLAN_SUBTASK, plan_with
 from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
-from swarm_ray._signals import (
-    BreakerClosed,
-    BreakerHalfOpened,
-    BreakerOpened,
-    CancelRequested,
-    CancelSubTasks,
-    Dispatch,
-    FailTask,
-    Fallback,
-    FinishTask,
-    Intent,
-    ResultRejected,
-    Retry,
-    RunIntent,
-    Tick,
-)
 from swarm_ray._store import open_state_store
 from swarm_ray._subtask import SubTaskResult
 from swarm_ray._task import TaskEvent, TaskRequest
@@ -78,9 +82,6 @@ from swarm_ray._views import status_view
 from swarm_ray._watermark import WatermarkKey
 
 __all__: list[str] = []
-
-_MAX_CHUNK = 16
-"""Most sub-tasks sent to one agent in one streaming call."""
 
 
 class Orchestrator:
@@ -113,11 +114,16 @@ class Orchestrator:
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._members: dict[tuple[str, str], set[str]] = {}
         self._serial = itertools.count()
-        self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
-        self._serve = ServeExecutor()
-        self._data = DataExecutor()
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
+        self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
+        self._serve = ServeExecutor(out_of_dispatch=self._health.why_out_if_out)
+        self._data = DataExecutor()
+        self._executors: dict[ExecutorKind, Executor] = {
+            ExecutorKind.ACTOR: self._pool,
+            ExecutorKind.SERVE: self._serve,
+            ExecutorKind.DATA: self._data,
+        }
         audit = AuditTrail.from_env(home)
         self._observer = Observer(self._metrics, self._health, audit)
         self._recovered: asyncio.Task[int] | None = None
@@ -152,7 +158,7 @@ class Orchestrator:
                 if driver is None:
                     continue
                 self._track(driver)
-                self._resume(driver)
+                self._step(driver, Resume())
             except RecordUnreadableError:
                 continue
             except SwarmError as exc:
@@ -162,19 +168,6 @@ class Orchestrator:
             if n % 50 == 49:
                 await asyncio.sleep(0)
         return resumed
-
-    def _resume(self, driver: TaskDriver) -> None:
-        if driver.record.plan is None or driver.scheduler is None:
-            self._start(driver)
-        elif driver.scheduler.outcome is not None:
-            self._execute(driver, [driver.scheduler.outcome])
-        else:
-            outstanding = driver.scheduler.outstanding()
-            driver.reissue(outstanding)
-            driver.emit("state", str(driver.state), summary=f"resumed {len(outstanding)} sub-tasks")
-            if driver.state is TaskState.DISPATCHING:
-                driver.move(TaskState.EXECUTING, "resumed after a restart")
-            self._execute(driver, list(outstanding))  # type: ignore[arg-type]
 
     def _load(self, task_id: str) -> TaskDriver | None:
         """Load a stored task; a record that cannot be read is quarantined, by name."""
@@ -312,16 +305,11 @@ class Orchestrator:
             **self._deps(),
         )
         self._track(driver)
+        self._step(driver, Begin(plan=intake.plan, planner=intake.planner, refusal=intake.refusal))
         if intake.refusal is not None:
-            driver.fail(intake.refusal)
-            self._ended(driver)
             raise intake.refusal
-        if intake.planner is not None:
-            self._spawn(driver, [PLAN_SUBTASK], self._plan_with(driver, intake.planner))
-            return driver.task_id
-        error = self._plan(driver, intake.plan)
-        if error is not None:
-            raise error
+        if driver.state.terminal and isinstance(driver.error, SwarmUserError):
+            raise driver.error  # a plan the driver refused (validation)
         return driver.task_id
 
     def _open_of(self, owner: str) -> int:
@@ -329,24 +317,28 @@ class Orchestrator:
             1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
         )
 
-    def _start(self, driver: TaskDriver, planner: str | None = None) -> SwarmUserError | None:
-        """Plan from a template now, or ask `planner` (found from the request if not given)."""
-        if planner is None:
-            planner = planner_for(driver.record.request, self._router)
-        if planner is None:
-            return self._plan(driver)
-        self._spawn(driver, [PLAN_SUBTASK], self._plan_with(driver, planner))
-        return None
-
-    async def _plan_with(self, driver: TaskDriver, planner: str) -> None:
-        driver.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+    async def _replan(self, driver: TaskDriver, planner: str | None) -> None:
+        """Carry out `Replan`: ask a planner, or plan again as a new request would be."""
         record = driver.record
         try:
+            if planner is None:
+                found = await asyncio.to_thread(
+                    plan_again,
+                    record,
+                    registry=self._registry,
+                    router=self._router,
+                    layout=self._layout,
+                )
+                if isinstance(found, str):
+                    self._step(driver, Begin(planner=found))
+                else:
+                    self._step(driver, Planned(found))
+                return
             plan, usage = await plan_with(
                 planner,
                 self._layout.resolve(record.request, record.owner),
                 task_id=driver.task_id,
-                trace_id=driver.record.trace_id,
+                trace_id=record.trace_id,
                 registry=self._registry,
                 router=self._router,
                 key=self._key,
@@ -354,30 +346,9 @@ class Orchestrator:
             )
             check_plan(plan, self._registry, self._layout.policy_of(record))
         except SwarmError as exc:
-            if not driver.state.terminal:
-                driver.fail(exc)
-                self._ended(driver)
+            self._step(driver, PlanFailed(exc))
             return
-        if driver.state.terminal:  # cancelled while the planner thought
-            return
-        driver.emit(
-            "planning",
-            "planned",
-            agent=planner,
-            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
-            f"{usage.completion_tokens} planner tokens",
-        )
-        self._plan(driver, plan)
-
-    def _plan(self, driver: TaskDriver, plan: Plan | None = None) -> SwarmUserError | None:
-        try:
-            intents = driver.plan(self._router, plan)
-        except SwarmUserError as exc:
-            driver.fail(exc)
-            self._ended(driver)
-            return exc
-        self._execute(driver, intents)
-        return None
+        self._step(driver, Planned(plan, planner=planner, tokens=usage.completion_tokens))
 
     async def wait(
         self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
@@ -455,17 +426,13 @@ class Orchestrator:
         """Cancel a running task (no-op for an ended one)."""
         await self.recover()
         driver = self._driver(task_id, principal)
-        if not driver.state.terminal:
-            if driver.scheduler is None:  # still planning: it ends cancelled, not failed
-                self._end(driver, FailTask(reason=reason, code=ErrorCode.CANCELLED))
-            else:
-                self._execute(driver, driver.feed(CancelRequested(at=time.time(), reason=reason)))
+        self._step(driver, Cancel(reason))
         return driver.view()
 
     async def report(self, result: SubTaskResult) -> bool:
         """Accept a result from an external agent; False (and counted) when refused."""
         await self.recover()
-        return self._on_result(result)
+        return any(isinstance(n, Accepted) for n in self._on_result(result).notices)
 
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
@@ -571,51 +538,96 @@ class Orchestrator:
         """One capability with its JSON Schemas; raises `UnknownCapabilityError`."""
         return self._registry.describe(capability_id)
 
-    # ---- carrying out intents --------------------------------------------------------
+    # ---- feeding drivers and carrying out their commands -------------------------------
 
-    def _execute(self, driver: TaskDriver, intents: list[Intent]) -> None:
-        batches: dict[tuple[str, float], list[RunIntent]] = defaultdict(list)
-        for intent in intents:
-            match intent:
-                case Dispatch() | Retry() | Fallback():
-                    if isinstance(intent, Retry | Fallback):
-                        self._metrics.retry(intent.capability_id, type(intent).__name__.lower())
-                    if self._registry.get(intent.capability_id).executor is ExecutorKind.SERVE:
-                        self._spawn(driver, [intent.subtask_id], self._run_serve(driver, intent))
-                    else:
-                        batches[(intent.capability_id, intent.delay_s)].append(intent)
-                case CancelSubTasks(subtask_ids=ids):
-                    cancelled = set(ids)
-                    for key, members in list(self._members.items()):
-                        if key[0] == driver.task_id and cancelled & members:
-                            task = self._inflight.pop(key, None)
-                            if task is not None:
-                                task.cancel()
-                case BreakerOpened(capability_id=cid, until=until):
-                    self._metrics.breaker(cid, 2)
-                    delay = max(0.0, until - time.time())
-                    asyncio.get_running_loop().call_later(delay, self._tick, driver.task_id)
-                case BreakerHalfOpened(capability_id=cid):
-                    self._metrics.breaker(cid, 1)
-                case BreakerClosed(capability_id=cid):
-                    self._metrics.breaker(cid, 0)
-                case ResultRejected():
-                    self._metrics.rejection("not_outstanding")
-                case FinishTask() | FailTask():
-                    self._end(driver, intent)
+    def _step(self, driver: TaskDriver, event: DriverInput) -> Step:
+        """Feed one input to a task's driver and carry out what it answers.
+
+        A write the driver could not make, or a bug in taking the input, stops that task
+        by name (`Broken`), never the orchestrator and never the other tasks.
+        """
+        try:
+            with self._store.batch():
+                step = driver.step(event)
+        except Exception as exc:  # a failed write, or a bug: the task stops, named
+            why = exc.message if isinstance(exc, SwarmError) else f"{type(exc).__name__}: {exc}"
+            subtask_id = None
+            if isinstance(event, Arrived):
+                r = event.result
+                subtask_id = r.subtask_id
+                why = (
+                    f"the result of sub-task `{r.subtask_id}` (attempt {r.attempt}) could not "
+                    f"be taken in, so the task stopped rather than lose it: {why}"
+                )
+            kind = StateStoreError if isinstance(exc, StateStoreError) else SwarmRuntimeError
+            self._metrics.error("orchestrator", type(exc).__name__)
+            step = driver.step(Broken(kind(why, task_id=driver.task_id), subtask_id))
+        self._apply(driver, step)
+        return step
+
+    def _apply(self, driver: TaskDriver, step: Step) -> None:
+        for notice in step.notices:
+            match notice:
+                case Accepted(result=result, trace_id=trace_id):
+                    self._observer.result(result, trace_id)
+                case Retrying(capability_id=cid, kind=kind):
+                    self._metrics.retry(cid, kind)
+                case BreakerMoved(capability_id=cid, state=state):
+                    self._metrics.breaker(cid, state)
+                case Refused(reason=reason):
+                    self._metrics.rejection(reason)
                 case _:
-                    pass
-        for (cid, _delay), batch in batches.items():
+                    assert_never(notice)
+        batches: dict[tuple[str, float], list[Any]] = defaultdict(list)
+        for command in step.commands:
+            match command:
+                case Run(subtask=subtask, delay_s=delay):
+                    batches[(subtask.capability_id, delay)].append(subtask)
+                case Halt(subtask_ids=halted):
+                    self._halt(driver.task_id, set(halted))
+                case WakeAt(at=at):
+                    delay = max(0.0, at - time.time())
+                    asyncio.get_running_loop().call_later(delay, self._wake, driver.task_id)
+                case Replan(planner=planner):
+                    self._spawn(driver, [PLAN_SUBTASK], self._replan(driver, planner))
+                case Close():
+                    self._ended(driver)
+                case _:
+                    assert_never(command)
+        for (cid, delay), subtasks in batches.items():
             spec = self._registry.get(cid)
-            if spec.executor is ExecutorKind.DATA:
-                chunks = [batch]  # one streaming Ray Data stage per batch
-            else:  # spread over the pool; small chunks keep results streaming back
-                size = min(_MAX_CHUNK, -(-len(batch) // spec.resources.max_concurrency))
-                chunks = [batch[i : i + size] for i in range(0, len(batch), size)]
-            for chunk in chunks:
-                chunk_ids = [i.subtask_id for i in chunk]
-                self._spawn(driver, chunk_ids, self._run_batch(driver, cid, chunk))
+            for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
+                self._spawn(driver, ids, self._after(delay, driver, run))
         self._notify(driver.task_id)
+
+    async def _after(self, delay_s: float, driver: TaskDriver, run: Any) -> None:
+        """Start `run` after a retry's backoff, unless its task ended meanwhile."""
+        if delay_s:
+            await asyncio.sleep(delay_s)
+        if driver.state.terminal:
+            run.close()
+            return
+        await run
+
+    def _on_result(self, result: SubTaskResult) -> Step:
+        """An executor's result for its task's driver (never raises)."""
+        driver = self._drivers.get(result.task_id)
+        if driver is None:
+            self._metrics.rejection("unknown_task")
+            return Step()
+        return self._step(driver, Arrived(result))
+
+    def _halt(self, task_id: str, subtask_ids: set[str]) -> None:
+        for key, members in list(self._members.items()):
+            if key[0] == task_id and subtask_ids & members:
+                task = self._inflight.pop(key, None)
+                if task is not None:
+                    task.cancel()
+
+    def _wake(self, task_id: str) -> None:
+        driver = self._drivers.get(task_id)
+        if driver is not None and not driver.state.terminal:
+            self._step(driver, Wake())
 
     def _spawn(self, driver: TaskDriver, ids: list[str], coro: Any) -> None:
         key = (driver.task_id, f"{ids[0]}+{len(ids)}:{next(self._serial)}")
@@ -629,15 +641,6 @@ class Orchestrator:
 
         task.add_done_callback(forget)
 
-    def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
-        driver.finish(outcome)
-        self._ended(driver)
-
-    def _tick(self, task_id: str) -> None:
-        driver = self._drivers.get(task_id)
-        if driver is not None and driver.scheduler is not None and not driver.state.terminal:
-            self._execute(driver, driver.feed(Tick(at=time.time())))
-
     def _notify(self, task_id: str) -> None:
         condition = self._changed.get(task_id)
         if condition is None:
@@ -648,104 +651,3 @@ class Orchestrator:
                 condition.notify_all()
 
         asyncio.get_running_loop().create_task(wake())
-
-    async def _run_serve(self, driver: TaskDriver, intent: RunIntent) -> None:
-        if intent.delay_s:
-            await asyncio.sleep(intent.delay_s)
-        if driver.state.terminal:
-            return
-        subtask = driver.subtask_for(intent)
-        cid = intent.capability_id
-        if not self._health.in_dispatch(cid):
-            self._on_result(
-                error_result(subtask, ErrorCode.AGENT_UNAVAILABLE, self._health.why_out(cid))
-            )
-            return
-        self._on_result(await self._serve.run(self._registry.get(cid), subtask))
-
-    async def _run_batch(self, driver: TaskDriver, cid: str, intents: list[RunIntent]) -> None:
-        delay = max(i.delay_s for i in intents)
-        if delay:
-            await asyncio.sleep(delay)
-        if driver.state.terminal:
-            return
-        spec = self._registry.get(cid)
-        subtasks = [driver.subtask_for(i) for i in intents]
-        if spec.executor is ExecutorKind.ACTOR:
-            await self._pool.run_many(spec, subtasks, self._on_result)
-            return
-        loop = asyncio.get_running_loop()
-        timers = [
-            loop.call_later(
-                s.timeout_s,
-                self._on_result,
-                error_result(
-                    s,
-                    ErrorCode.TIMEOUT,
-                    f"sub-task `{s.subtask_id}` ran past its "
-                    f"{s.timeout_s} s deadline in the Ray Data stage of `{cid}`",
-                ),
-            )
-            for s in subtasks
-        ]
-        try:
-            await self._data.run_batch(spec, subtasks, self._on_result)
-        finally:
-            for timer in timers:
-                timer.cancel()
-
-    def _on_result(self, result: SubTaskResult) -> bool:
-        """Take one result. Never raises: an executor's slot is freed whatever happens here.
-
-        A result that cannot be stored (after the driver's own retries), or a handler that
-        fails, stops its task with an error naming the sub-task: the task does not wait
-        forever for a result that was lost.
-        """
-        try:
-            with self._store.batch():
-                return self._accept(result)
-        except StateStoreError as exc:
-            why: SwarmError = exc
-        except Exception as exc:  # a bug must not strand the task or leak the agent
-            why = SwarmRuntimeError(f"{type(exc).__name__}: {exc}")
-        driver = self._drivers.get(result.task_id)
-        if driver is not None:
-            self._stop(
-                driver,
-                StateStoreError(
-                    f"the result of sub-task `{result.subtask_id}` (attempt {result.attempt}) "
-                    f"could not be taken in, so the task stopped rather than lose it: "
-                    f"{why.message}",
-                    task_id=result.task_id,
-                    subtask_id=result.subtask_id,
-                ),
-            )
-        return False
-
-    def _stop(self, driver: TaskDriver, error: SwarmError) -> None:
-        """Fail a task whose state cannot be written: in memory first, then to the store."""
-        if driver.state.terminal:
-            return
-        self._observer.metrics.error("orchestrator", str(error.code))
-        driver.fail(error, persist=False)
-        with contextlib.suppress(StateStoreError):
-            driver.save()
-        for key, task in list(self._inflight.items()):
-            if key[0] == driver.task_id:
-                task.cancel()
-        self._ended(driver)
-        self._notify(driver.task_id)
-
-    def _accept(self, result: SubTaskResult) -> bool:
-        driver = self._drivers.get(result.task_id)
-        if driver is None or driver.scheduler is None:
-            self._metrics.rejection("unknown_task")
-            return False
-        try:
-            event = driver.accept(result)
-        except WatermarkRejectedError as exc:
-            self._metrics.rejection(str(exc.details.get("reason", "invalid")))
-            return False
-        self._observer.result(result, driver.record.trace_id)
-        self._execute(driver, driver.feed(event))
-        return True

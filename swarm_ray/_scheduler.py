@@ -169,7 +169,7 @@ class Scheduler:
                 assert_never(event)
         return out + self._check_finished()
 
-    def outstanding(self) -> list[RunIntent]:
+    def outstanding(self) -> list[Dispatch | Retry | Fallback]:
         """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
         return [intent.model_copy(update={"delay_s": 0.0}) for intent in self._running.values()]
 

@@ -8,6 +8,18 @@ from pathlib import Path
 
 import pytest
 
+_RAY_FIXTURES = frozenset({"ray_cluster", "swarm", "serve_port"})
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """Mark every test that starts or joins Ray `ray`, through whichever fixture it does.
+
+    `pytest -m "not ray"` then runs the pure tests alone (in seconds, on any machine).
+    """
+    for item in items:
+        if _RAY_FIXTURES & set(getattr(item, "fixturenames", ())):
+            item.add_marker(pytest.mark.ray)
+
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

@@ -81,10 +81,11 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
     own; a driver reloaded from the last save (`dispatching`) must still finish."""
     from swarm_ray import WatermarkKey
     from swarm_ray._catalog import load_catalogs
+    from swarm_ray._commands import Arrived, Begin, Close, Resume, Run
     from swarm_ray._driver import TaskDriver
+    from swarm_ray._plan import expand
     from swarm_ray._record import SCHEMA_VERSION
     from swarm_ray._results import ResultStore
-    from swarm_ray._signals import Dispatch
     from swarm_ray._store import open_state_store
     from swarm_ray._subtask import SubTaskResult, Timings
     from swarm_ray._task import TaskRequest
@@ -97,12 +98,16 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
         "results": ResultStore(str(tmp_path / "results")),
         "key": WatermarkKey.generate(),
     }
-    driver = TaskDriver.create(TaskRequest(template="noop_fanout", items=(1,)), **deps)
-    [intent] = [i for i in driver.plan(router) if isinstance(i, Dispatch)]
+    request = TaskRequest(template="noop_fanout", items=(1,))
+    driver = TaskDriver.create(request, **deps)
+    plan = expand(router.route(request), request, task_id=driver.task_id)
+    [first] = [c for c in driver.step(Begin(plan=plan)).commands if isinstance(c, Run)]
     assert driver.state is TaskState.EXECUTING
     reloaded = TaskDriver.load(driver.task_id, **deps)
     assert reloaded is not None and reloaded.state is TaskState.DISPATCHING
-    subtask = reloaded.subtask_for(intent)
+    [again] = [c for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert again.subtask.subtask_id == first.subtask.subtask_id
+    subtask = again.subtask
     done = SubTaskResult(
         task_id=subtask.task_id,
         subtask_id=subtask.subtask_id,
@@ -112,8 +117,8 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
         timings=Timings(started_at=1.0, finished_at=1.1),
         watermark=subtask.watermark,
     )
-    outcome = [i for i in reloaded.feed(reloaded.accept(done)) if type(i).__name__ == "FinishTask"]
-    reloaded.finish(outcome[0])  # type: ignore[arg-type]
+    finished = reloaded.step(Arrived(done))
+    assert any(isinstance(c, Close) for c in finished.commands)
     assert reloaded.state is TaskState.COMPLETED
     saved = TaskDriver.load(driver.task_id, **deps)
     assert saved is not None and saved.state is TaskState.COMPLETED

@@ -346,7 +346,7 @@ def test_a_failing_log_write_is_retried_then_named(
         results=ResultStore(str(tmp_path / "results")),
         key=WatermarkKey.generate(),
     )
-    driver.plan(router)
+    driver.plan(router)  # the scheduler exists; its first event is the one that fails
     store.failures = failures
     if survives:
         driver.feed(Start(at=2.0))

@@ -1,0 +1,138 @@
+"""The task driver as the one owner of a task: inputs in, commands and notices out (no Ray)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swarm_ray import TaskRequest, TaskState, WatermarkKey
+from swarm_ray._catalog import load_catalogs
+from swarm_ray._commands import (
+    Accepted,
+    Arrived,
+    Begin,
+    Broken,
+    Cancel,
+    Close,
+    Halt,
+    Planned,
+    Refused,
+    Replan,
+    Resume,
+    Run,
+)
+from swarm_ray._driver import TaskDriver
+from swarm_ray._errors import InvalidPlanError, StateStoreError
+from swarm_ray._plan import expand
+from swarm_ray._results import ResultStore
+from swarm_ray._store import SQLiteStateStore
+from swarm_ray._subtask import SubTask, SubTaskResult, Timings
+
+
+@pytest.fixture
+def deps(tmp_path: Path) -> dict[str, object]:
+    registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
+    return {
+        "registry": registry,
+        "store": SQLiteStateStore(tmp_path / "state.db"),
+        "results": ResultStore(str(tmp_path / "results")),
+        "key": WatermarkKey.generate(),
+        "router": router,
+    }
+
+
+def _driver(deps: dict[str, object], request: TaskRequest) -> TaskDriver:
+    driver_deps = {k: v for k, v in deps.items() if k != "router"}
+    return TaskDriver.create(request, **driver_deps)
+
+
+def _plan(deps: dict[str, object], driver: TaskDriver):  # type: ignore[no-untyped-def]
+    router = deps["router"]
+    request = driver.record.request
+    return expand(router.route(request), request, task_id=driver.task_id)  # type: ignore[attr-defined]
+
+
+def _done(subtask: SubTask, **changes: object) -> SubTaskResult:
+    fields: dict[str, object] = {
+        "task_id": subtask.task_id,
+        "subtask_id": subtask.subtask_id,
+        "capability_id": subtask.capability_id,
+        "attempt": subtask.attempt,
+        "output": {"text": subtask.input.get("text", "").upper(), "pid": 1},
+        "timings": Timings(started_at=1.0, finished_at=1.1),
+        "watermark": subtask.watermark,
+    }
+    fields.update(changes)
+    return SubTaskResult(**fields)  # type: ignore[arg-type]
+
+
+def test_a_task_runs_to_completion_through_steps(deps: dict[str, object]) -> None:
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
+    step = driver.step(Begin(plan=_plan(deps, driver)))
+    runs = [c for c in step.commands if isinstance(c, Run)]
+    assert [r.subtask.subtask_id for r in runs] == ["echo[0]", "echo[1]"]
+    assert driver.state is TaskState.EXECUTING
+    for run in runs:
+        step = driver.step(Arrived(_done(run.subtask)))
+        assert any(isinstance(n, Accepted) for n in step.notices)
+    [join] = [c for c in step.commands if isinstance(c, Run)]
+    final = driver.step(Arrived(_done(join.subtask, output={"text": "A B", "count": 2})))
+    assert any(isinstance(c, Close) for c in final.commands)
+    assert driver.state is TaskState.COMPLETED and driver.output() == {"text": "A B", "count": 2}
+
+
+def test_a_forged_or_replayed_result_is_refused_and_changes_nothing(
+    deps: dict[str, object],
+) -> None:
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    [run, *_] = driver.step(Begin(plan=_plan(deps, driver))).commands
+    assert isinstance(run, Run)
+    forged = driver.step(Arrived(_done(run.subtask, watermark=run.subtask.watermark[:-4] + "AAAA")))
+    assert forged.notices == [Refused("forged")] and forged.commands == []
+    driver.step(Arrived(_done(run.subtask)))
+    replayed = driver.step(Arrived(_done(run.subtask)))
+    assert replayed.notices == [Refused("replayed")]
+
+
+def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
+    driver = _driver(deps, TaskRequest(query="anything", planner="auto"))
+    asked = driver.step(Begin(planner="llm.planning.plan"))
+    assert asked.commands == [Replan("llm.planning.plan")]
+    assert [e.status for e in driver.events if e.kind == "planning"] == ["asking"]
+    cancelled = driver.step(Cancel("changed my mind"))
+    assert cancelled.commands == [Close()] and driver.state is TaskState.CANCELLED
+    late = driver.step(Planned(_plan(deps, _driver(deps, TaskRequest(template="echo_fanout")))))
+    assert late.commands == [] and driver.state is TaskState.CANCELLED
+
+
+def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    step = driver.step(Begin(refusal=InvalidPlanError("no way to plan `this`")))
+    assert step.commands == [Close()] and driver.state is TaskState.FAILED
+    assert isinstance(driver.error, InvalidPlanError) and "`this`" in driver.error.message
+
+
+def test_a_broken_input_halts_the_running_attempts_and_names_the_cause(
+    deps: dict[str, object],
+) -> None:
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
+    driver.step(Begin(plan=_plan(deps, driver)))
+    step = driver.step(Broken(StateStoreError("disk full while storing `echo[0]`")))
+    assert step.commands == [Halt(("echo[0]", "echo[1]")), Close()]
+    assert driver.state is TaskState.FAILED and "disk full" in str(driver.error)
+
+
+def test_a_restarted_driver_plans_again_or_resends_what_was_out(deps: dict[str, object]) -> None:
+    driver_deps = {k: v for k, v in deps.items() if k != "router"}
+    unplanned = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    reloaded = TaskDriver.load(unplanned.task_id, **driver_deps)
+    assert reloaded is not None and reloaded.step(Resume()).commands == [Replan(None)]
+    planned = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    [first] = planned.step(Begin(plan=_plan(deps, planned))).commands
+    again = TaskDriver.load(planned.task_id, **driver_deps)
+    assert again is not None
+    [resent] = [c for c in again.step(Resume()).commands if isinstance(c, Run)]
+    assert isinstance(first, Run) and resent.subtask.subtask_id == first.subtask.subtask_id
+    accepted = again.step(Arrived(_done(resent.subtask)))
+    assert any(isinstance(n, Accepted) for n in accepted.notices)
