@@ -1,11 +1,18 @@
-"""Fan-out overhead: N no-op sub-tasks through swarm-ray vs the same N bare Ray tasks.
+"""Fan-out: what the orchestrator costs per sub-task, beside bare Ray and LangGraph.
 
-Run: python bench/fanout.py [--sizes 100 500] [--repeat 3]
+Run: python bench/fanout.py [--sizes 100 500] [--repeat 3] [--payload-n 2000]
 
 Same run, same local cluster, warm (Ray started, actors created) before the clock starts.
-Prints the time per sub-task of each, swarm-ray's overhead per sub-task above a bare Ray
-task, and the ratio. LangGraph's `Send` fan-out of the same N no-op nodes (in one process,
-no Ray) is printed beside them for scale. Goal: at most 1 ms per sub-task above bare Ray.
+
+1. N no-op sub-tasks through swarm-ray against the same N bare Ray tasks: time per
+   sub-task, swarm-ray's overhead above a bare task, the ratio; LangGraph's `Send` fan-out
+   of the same N no-op nodes (one process, no Ray) beside them for scale.
+2. Realistic payloads: N sub-tasks of 2 KB in and 2 KB out through validated models (the
+   `echo_flat` template). Prints the orchestrator's own CPU per sub-task, read from /proc
+   like the other benchmarks, and sub-tasks settled per second. Goals: at most 0.5 ms of
+   orchestrator CPU per sub-task, at least 2,000 sub-tasks settled per second.
+3. Work that computes: 500 sub-tasks of 10 ms CPU each, through swarm-ray and through
+   LangGraph's `Send` fan-out of the same work. Goal: the swarm finishes first.
 """
 
 from __future__ import annotations
@@ -18,6 +25,7 @@ import time
 from typing import Annotated, Any, TypedDict
 
 import ray
+from _cpu import cpu_by_role, spent
 
 import swarm_ray
 
@@ -44,6 +52,60 @@ def time_swarm(client: swarm_ray.SwarmClient, n: int) -> float:
 class State(TypedDict):
     items: list[int]
     done: Annotated[list[int], operator.add]
+
+
+def time_payloads(client: swarm_ray.SwarmClient, n: int) -> tuple[float, float]:
+    """Wall seconds and orchestrator CPU seconds for N sub-tasks of 2 KB in and out."""
+    items = tuple(f"{i:06d}" + "x" * 2042 for i in range(n))  # 2 KB each way
+    before = cpu_by_role(["Orchestrator"])
+    start = time.perf_counter()
+    record = client.run(template="echo_flat", items=items)
+    elapsed = time.perf_counter() - start
+    used = spent(before, cpu_by_role(["Orchestrator"])).get("Orchestrator", 0.0)
+    assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
+    return elapsed, used
+
+
+def burn(ms: float) -> None:
+    until = time.process_time() + ms / 1000
+    while time.process_time() < until:
+        pass
+
+
+def time_langgraph_work(n: int, ms: float) -> float | None:
+    """LangGraph's `Send` fan-out of N nodes that compute for `ms` each."""
+    try:
+        from langgraph.graph import END, START, StateGraph
+        from langgraph.types import Send
+    except ImportError:
+        return None
+
+    def fan(state: State) -> list[Any]:
+        return [Send("work", {"item": i}) for i in state["items"]]
+
+    def work(state: dict[str, Any]) -> dict[str, list[int]]:
+        burn(ms)
+        return {"done": [state["item"]]}
+
+    graph = StateGraph(State)
+    graph.add_node("work", work)
+    graph.add_conditional_edges(START, fan, ["work"])
+    graph.add_edge("work", END)
+    app = graph.compile()
+    start = time.perf_counter()
+    out = app.invoke({"items": list(range(n)), "done": []})
+    elapsed = time.perf_counter() - start
+    assert len(out["done"]) == n
+    return elapsed
+
+
+def time_swarm_work(client: swarm_ray.SwarmClient, n: int, ms: float) -> float:
+    start = time.perf_counter()
+    items = tuple(str(i) for i in range(n))
+    record = client.run(template="echo_flat", items=items, params={"cpu_ms": ms})
+    elapsed = time.perf_counter() - start
+    assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
+    return elapsed
 
 
 def time_langgraph(n: int) -> float | None:
@@ -75,6 +137,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=[100, 500])
     parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--payload-n", type=int, default=2000)
+    parser.add_argument("--work-n", type=int, default=500)
+    parser.add_argument("--work-ms", type=float, default=10.0)
     args = parser.parse_args()
 
     cold = time.perf_counter()
@@ -104,6 +169,26 @@ def main() -> None:
             f"{n:>5} {bare / n * 1000:17.3f} {swarm / n * 1000:18.3f} "
             f"{(swarm - bare) / n * 1000:12.3f} {swarm / bare:6.2f} {lg}"
         )
+    time_payloads(client, 100)  # warm the echo agents
+    print(f"\n2 KB in, 2 KB out, validated models, N={args.payload_n}:")
+    for _ in range(args.repeat):
+        wall, cpu = time_payloads(client, args.payload_n)
+        print(
+            f"  orchestrator CPU {cpu / args.payload_n * 1000:.3f} ms/sub-task (goal 0.5), "
+            f"{args.payload_n / wall:,.0f} sub-tasks settled/s (goal 2,000), wall {wall:.2f} s"
+        )
+    print(f"\n{args.work_n} sub-tasks of {args.work_ms:.0f} ms CPU each:")
+    time_swarm_work(client, 50, args.work_ms)
+    swarm_times = [time_swarm_work(client, args.work_n, args.work_ms) for _ in range(args.repeat)]
+    lg_times = [
+        t for t in (time_langgraph_work(args.work_n, args.work_ms) for _ in range(args.repeat)) if t
+    ]
+    swarm_wall = statistics.median(swarm_times)
+    line = f"  swarm-ray {swarm_wall:.2f} s"
+    if lg_times:
+        lg_wall = statistics.median(lg_times)
+        line += f", LangGraph Send {lg_wall:.2f} s: swarm {lg_wall / swarm_wall:.2f}x faster"
+    print(line + f" (work alone: {args.work_n * args.work_ms / 1000:.1f} CPU-s)")
     client.shutdown()
     ray.shutdown()
 

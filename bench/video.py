@@ -119,11 +119,12 @@ def raw_decode(path: str, duration: float, processes: int) -> float:
 
 def stage_window(client: swarm_ray.SwarmClient, run: VideoRun) -> float:
     """Wall time of the analysis stage: first segment started to last segment finished."""
-    record = client.record(run.segments_task)
+    record = client.record(run.task_id)
     spans = [
         (e.result.timings.started_at, e.result.timings.finished_at)
         for e in record.log
         if isinstance(e, SubTaskDone)
+        and e.result.subtask_id.startswith("analyze[")
         and e.result.timings.started_at is not None
         and e.result.timings.finished_at is not None
     ]

@@ -68,6 +68,7 @@ from swarm_ray._signals import (
     Dispatch,
     FailTask,
     Fallback,
+    FannedOut,
     FeedbackRoundStarted,
     FinishTask,
     Intent,
@@ -478,6 +479,13 @@ class TaskDriver:
                     )
                 case FeedbackRoundStarted():
                     self.emit("feedback", f"round {intent.round}", subtask_id=intent.judge_subtask)
+                case FannedOut():
+                    self.emit(
+                        "fanout",
+                        "expanded",
+                        subtask_id=intent.source,
+                        summary=f"`{intent.stage}`: {len(intent.added)} sub-tasks",
+                    )
                 case ResultRejected():
                     self.emit(
                         "rejected",

@@ -155,14 +155,26 @@ def _without_id(request: TaskRequest) -> TaskRequest:
 
 
 def _resolve_files(request: TaskRequest, principal: Principal, uploads: Uploads) -> TaskRequest:
-    """The request with each file id among its items replaced by the upload's location."""
+    """The request with each file id among its items and top-level params resolved.
+
+    A file id (`file-...`) becomes the location of the caller's upload; a video's
+    `params.path` is such a parameter.
+    """
     items = tuple(
         uploads.resolve(principal, item, where=f"items[{n}]")
         if isinstance(item, str) and FILE_ID.match(item)
         else item
         for n, item in enumerate(request.items)
     )
-    return request if items == request.items else request.model_copy(update={"items": items})
+    params = {
+        name: uploads.resolve(principal, value, where=f"params.{name}")
+        if isinstance(value, str) and FILE_ID.match(value)
+        else value
+        for name, value in request.params.items()
+    }
+    if items == request.items and params == request.params:
+        return request
+    return request.model_copy(update={"items": items, "params": params})
 
 
 def plan_again(

@@ -20,13 +20,14 @@ from swarm_ray._registry import Registry
 from swarm_ray._subtask import SubTaskSpec
 from swarm_ray._task import TaskRequest
 from swarm_ray._template import (
-    PARAM_PLACEHOLDER as _PARAM,
-)
-from swarm_ray._template import (
+    FOR_EACH,
     FanOut,
     Stage,
     TaskTemplate,
     _check_acyclic,
+)
+from swarm_ray._template import (
+    PARAM_PLACEHOLDER as _PARAM,
 )
 
 __all__ = ["Plan", "expand", "validate_plan"]
@@ -38,6 +39,8 @@ TASK_MARKER = "$task"
 
 _MISSING = object()
 """An absent `$params.NAME`: the key is left out so the input model's default applies."""
+_NO_EACH = object()
+"""Not a `for_each` sub-task: `$each` stays as written."""
 _FROM = re.compile(r"^\$from\.([A-Za-z_][A-Za-z0-9_]*)(?:\.(.+))?$")
 _TASK_DIR = re.compile(r"^\$task_dir(?:/([A-Za-z0-9_][A-Za-z0-9_.\-/]*))?$")
 
@@ -97,17 +100,31 @@ def stage_subtask(
     parent: str | None = None,
     required: bool = False,
     workdir: str | None = None,
+    each: Any = _NO_EACH,
+    each_index: int | None = None,
 ) -> SubTaskSpec:
-    """Build one sub-task of `stage`; `depends_on` maps stage -> (ids, many)."""
+    """Build one sub-task of `stage`; `depends_on` maps stage -> (ids, many).
+
+    A `for_each` stage's sub-task gets its element (`each`) and position (`each_index`).
+    """
     deps = [i for ids, _ in depends_on.values() for i in ids]
     many = {name: flag for name, (_, flag) in depends_on.items()}
+    key = _key(item, dimension) if each_index is None else f"[{each_index}]"
     return SubTaskSpec(
-        id=stage.name + _key(item, dimension),
+        id=stage.name + key,
         stage=stage.name,
         capability_id=stage.capability,
         input=_fill(
             stage.input,
-            _Context(request=request, item=item, dimension=dimension, many=many, workdir=workdir),
+            _Context(
+                request=request,
+                item=item,
+                dimension=dimension,
+                many=many,
+                workdir=workdir,
+                each=each,
+                each_index=each_index,
+            ),
         ),
         depends_on=tuple(deps),
         parent=parent,
@@ -115,6 +132,7 @@ def stage_subtask(
         dimension=dimension,
         required=stage.required or required,
         partial_ok=stage.partial_ok,
+        each=each_index,
     )
 
 
@@ -127,6 +145,8 @@ class _Context:
     dimension: str | None
     many: Mapping[str, bool]
     workdir: str | None
+    each: Any = _NO_EACH
+    each_index: int | None = None
 
 
 def _fill(value: Any, ctx: _Context) -> Any:
@@ -149,6 +169,8 @@ def _fill(value: Any, ctx: _Context) -> Any:
         return list(request.dimensions)
     if value == "$query":
         return request.query
+    if value in ("$each", "$each_index") and ctx.each is not _NO_EACH:
+        return ctx.each if value == "$each" else ctx.each_index
     if value in ("$warnings", "$costs"):
         return {TASK_MARKER: value[1:]}
     if match := _PARAM.match(value):
@@ -177,6 +199,8 @@ def _dependency_ids(
 ) -> tuple[list[str], bool]:
     """Which sub-tasks of `dep` one sub-task of `stage` waits for, and whether many."""
     upstream = ids[dep.name]
+    if dep.for_each is not None:  # all of its sub-tasks (or, until they exist, its source)
+        return [i for i, _, _ in upstream], True
     if dep.fan_out is FanOut.ONCE:
         return [i for i, _, _ in upstream], False
     if stage.fan_out is FanOut.ONCE:
@@ -204,6 +228,9 @@ def expand(
         condition = _PARAM.match(stage.when) if stage.when is not None else None
         if condition is not None and not request.params.get(condition.group(1)):
             ids[stage.name] = []  # left out: dependents wait for none of it
+            continue
+        if stage.for_each is not None:
+            ids[stage.name] = _expand_each(stage, request, ids, subtasks, by_name, workdir)
             continue
         if stage.fan_out is FanOut.ONCE:
             keys: list[tuple[int | None, str | None]] = [(None, None)]
@@ -235,6 +262,59 @@ def expand(
         subtasks=tuple(subtasks),
         workdir=workdir,
     )
+
+
+def each_elements(stage: Stage, value: Any, *, where: str) -> list[Any]:
+    """The list a `for_each` stage fans out over; `InvalidPlanError` unless it is one."""
+    if not isinstance(value, list | tuple):
+        raise InvalidPlanError(
+            f"stage `{stage.name}` fans out over {where}, which must be a list, "
+            f"got {type(value).__name__}"
+        )
+    if len(value) > stage.max_each:
+        raise InvalidPlanError(
+            f"stage `{stage.name}` would fan out over {len(value)} elements of {where}, "
+            f"over its limit of {stage.max_each} (`max_each`)"
+        )
+    return list(value)
+
+
+def _expand_each(
+    stage: Stage,
+    request: TaskRequest,
+    ids: dict[str, list[tuple[str, int | None, str | None]]],
+    subtasks: list[SubTaskSpec],
+    by_name: Mapping[str, Stage],
+    workdir: str | None,
+) -> list[tuple[str, int | None, str | None]]:
+    """Sub-tasks of a `for_each: $params.NAME` stage now; of `$from.X`, none yet.
+
+    A stage fanning out over an upstream output stands, until that output exists, for
+    its source: its dependents wait on the source, and the scheduler adds the sub-tasks
+    (and the dependents' waits on them) when the source succeeds.
+    """
+    found = FOR_EACH.match(stage.for_each or "")
+    assert found is not None
+    if found.group("stage") is not None:
+        return list(ids[found.group("stage")])
+    name = found.group("param")
+    elements = each_elements(stage, request.params.get(name), where=f"`$params.{name}`")
+    made: list[tuple[str, int | None, str | None]] = []
+    depends = {d: _dependency_ids(stage, by_name[d], ids, None, None) for d in stage.depends_on}
+    for index, element in enumerate(elements):
+        spec = stage_subtask(
+            stage,
+            request=request,
+            item=None,
+            dimension=None,
+            depends_on=depends,
+            workdir=workdir,
+            each=element,
+            each_index=index,
+        )
+        subtasks.append(spec)
+        made.append((spec.id, None, None))
+    return made
 
 
 def nesting_depth(specs: Mapping[str, SubTaskSpec], subtask_id: str) -> int:

@@ -20,8 +20,15 @@ from pydantic import TypeAdapter
 from swarm_ray._access import AccessPolicy
 from swarm_ray._breaker import Breaker
 from swarm_ray._dynamic import next_round, output_path, result_field, rule_matches, rule_subtask
-from swarm_ray._errors import ErrorCode, InputNotAllowedError, InvalidInputError
-from swarm_ray._plan import FROM_MARKER, TASK_MARKER, Plan, nesting_depth
+from swarm_ray._errors import ErrorCode, InputNotAllowedError, InvalidInputError, InvalidPlanError
+from swarm_ray._plan import (
+    FROM_MARKER,
+    TASK_MARKER,
+    Plan,
+    each_elements,
+    nesting_depth,
+    stage_subtask,
+)
 from swarm_ray._registry import Registry
 from swarm_ray._signals import (
     BreakerClosed,
@@ -32,6 +39,7 @@ from swarm_ray._signals import (
     Dispatch,
     FailTask,
     Fallback,
+    FannedOut,
     FeedbackRoundStarted,
     FinishTask,
     Intent,
@@ -49,6 +57,7 @@ from swarm_ray._signals import (
     Warn,
 )
 from swarm_ray._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
+from swarm_ray._template import FOR_EACH
 
 __all__ = ["EVENT_ADAPTER", "Scheduler", "SubTaskStatus"]
 
@@ -296,6 +305,11 @@ class Scheduler:
 
         def fill(value: Any) -> Any:
             if isinstance(value, dict):
+                if FROM_MARKER in value and value.get("path") == "@outcome":
+                    found = [
+                        self._outcome(d) for d in deps if self._specs[d].stage == value[FROM_MARKER]
+                    ]
+                    return found if value.get("many") else (found[0] if found else None)
                 if FROM_MARKER in value:
                     outputs = [
                         result_field(self._results[d], value.get("path"))
@@ -311,6 +325,20 @@ class Scheduler:
             return value
 
         return fill(spec.input)  # type: ignore[no-any-return]
+
+    def _outcome(self, sid: str) -> dict[str, Any]:
+        """How one sub-task ended, for `$from.STAGE.@outcome` (failures included)."""
+        result = self._results.get(sid)
+        error = self._errors.get(sid)
+        return {
+            "subtask_id": sid,
+            "each": self._specs[sid].each,
+            "status": str(self._status[sid]),
+            "output": None if result is None else result.output,
+            "error": None if error is None else error.message,
+            "watermark": None if result is None else result.watermark,
+            "attempts": self._attempt[sid],
+        }
 
     def _task_value(self, name: str) -> Any:
         if name == "warnings":
@@ -505,7 +533,56 @@ class Scheduler:
         out: list[Intent] = [self._warn(f"sub-task `{sid}`: {w}", sid) for w in result.warnings]
         out += self._fire_rules(sid, result)
         out += self._feedback(sid, result)
+        out += self._expand_each(sid, result, at)
+        if self.outcome is not None:
+            return out
         return out + self._dispatch_ready(at, sid)
+
+    def _expand_each(self, sid: str, result: SubTaskResult, at: float) -> list[Intent]:
+        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output.
+
+        Stages depending on such a stage waited on `sid` until now; they wait on the new
+        sub-tasks too. A value that is not a list, or a list over the stage's `max_each`,
+        fails the task naming the stage.
+        """
+        source = self._specs[sid]
+        out: list[Intent] = []
+        for stage in self.plan.template.stages:
+            found = FOR_EACH.match(stage.for_each or "")
+            if found is None or found.group("stage") != source.stage:
+                continue
+            try:
+                elements = each_elements(
+                    stage,
+                    output_path(result.output, found.group("path")),
+                    where=f"`{stage.for_each}` (the output of `{sid}`)",
+                )
+            except InvalidPlanError as exc:
+                return out + self._end(exc.message, ErrorCode.INVALID_PLAN, sid)
+            added = []
+            for index, element in enumerate(elements):
+                spec = stage_subtask(
+                    stage,
+                    request=self.plan.request,
+                    item=None,
+                    dimension=None,
+                    depends_on={source.stage: ([sid], False)},
+                    workdir=self.plan.workdir,
+                    each=element,
+                    each_index=index,
+                )
+                self._add(spec, origin="each")
+                added.append(spec.id)
+            waiting = {s.name for s in self.plan.template.stages if stage.name in s.depends_on}
+            for other in list(self._specs.values()):
+                if other.stage in waiting and self._status[other.id] is _S.PENDING:
+                    self._specs[other.id] = other.model_copy(
+                        update={"depends_on": (*other.depends_on, *added)}
+                    )
+                    for new in added:
+                        self._dependents.setdefault(new, []).append(other.id)
+            out.append(FannedOut(stage=stage.name, source=sid, added=tuple(added)))
+        return out
 
     def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
         out: list[Intent] = []

@@ -25,6 +25,7 @@ __all__ = [
     "Dispatch",
     "FailTask",
     "Fallback",
+    "FannedOut",
     "FeedbackRoundStarted",
     "FinishTask",
     "Intent",
@@ -139,7 +140,7 @@ class RunIntent(BaseModel):
 class Dispatch(RunIntent):
     """Run a sub-task whose own dependencies are done (partial rollout: no stage barrier)."""
 
-    reason: Literal["ready", "rule", "feedback", "half_open", "resume"] = "ready"
+    reason: Literal["ready", "rule", "feedback", "each", "half_open", "resume"] = "ready"
 
 
 class Retry(RunIntent):
@@ -194,6 +195,15 @@ class FeedbackRoundStarted(BaseModel):
     stage: str
     judge_subtask: str
     round: int
+    added: tuple[str, ...]
+
+
+class FannedOut(BaseModel):
+    """A `for_each` stage expanded over a list its source produced."""
+
+    model_config = _FROZEN
+    stage: str
+    source: str
     added: tuple[str, ...]
 
 
@@ -254,6 +264,7 @@ Intent = (
     | BreakerClosed
     | RuleFired
     | FeedbackRoundStarted
+    | FannedOut
     | SkipSubTask
     | CancelSubTasks
     | ResultRejected

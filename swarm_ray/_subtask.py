@@ -127,6 +127,8 @@ class SubTaskSpec(BaseModel):
     """The dimension it works on, for item-and-dimension fan-out."""
     round: int = Field(default=1, ge=1)
     """Feedback round (1 for the first attempt of a generate-judge loop)."""
+    each: int | None = None
+    """Position of its element in its stage's `for_each` list, for such stages."""
     required: bool = False
     """When true its final failure fails the task; otherwise the task degrades."""
     partial_ok: bool = False

@@ -45,6 +45,12 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _NAME = r"^[A-Za-z_][A-Za-z0-9_]*$"
 PARAM_PLACEHOLDER = re.compile(r"^\$params\.([A-Za-z0-9_]+)$")
 """`$params.NAME` in a stage's input or its `when` (group 1: the name)."""
+FOR_EACH = re.compile(
+    r"^\$(?:from\.(?P<stage>[A-Za-z_][A-Za-z0-9_]*)(?:\.(?P<path>[\w.]+))?"
+    r"|params\.(?P<param>[A-Za-z0-9_]+))$"
+)
+"""A stage's `for_each`: `$from.STAGE[.FIELD...]` (a list in an upstream output, expanded
+when that sub-task succeeds) or `$params.NAME` (a list in the request, expanded at once)."""
 
 
 class FanOut(StrEnum):
@@ -85,6 +91,19 @@ class Stage(BaseModel):
     Left out, the stage has no sub-tasks: stages depending on it do not wait for it, and
     their `$from.STAGE` inputs get an empty list (one per item or dimension: none).
     """
+    for_each: str | None = Field(default=None, pattern=FOR_EACH.pattern)
+    """Fan out over a list computed along the way: one sub-task per element, `$each` in
+    the input being the element and `$each_index` its position (ids `STAGE[0]`, ...).
+
+    `$from.STAGE.FIELD` expands when that once-stage's sub-task succeeds (its output's
+    FIELD must be a list; a failed source leaves the stage empty); `$params.NAME` expands
+    with the plan. Stages depending on a `for_each` stage wait for all of its sub-tasks
+    and read them as a list (`$from.THIS` outputs, `$from.THIS.@outcome` each one's
+    status, output, error, watermark and attempts). Expansions are decisions like any
+    other: written to the task's log and replayed after a restart.
+    """
+    max_each: int = Field(default=1000, ge=1, le=100_000)
+    """Most elements a `for_each` may fan out over; a longer list fails the task, named."""
 
 
 class DynamicRule(BaseModel):
@@ -172,6 +191,8 @@ class TaskTemplate(BaseModel):
         _check_acyclic({s.name: s.depends_on for s in self.stages})
         if self.aggregate is not None and self.aggregate not in by_name:
             raise ValueError(f"aggregate stage `{self.aggregate}` is not a stage")
+        for stage in self.stages:
+            _check_for_each(stage, by_name, self.stages)
         in_loops = {n for loop in self.loops for n in (loop.stage, loop.judge)}
         for stage in self.stages:
             if stage.when is None:
@@ -232,6 +253,37 @@ class TaskTemplate(BaseModel):
             raise InvalidSpecError(
                 f"template {source!r} is invalid: {problems}", source=source
             ) from None
+
+
+def _check_for_each(stage: Stage, by_name: Mapping[str, Stage], stages: tuple[Stage, ...]) -> None:
+    """Refuse a `for_each` stage the scheduler could not expand (ValueError naming it)."""
+    if stage.for_each is None:
+        return
+    found = FOR_EACH.match(stage.for_each)
+    assert found is not None  # the field's pattern
+    if stage.fan_out is not FanOut.ONCE:
+        raise ValueError(f"stage `{stage.name}` has `for_each`, so its `fan_out` must be `once`")
+    if stage.triggered or stage.when is not None:
+        raise ValueError(
+            f"stage `{stage.name}` has `for_each` and cannot also be triggered or conditional"
+        )
+    source = found.group("stage")
+    if source is not None:
+        if source not in stage.depends_on:
+            raise ValueError(
+                f"stage `{stage.name}` fans out over `{source}`, so it must depend on it"
+            )
+        if by_name[source].fan_out is not FanOut.ONCE or by_name[source].for_each:
+            raise ValueError(
+                f"stage `{stage.name}` fans out over `{source}`, which must be "
+                "a once-stage (one sub-task)"
+            )
+    for other in stages:
+        if stage.name in other.depends_on and other.fan_out is not FanOut.ONCE:
+            raise ValueError(
+                f"stage `{other.name}` depends on `for_each` stage "
+                f"`{stage.name}`, so its `fan_out` must be `once`"
+            )
 
 
 def _check_acyclic(graph: Mapping[str, tuple[str, ...]]) -> None:

@@ -50,7 +50,9 @@ class EchoIn(BaseModel):
     text: str
     """What to echo."""
     delay_s: float = Field(default=0.0, ge=0)
-    """Sleep this long first (a stand-in for real work)."""
+    """Sleep this long first (a stand-in for waiting work)."""
+    cpu_ms: float = Field(default=0.0, ge=0, le=60_000)
+    """Compute for this many milliseconds of CPU first (a stand-in for working work)."""
     record_dir: WritePath | None = None
     """Append one line per finished execution to `executions.log` here."""
     fail_first: int = Field(default=0, ge=0)
@@ -103,6 +105,10 @@ def echo(data: EchoIn) -> EchoOut:
             handle.write("x")
         if tries.stat().st_size <= data.fail_first:
             raise RuntimeError(f"`{data.text}` fails on purpose (try {tries.stat().st_size})")
+    if data.cpu_ms:
+        until = time.process_time() + data.cpu_ms / 1000
+        while time.process_time() < until:
+            pass
     if data.delay_s:
         time.sleep(data.delay_s)
     if data.record_dir:
@@ -235,6 +241,20 @@ def testing_catalog() -> Catalog:
             ],
         }
     )
+    flat = TaskTemplate.model_validate(
+        {
+            "name": "echo_flat",
+            "description": "Echo every item; no join (the fan-out benchmark's payload case).",
+            "stages": [
+                {
+                    "name": "echo",
+                    "capability": "test.echo.text",
+                    "fan_out": "per_item",
+                    "input": {"text": "$item", "cpu_ms": "$params.cpu_ms"},
+                }
+            ],
+        }
+    )
     return Catalog(
         capabilities=(
             _echo_spec("test.echo.text", ExecutorKind.ACTOR, 4),
@@ -273,6 +293,7 @@ def testing_catalog() -> Catalog:
             _fanout("echo_checked", "test.echo.checked"),
             _chain(),
             noop_template,
+            flat,
         ),
     )
 

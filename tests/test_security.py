@@ -167,7 +167,7 @@ def test_keys_file_video_path_dimension_files_and_chroma_url_are_refused(
         _refused(
             http.post(
                 "/v1/tasks",
-                json={"template": "video_plan", "params": {"path": "rtsp://10.0.0.1/stream"}},
+                json={"template": "analyze_video", "params": {"path": "rtsp://10.0.0.1/stream"}},
             )
         )
         uploaded = _upload(http, "a.pdf", _pdf_bytes())

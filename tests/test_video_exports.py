@@ -69,7 +69,7 @@ def test_catalog_registers_the_capabilities_and_templates() -> None:
     }
     data = {c.id: c for c in catalog.capabilities}["video.analysis.segment"]
     assert data.executor is swarm_ray.ExecutorKind.DATA
-    assert {t.name for t in catalog.templates} == {"video_plan", "video_segments", "video_timeline"}
+    assert {t.name for t in catalog.templates} == {"analyze_video"}
     for spec in catalog.capabilities:  # entrypoints import and are callable
         module, _, name = (spec.entrypoint or "").partition(":")
         assert callable(getattr(importlib.import_module(module), name))

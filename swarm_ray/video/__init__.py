@@ -29,7 +29,7 @@ from swarm_ray.video._models import (
     SegmentJob,
     Thumbnail,
 )
-from swarm_ray.video._pipeline import VideoRun, analyze_video, segment_outcomes
+from swarm_ray.video._pipeline import VideoRun, analyze_video
 from swarm_ray.video._probe import AudioInfo, StreamInfo, VideoMetadata, probe_video
 from swarm_ray.video._report import TimelineReport, TimelineRequest, render_timeline
 from swarm_ray.video._sample import (
@@ -96,6 +96,5 @@ __all__ = [
     "probe_video",
     "remux_repeat",
     "render_timeline",
-    "segment_outcomes",
     "video_catalog",
 ]

@@ -1,17 +1,15 @@
-"""The video workload as capabilities and three templates.
+"""The video workload as capabilities and one template, `analyze_video`.
 
-    video_plan      probe (once) -> segment (once)              -> SegmentPlan
-    video_segments  analyze (per segment, one Ray Data stage)   -> results per segment
-    video_timeline  timeline (once)                             -> TimelineReport
+    probe (once) -> segment (once) -> analyze (for each segment: one Ray Data stage)
+                                   -> timeline (once, every segment's outcome)
 
-Why three tasks rather than one: a template expands per request item when the task is
-submitted, and the segments exist only once the first pass has run. Submitting a second
-task whose items are the segments makes every segment a sub-task of its own, so the
-runtime gives each one what the issue asks for without new machinery: its own watermark,
-its own named error, retries of that segment alone, and a row of a streaming Ray Data
-stage whose result comes back as soon as it is done. The timeline is a third task
-because its input must carry each segment's watermark, which is known only from the
-second task's record. `swarm_ray.video.analyze_video` drives the three.
+The segments exist only once the first pass has run, so `analyze` fans out over the
+segment plan's `jobs` when the `segment` sub-task succeeds (`for_each`), as durable as
+any other decision: each segment is a sub-task of its own, with its own watermark, named
+error and retries, and a row of a streaming Ray Data stage whose result comes back as
+soon as it is done. The timeline gets each analysis sub-task's outcome (output or
+error, watermark, attempts), so the report traces every segment to its agent. One task
+from the CLI, the job, the notebook and the gateway (`params.path`: a file id there).
 """
 
 from __future__ import annotations
@@ -47,18 +45,20 @@ __all__ = [
     "video_catalog",
 ]
 
-_PLAN_TEMPLATE = """
-name: video_plan
-description: Probe a video and split it into content-aware segments (cheap first pass).
-keywords: [video, probe, segment, segmentation]
-aggregate: segment
+VIDEO_TEMPLATE = """
+name: analyze_video
+description: Find the intense scenes of a video; segments analysed in parallel.
+keywords: [video, intense, scenes, segments, analyse, analyze, timeline]
+aggregate: timeline
 stages:
   - name: probe
     capability: video.probe.metadata
+    required: true
     input: {path: $params.path}
   - name: segment
     capability: video.segmentation.adaptive
     depends_on: [probe]
+    required: true
     input:
       metadata: $from.probe
       target_segments: $params.target_segments
@@ -67,35 +67,23 @@ stages:
       sample_rate_hz: $params.sample_rate_hz
       max_samples: $params.max_samples
       max_decode_fraction: $params.max_decode_fraction
-"""
-
-_SEGMENTS_TEMPLATE = """
-name: video_segments
-description: Analyse every segment of a video in parallel (one Ray Data row each).
-keywords: [video, segments, analyse, analyze, intensity]
-stages:
   - name: analyze
     capability: video.analysis.segment
-    fan_out: per_item
-    input: {job: $item, out_dir: $task_dir, settings: $params.settings}
-"""
-
-_TIMELINE_TEMPLATE = """
-name: video_timeline
-description: Stitch analysed segments into a timeline report (Markdown, JSON, plot).
-keywords: [video, timeline, report]
-aggregate: timeline
-stages:
+    depends_on: [segment]
+    for_each: $from.segment.jobs
+    max_each: 10000
+    input: {job: $each, out_dir: $task_dir, settings: $params.settings}
   - name: timeline
     capability: report.render.timeline
-    required: true
+    depends_on: [segment, analyze]
+    partial_ok: true
     input:
-      metadata: $params.metadata
-      segments: $params.segments
+      metadata: $from.segment.metadata
+      plan: $from.segment
+      analyses: $from.analyze.@outcome
       out_dir: $task_dir
       settings: $params.settings
       top: $params.top
-      provenance: $params.provenance
 """
 
 
@@ -196,15 +184,8 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
 
 
 def video_catalog() -> Catalog:
-    """The video capabilities and templates (`video_plan`, `video_segments`, ...)."""
+    """The video capabilities and the `analyze_video` template."""
     return Catalog(
         capabilities=_capabilities(),
-        templates=tuple(
-            TaskTemplate.from_yaml(text, source=name)
-            for name, text in (
-                ("video_plan", _PLAN_TEMPLATE),
-                ("video_segments", _SEGMENTS_TEMPLATE),
-                ("video_timeline", _TIMELINE_TEMPLATE),
-            )
-        ),
+        templates=(TaskTemplate.from_yaml(VIDEO_TEMPLATE, source="analyze_video"),),
     )

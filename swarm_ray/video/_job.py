@@ -64,7 +64,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--max-segment", type=float, help="longest segment, s (default 1800)")
     parser.add_argument("--decode-threads", type=int, default=1)
     parser.add_argument("--address", help="Ray address (default: RAY_ADDRESS or a local cluster)")
-    parser.add_argument("--timeout", type=float, default=None, help="per task, seconds")
+    parser.add_argument("--timeout", type=float, default=None, help="for the task, seconds")
     args = parser.parse_args(argv)
 
     out = Path(args.out).resolve()

@@ -1,16 +1,12 @@
-"""`analyze_video`: drive the three video tasks through a swarm client.
+"""`analyze_video`: one `analyze_video` task through a swarm client, and what it produced.
 
-plan (probe + first pass) -> one analysis sub-task per segment (a streaming Ray Data
-stage) -> timeline report. Between the second and third task the driver reads the
-segments task's record: each accepted result's watermark, each failed segment's last
-error and the attempts each took, so the report can trace every segment (see
-`_capabilities` for why these are separate tasks).
+The whole job is one durable task (see `_capabilities`): the client submits it, waits,
+and reads back the timeline report, the segment plan and each segment's outcome from the
+task's record. Nothing here drives the work; a crash of this process loses nothing.
 """
 
 from __future__ import annotations
 
-import time
-from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
@@ -18,83 +14,49 @@ from pydantic import BaseModel, ConfigDict
 
 from swarm_ray._client import SwarmClient
 from swarm_ray._errors import SwarmRuntimeError
-from swarm_ray._signals import SubTaskDone, SubTaskFailed, SubTaskTimedOut
-from swarm_ray.video._models import AnalysisSettings, SegmentAnalysis, SegmentJob
+from swarm_ray._record import TaskRecord
+from swarm_ray._signals import SubTaskDone
+from swarm_ray.video._models import AnalysisSettings
 from swarm_ray.video._report import TimelineReport
 from swarm_ray.video._segment import SegmentPlan
 from swarm_ray.video._timeline import SegmentOutcome
 
-__all__ = ["VideoRun", "analyze_video", "segment_outcomes"]
+__all__ = ["VideoRun", "analyze_video"]
 
 OnStage = Callable[[str, dict[str, Any]], object]
-"""Told `(stage, facts)` as each task finishes (progress output in the job)."""
+"""Told `(stage, facts)` as each stage of the task settles (progress output in the job)."""
 
 
 class VideoRun(BaseModel):
     """What one analysis produced, and where its time went."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
-    plan_task: str
-    segments_task: str
-    timeline_task: str
+    task_id: str
+    """The one task that did it all."""
     plan: SegmentPlan
     outcomes: tuple[SegmentOutcome, ...]
     report: TimelineReport
     seconds: dict[str, float]
-    """Wall time of `plan`, `segments`, `timeline` and `total`."""
+    """Wall time of the `plan` (probe and first pass), `segments` and `timeline` stages,
+    from the sub-tasks' own timings, and `total`."""
 
 
-def _finish(client: SwarmClient, task_id: str, what: str, timeout_s: float | None) -> Any:
-    record = client.wait(task_id, timeout_s=timeout_s)
-    if record.machine.state.value != "completed":
-        error = record.error.message if record.error else record.machine.state.value
-        causes = "; ".join(w for w in record.warnings if "failed" in w)  # the named errors
-        raise SwarmRuntimeError(
-            f"{what} task `{task_id}` ended: {error}" + (f" ({causes})" if causes else ""),
-            task_id=task_id,
-        )
-    return client.output(task_id)
-
-
-def segment_outcomes(
-    client: SwarmClient, task_id: str, plan: SegmentPlan
-) -> tuple[SegmentOutcome, ...]:
-    """Each planned segment's output or error, watermark and attempts, from the record."""
-    record = client.record(task_id)
-    output = client.output(task_id) or {}
-    results: dict[str, Any] = output.get("results", {})
-    marks: dict[str, str] = {}
-    errors: dict[str, str] = {}
-    attempts: Counter[str] = Counter()
+def _stage_seconds(record: TaskRecord) -> dict[str, float]:
+    spans: dict[str, tuple[float, float]] = {}
     for event in record.log:
-        if isinstance(event, SubTaskDone):
-            marks[event.result.subtask_id] = event.result.watermark
-            attempts[event.result.subtask_id] += 1
-        elif isinstance(event, SubTaskFailed):
-            assert event.result.error is not None
-            errors[event.result.subtask_id] = event.result.error.message
-            attempts[event.result.subtask_id] += 1
-        elif isinstance(event, SubTaskTimedOut):
-            errors[event.subtask_id] = f"timed out (attempt {event.attempt})"
-            attempts[event.subtask_id] += 1
-    outcomes = []
-    for seg in plan.segments:
-        sid = f"analyze[{seg.index}]"
-        data = results.get(sid)
-        analysis = SegmentAnalysis.model_validate(data) if data else None
-        outcomes.append(
-            SegmentOutcome(
-                index=seg.index,
-                start_s=seg.start_s,
-                end_s=seg.end_s,
-                subtask_id=sid,
-                watermark=marks.get(sid) if analysis else None,
-                attempts=max(1, attempts[sid]),
-                analysis=analysis,
-                error=None if analysis else errors.get(sid, "no result"),
-            )
-        )
-    return tuple(outcomes)
+        if not isinstance(event, SubTaskDone):
+            continue
+        stage = event.result.subtask_id.split("[", 1)[0]
+        stage = "plan" if stage in ("probe", "segment") else stage
+        stage = "segments" if stage == "analyze" else stage
+        timings = event.result.timings
+        start = timings.queued_at or timings.started_at or event.at
+        end = timings.finished_at or event.at
+        low, high = spans.get(stage, (start, end))
+        spans[stage] = (min(low, start), max(high, end))
+    seconds = {stage: round(high - low, 3) for stage, (low, high) in spans.items()}
+    seconds["total"] = round(record.updated_at - record.created_at, 3)
+    return seconds
 
 
 def analyze_video(
@@ -112,11 +74,10 @@ def analyze_video(
     """Probe, segment, analyse every segment in parallel and render the timeline.
 
     Raises:
-        SwarmRuntimeError: A task did not complete; for a file that cannot be analysed
+        SwarmRuntimeError: The task did not complete; for a file that cannot be analysed
             at all, its message carries the probe's named error (file and reason).
     """
-    started = time.perf_counter()
-    params: dict[str, Any] = {"path": path}
+    params: dict[str, Any] = {"path": path, "out_dir": out_dir}
     for name, value in (
         ("target_segments", target_segments),
         ("min_segment_s", min_segment_s),
@@ -124,61 +85,36 @@ def analyze_video(
     ):
         if value is not None:
             params[name] = value
-    plan_task = client.submit(template="video_plan", params=params)
-    plan = SegmentPlan.model_validate(_finish(client, plan_task, "video plan", timeout_s))
-    planned = time.perf_counter()
-    if on_stage:
-        on_stage("plan", {"task": plan_task, "segments": len(plan.segments)})
-    meta = plan.metadata
-    jobs = tuple(
-        SegmentJob(
-            path=path,
-            index=s.index,
-            start_s=s.start_s,
-            end_s=s.end_s,
-            frame_rate=meta.frame_rate,
-            rotation=meta.rotation,
-        ).model_dump(mode="json")
-        for s in plan.segments
-    )
-    shared: dict[str, Any] = {"out_dir": out_dir}
     if settings is not None:
-        shared["settings"] = settings.model_dump(mode="json")
-    segments_task = client.submit(template="video_segments", items=jobs, params=shared)
-    client.wait(segments_task, timeout_s=timeout_s)
-    outcomes = segment_outcomes(client, segments_task, plan)
-    analysed = time.perf_counter()
-    if on_stage:
-        failed = sum(1 for o in outcomes if o.analysis is None)
-        on_stage(
-            "segments", {"task": segments_task, "ok": len(outcomes) - failed, "failed": failed}
+        params["settings"] = settings.model_dump(mode="json")
+    task_id = client.submit(template="analyze_video", params=params)
+    seen: set[str] = set()
+    for event in client.follow(task_id):
+        if on_stage is None or event.kind != "subtask" or event.status != "succeeded":
+            continue
+        stage = (event.subtask_id or "").split("[", 1)[0]
+        if stage in ("segment", "timeline") and stage not in seen:
+            seen.add(stage)
+            on_stage("plan" if stage == "segment" else stage, {"task": task_id})
+    record = client.wait(task_id, timeout_s=timeout_s)
+    if record.machine.state.value != "completed":
+        error = record.error.message if record.error else record.machine.state.value
+        causes = "; ".join(w for w in record.warnings if "failed" in w)  # the named errors
+        raise SwarmRuntimeError(
+            f"video task `{task_id}` ended: {error}" + (f" ({causes})" if causes else ""),
+            task_id=task_id,
         )
-    timeline_task = client.submit(
-        template="video_timeline",
-        params={
-            **shared,
-            "metadata": meta.model_dump(mode="json"),
-            "segments": [o.model_dump(mode="json") for o in outcomes],
-            "provenance": {"plan_task": plan_task, "segments_task": segments_task},
-        },
+    report = TimelineReport.model_validate(client.output(task_id))
+    plan_output = next(
+        e.result.output
+        for e in record.log
+        if isinstance(e, SubTaskDone) and e.result.subtask_id == "segment"
     )
-    report = TimelineReport.model_validate(
-        _finish(client, timeline_task, "video timeline", timeout_s)
-    )
-    done = time.perf_counter()
-    if on_stage:
-        on_stage("timeline", {"task": timeline_task, "report": report.markdown_path})
+    plan = SegmentPlan.model_validate(plan_output)
     return VideoRun(
-        plan_task=plan_task,
-        segments_task=segments_task,
-        timeline_task=timeline_task,
+        task_id=task_id,
         plan=plan,
-        outcomes=outcomes,
+        outcomes=report.outcomes,
         report=report,
-        seconds={
-            "plan": round(planned - started, 3),
-            "segments": round(analysed - planned, 3),
-            "timeline": round(done - analysed, 3),
-            "total": round(done - started, 3),
-        },
+        seconds=_stage_seconds(record),
     )

@@ -13,12 +13,14 @@ from __future__ import annotations
 import json
 import os
 from pathlib import Path
+from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarm_ray._access import WritePath
-from swarm_ray.video._models import AnalysisSettings
+from swarm_ray.video._models import AnalysisSettings, SegmentAnalysis
 from swarm_ray.video._probe import VideoMetadata
+from swarm_ray.video._segment import SegmentPlan
 from swarm_ray.video._timeline import SegmentOutcome, Timeline, build_timeline
 
 __all__ = ["TimelineReport", "TimelineRequest", "render_timeline"]
@@ -27,12 +29,22 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
 class TimelineRequest(BaseModel):
-    """Input of `report.render.timeline`."""
+    """Input of `report.render.timeline`.
+
+    Give `segments` directly, or `plan` and `analyses` (what the `analyze_video`
+    template passes: the segment plan and each analysis sub-task's outcome, failures
+    included), from which `segments` is built.
+    """
 
     model_config = _FROZEN
     metadata: VideoMetadata
-    segments: tuple[SegmentOutcome, ...]
+    segments: tuple[SegmentOutcome, ...] = ()
     """Every planned segment: analysed or failed."""
+    plan: SegmentPlan | None = None
+    """The segment plan (`$from.segment`)."""
+    analyses: tuple[dict[str, Any], ...] = ()
+    """Each analysis sub-task's outcome (`$from.analyze.@outcome`): `each` (its segment's
+    position in the plan), `status`, `output`, `error`, `watermark`, `attempts`."""
     out_dir: WritePath
     """Where `timeline.md`, `timeline.json` and `intensity.png` go."""
     settings: AnalysisSettings = AnalysisSettings()
@@ -40,7 +52,32 @@ class TimelineRequest(BaseModel):
     top: int = Field(default=5, ge=1)
     """How many intense segments the summary ranks."""
     provenance: dict[str, str] = Field(default_factory=dict)
-    """Task ids that produced the inputs (`plan_task`, `segments_task`)."""
+    """Task ids that produced the inputs, for a report made outside one task."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _outcomes_from_the_plan(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or data.get("segments") or not data.get("plan"):
+            return data
+        plan = SegmentPlan.model_validate(data["plan"])
+        by_position = {o.get("each"): o for o in data.get("analyses") or ()}
+        outcomes = []
+        for position, segment in enumerate(plan.segments):
+            found = by_position.get(position, {})
+            ok = found.get("status") == "succeeded" and found.get("output") is not None
+            outcomes.append(
+                SegmentOutcome(
+                    index=segment.index,
+                    start_s=segment.start_s,
+                    end_s=segment.end_s,
+                    subtask_id=found.get("subtask_id", f"analyze[{position}]"),
+                    watermark=found.get("watermark") if ok else None,
+                    attempts=max(1, int(found.get("attempts") or 1)),
+                    analysis=SegmentAnalysis.model_validate(found["output"]) if ok else None,
+                    error=None if ok else (found.get("error") or "no result"),
+                )
+            )
+        return {**data, "segments": outcomes}
 
 
 class TimelineReport(BaseModel):
@@ -54,6 +91,9 @@ class TimelineReport(BaseModel):
     segments_ok: int
     segments_failed: int
     warnings: tuple[str, ...] = ()
+    outcomes: tuple[SegmentOutcome, ...] = ()
+    """Every planned segment's outcome the report was made from (analysis or error,
+    watermark, attempts)."""
 
 
 def _clock(t: float) -> str:
@@ -209,4 +249,5 @@ def render_timeline(request: TimelineRequest) -> TimelineReport:
         segments_ok=len(request.segments) - failed,
         segments_failed=failed,
         warnings=warnings,
+        outcomes=request.segments,
     )

@@ -27,6 +27,7 @@ import numpy as np
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.video._features import content_delta, histogram_delta
+from swarm_ray.video._models import SegmentJob
 from swarm_ray.video._probe import VideoMetadata
 from swarm_ray.video._sampling import RawSample, keyframe_times, plan_sample_times, take_samples
 
@@ -114,6 +115,8 @@ class SegmentPlan(BaseModel):
     """`frames_decoded` over the file's frame count."""
     seeks: int
     warnings: tuple[str, ...] = ()
+    jobs: tuple[SegmentJob, ...] = ()
+    """One analysis job per segment, in order: what `analyze` fans out over (`for_each`)."""
 
 
 def default_target_segments() -> int:
@@ -291,4 +294,15 @@ def plan_segments(request: SegmentationRequest) -> SegmentPlan:
         decoded_fraction=taken.frames_decoded / max(1, meta.frame_count),
         seeks=taken.seeks,
         warnings=tuple(warnings),
+        jobs=tuple(
+            SegmentJob(
+                path=meta.path,
+                index=seg.index,
+                start_s=seg.start_s,
+                end_s=seg.end_s,
+                frame_rate=meta.frame_rate,
+                rotation=meta.rotation,
+            )
+            for seg in segments
+        ),
     )
