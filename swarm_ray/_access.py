@@ -30,12 +30,16 @@ import typing
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
 
 from swarm_ray._errors import InputNotAllowedError
+
+if TYPE_CHECKING:
+    from swarm_ray._plan import Plan
+    from swarm_ray._registry import Registry
 
 __all__ = ["Access", "FetchURL", "ReadPath", "WritePath"]
 
@@ -216,6 +220,17 @@ class AccessPolicy:
                 field=field_name,
                 reason=verb,
             )
+
+    def check_plan(self, plan: Plan, registry: Registry) -> None:
+        """Refuse a plan whose literal inputs name what the task may not use."""
+        for spec in plan.subtasks:
+            model = registry.get(spec.capability_id).input_model
+            try:
+                self.check(model, spec.input, where=f"{spec.id}.input")
+            except InputNotAllowedError as exc:
+                raise InputNotAllowedError(
+                    f"sub-task `{spec.id}` ({spec.capability_id}): {exc.message}", **exc.details
+                ) from None
 
     def check(self, model: type[BaseModel], data: Mapping[str, Any], *, where: str = "") -> None:
         """Check every server-resource field of an input of `model` (raises on the first)."""

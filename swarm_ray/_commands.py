@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from swarm_ray._errors import SwarmError
 from swarm_ray._plan import Plan
 from swarm_ray._subtask import SubTask, SubTaskResult
+from swarm_ray._task import TaskRequest
 
 __all__: list[str] = []
 
@@ -36,17 +37,15 @@ class Begin:
     plan: Plan | None = None
     planner: str | None = None
     refusal: SwarmError | None = None
+    resolved: TaskRequest | None = None
+    """For a planner: the request with its file ids resolved (what the plan expands)."""
 
 
 @dataclass(frozen=True, slots=True)
 class Planned:
-    """A plan arrived (from a planner, or from the templates again after a restart)."""
+    """A plan made again from the templates after a restart (`Replan`)."""
 
     plan: Plan
-    planner: str | None = None
-    """The planning capability that made it, if one did."""
-    tokens: int = 0
-    """Tokens the planner spent."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,9 +122,7 @@ class WakeAt:
 
 @dataclass(frozen=True, slots=True)
 class Replan:
-    """Make the plan: ask `planner`, or (None) plan as a new request would be planned."""
-
-    planner: str | None
+    """Plan a task stored before its plan, as a new request would be planned."""
 
 
 @dataclass(frozen=True, slots=True)

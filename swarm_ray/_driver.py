@@ -54,6 +54,7 @@ from swarm_ray._errors import (
 )
 from swarm_ray._fsm import TaskMachine, TaskState, transition
 from swarm_ray._plan import Plan, expand, validate_plan
+from swarm_ray._planning import PLAN_SUBTASK, plan_from_output, planning_plan
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore, should_offload
@@ -86,13 +87,13 @@ from swarm_ray._signals import (
     Warn,
 )
 from swarm_ray._store import StateStore
-from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult
+from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, TokenUsage
 from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray._watermark import WatermarkKey, issue_watermark, verify_watermark
 
 __all__ = ["TaskDriver"]
 
-_SCHED, _EVENT = "sched", "event"
+_SCHED, _EVENT, _PLAN = "sched", "event", "plan"
 _STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
 """Pauses between tries of a failing log write (a locked SQLite file, a Redis failover)."""
 Clock = Callable[[], float]
@@ -118,8 +119,11 @@ class TaskDriver:
         on_transition: Callable[[str, str], object] | None = None,
         on_event: Callable[[TaskEvent], object] | None = None,
         access_for: Callable[[TaskRecord], AccessPolicy | None] | None = None,
+        router: TemplateRouter | None = None,
     ) -> None:
         self.record = record
+        self._router = router or TemplateRouter()
+        """Plans a task whose planner's draft was refused (`_planning.fallback_plan`)."""
         self._access = access_for(record) if access_for is not None else None
         """What the task's inputs may name (None: a trusted task's, anything)."""
         self._on_transition = on_transition
@@ -131,6 +135,8 @@ class TaskDriver:
         self._clock = clock
         self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
+        self.planner: Scheduler | None = None
+        """The planning phase's scheduler, while a planning capability makes the plan."""
         self._issued: dict[str, tuple[int, str]] = {}
 
     # ---- creation and recovery --------------------------------------------------------
@@ -177,11 +183,15 @@ class TaskDriver:
             return None
         driver = cls(TaskRecord.model_validate_json(stored.record_json), **deps)
         log: list[SchedulerEvent] = []
+        planning_log: list[SchedulerEvent] = []
         for entry in store.read_log(task_id):
             if entry.kind == _EVENT:
                 driver.events.append(TaskEvent.model_validate_json(entry.payload_json))
-            elif entry.kind == _SCHED:
-                log.append(driver._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json)))
+            elif entry.kind in (_SCHED, _PLAN):
+                event = driver._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
+                (log if entry.kind == _SCHED else planning_log).append(event)
+        if driver.record.planning is not None:
+            driver.planner = Scheduler.replay(driver.record.planning, driver.registry, planning_log)
         if driver.record.plan is not None:
             driver.scheduler = Scheduler.replay(
                 driver.record.plan, driver.registry, log, access=driver._access
@@ -214,6 +224,14 @@ class TaskDriver:
             return self.record.output
         output: dict[str, Any] = self._results.get_json(self.record.output_ref)
         return output
+
+    def usage(self) -> TokenUsage:
+        """Tokens spent by every attempt so far, the planner's included."""
+        total = TokenUsage()
+        for scheduler in (self.planner, self.scheduler):
+            if scheduler is not None:
+                total = total + scheduler.usage()
+        return total
 
     def view(self) -> TaskRecord:
         """The record with its scheduler log filled in (for `show`)."""
@@ -325,25 +343,16 @@ class TaskDriver:
         """
         out = Step()
         match event:
-            case Begin(plan=plan, planner=planner, refusal=refusal):
+            case Begin(plan=plan, planner=planner, refusal=refusal, resolved=resolved):
                 if refusal is not None:
                     self._fail(refusal, out)
                 elif planner is not None:
-                    self._ask(planner, out)
+                    self._ask(planner, resolved or self.record.request, out)
                 elif plan is not None:
                     self._start(plan, out)
-            case Planned(plan=plan, planner=planner, tokens=tokens):
-                if self.state.terminal:  # cancelled while the planner thought
-                    return out
-                if planner is not None:
-                    self.emit(
-                        "planning",
-                        "planned",
-                        agent=planner,
-                        summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
-                        f"{tokens} planner tokens",
-                    )
-                self._start(plan, out)
+            case Planned(plan=plan):
+                if not self.state.terminal:
+                    self._start(plan, out)
             case PlanFailed(error=error):
                 self._fail(error, out)
             case Arrived(result=result):
@@ -351,14 +360,19 @@ class TaskDriver:
             case Cancel(reason=reason):
                 if self.state.terminal:
                     return out
-                if self.scheduler is None:  # still planning: it ends cancelled, not failed
+                cancel = CancelRequested(at=self._clock(), reason=reason)
+                if self.scheduler is not None:
+                    self._carry(self.feed(cancel), out)
+                elif self.planner is not None:  # the planner's call stops; the task ends
+                    self._carry(self._feed_planning(cancel), out, planning=True)
+                else:  # waiting to be planned: it ends cancelled, not failed
                     self.finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
                     out.commands.append(Close())
-                else:
-                    self._carry(self.feed(CancelRequested(at=self._clock(), reason=reason)), out)
             case Wake():
-                if self.scheduler is not None and not self.state.terminal:
+                if not self.state.terminal and self.scheduler is not None:
                     self._carry(self.feed(Tick(at=self._clock())), out)
+                elif not self.state.terminal and self.planner is not None:
+                    self._carry(self._feed_planning(Tick(at=self._clock())), out, planning=True)
             case Resume():
                 self._resume(out)
             case Broken(error=error, subtask_id=subtask_id):
@@ -377,9 +391,52 @@ class TaskDriver:
         if self.state is TaskState.DISPATCHING:
             self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
 
-    def _ask(self, planner: str, out: Step) -> None:
+    def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
+        """Start the planning phase: one sub-task, `plan`, on the planning capability."""
+        try:
+            planning = planning_plan(
+                planner,
+                request,
+                self.registry,
+                task_id=self.task_id,
+                workdir=self.record.workdir,
+            )
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        self.record = self.record.model_copy(update={"planning": planning})
+        self._save()
         self.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
-        out.commands.append(Replan(planner))
+        self.planner = Scheduler(planning, self.registry)
+        self._carry(self._feed_planning(Start(at=self._clock())), out, planning=True)
+
+    def _planned(self, out: Step, failure: str | None = None) -> None:
+        """The planning sub-task settled: make the task's plan from its draft and start it."""
+        assert self.planner is not None and self.record.planning is not None
+        result = self.planner.result(PLAN_SUBTASK)
+        planner = self.record.planning.subtasks[0].capability_id
+        try:
+            plan = plan_from_output(
+                None if result is None else result.output,
+                self.record.planning,
+                self.registry,
+                self._router,
+                failure=failure,
+            )
+            if self._access is not None:
+                self._access.check_plan(plan, self.registry)
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        tokens = self.planner.usage().completion_tokens
+        self.emit(
+            "planning",
+            "planned",
+            agent=planner,
+            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
+            f"{tokens} planner tokens",
+        )
+        self._start(plan, out)
 
     def _fail(self, error: SwarmError, out: Step) -> None:
         if not self.state.terminal:
@@ -387,7 +444,8 @@ class TaskDriver:
             out.commands.append(Close())
 
     def _arrived(self, result: SubTaskResult, out: Step) -> None:
-        if self.scheduler is None:
+        planning = self.scheduler is None and self.planner is not None
+        if self.scheduler is None and not planning:
             out.notices.append(Refused("unknown_task"))
             return
         try:
@@ -396,15 +454,27 @@ class TaskDriver:
             out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
             return
         out.notices.append(Accepted(result, self.record.trace_id))
-        self._carry(self.feed(event), out)
+        if planning:
+            self._carry(self._feed_planning(event), out, planning=True)
+        else:
+            self._carry(self.feed(event), out)
 
     def _resume(self, out: Step) -> None:
         """After a restart: plan again if no plan was stored, else re-send what was out."""
         if self.state.terminal:
             out.commands.append(Close())
             return
+        if self.scheduler is None and self.planner is not None:
+            if self.planner.outcome is not None:  # it settled; the plan was not stored yet
+                self._carry([self.planner.outcome], out, planning=True)
+                return
+            again = self.planner.outstanding()
+            for intent in again:
+                self._issued.pop(intent.subtask_id, None)
+            self._carry(list(again), out, planning=True)
+            return
         if self.record.plan is None or self.scheduler is None:
-            out.commands.append(Replan(None))  # planned as a new request would be
+            out.commands.append(Replan())  # planned as a new request would be
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)
@@ -431,8 +501,12 @@ class TaskDriver:
             out.commands.append(Halt(running))
         out.commands.append(Close())
 
-    def _carry(self, intents: Sequence[Intent], out: Step) -> None:
-        """Announce what the scheduler decided and turn it into commands and notices."""
+    def _carry(self, intents: Sequence[Intent], out: Step, *, planning: bool = False) -> None:
+        """Announce what the scheduler decided and turn it into commands and notices.
+
+        With `planning`, the intents are the planning phase's: its end starts the task's
+        plan (or, cancelled, ends the task) rather than finishing the task.
+        """
         for intent in intents:
             match intent:
                 case Dispatch() | Retry() | Fallback():
@@ -496,6 +570,14 @@ class TaskDriver:
                     out.notices.append(Refused("not_outstanding"))
                 case CancelSubTasks(subtask_ids=ids):
                     out.commands.append(Halt(ids))
+                case FinishTask() if planning:
+                    self._planned(out)
+                case FailTask(code=code, reason=reason) if planning:
+                    if code is ErrorCode.CANCELLED:
+                        self.finish(intent)
+                        out.commands.append(Close())
+                    else:
+                        self._planned(out, failure=reason)
                 case FinishTask() | FailTask():
                     self.finish(intent)
                     out.commands.append(Close())
@@ -526,14 +608,17 @@ class TaskDriver:
     def feed(self, event: SchedulerEvent) -> list[Intent]:
         """Persist `event`, then let the scheduler decide; announce what it decided."""
         assert self.scheduler is not None
+        return self._feed_to(self.scheduler, event, _SCHED)
+
+    def _feed_to(self, scheduler: Scheduler, event: SchedulerEvent, kind: str) -> list[Intent]:
         dedupe = None
         if isinstance(event, SubTaskDone | SubTaskFailed):
             dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         stored = self._offload(event)
-        self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe)
-        intents = self.scheduler.handle(event)
+        self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
+        intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
             self.emit(
@@ -545,7 +630,12 @@ class TaskDriver:
             )
         return intents
 
-    def _append_retrying(self, payload: str, dedupe: str | None) -> None:
+    def _feed_planning(self, event: SchedulerEvent) -> list[Intent]:
+        """`feed` for the planning phase's scheduler (its log entries are `plan` kind)."""
+        assert self.planner is not None
+        return self._feed_to(self.planner, event, _PLAN)
+
+    def _append_retrying(self, payload: str, dedupe: str | None, kind: str = _SCHED) -> None:
         """Write a scheduler event to the log, trying again on a passing store failure.
 
         The event is written before the scheduler sees it; a write that keeps failing
@@ -553,11 +643,11 @@ class TaskDriver:
         """
         for pause in _STORE_RETRY_PAUSES:
             try:
-                self._store.append(self.task_id, _SCHED, payload, dedupe_key=dedupe)
+                self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
                 return
             except StateStoreError:
                 time.sleep(pause)
-        self._store.append(self.task_id, _SCHED, payload, dedupe_key=dedupe)
+        self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
 
     def subtask_for(self, intent: RunIntent) -> SubTask:
         """Turn a run intent into a dispatchable sub-task with a fresh watermark."""

@@ -23,7 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_ray._access import AccessPolicy, input_roots
-from swarm_ray._errors import InputNotAllowedError, SwarmUserError, TaskConflictError
+from swarm_ray._errors import SwarmUserError, TaskConflictError
 from swarm_ray._limits import RequestLimits
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._planning import check_planner, planner_for
@@ -86,6 +86,8 @@ class Intake:
     workdir: str
     existing: bool = False
     """The id already names this caller's same request: answer it, create nothing."""
+    resolved: TaskRequest | None = None
+    """The request with its file ids resolved (what a planner plans for)."""
     planner: str | None = None
     """A planning capability to ask in the background (no plan yet)."""
     plan: Plan | None = None
@@ -125,29 +127,17 @@ def take_in(
     planner = planner_for(request, router)
     if planner is not None:
         check_planner(registry, planner)
-        return Intake(task_id, request, owner, workdir, planner=planner)
+        return Intake(task_id, request, owner, workdir, planner=planner, resolved=resolved)
     try:
         plan = expand(router.route(resolved), resolved, task_id=task_id, workdir=workdir)
         validate_plan(plan, registry)
     except SwarmUserError as exc:
         return Intake(task_id, request, owner, workdir, refusal=exc)
     if untrusted:
-        check_plan(plan, registry, layout.policy(owner, workdir))
+        policy = layout.policy(owner, workdir)
+        if policy is not None:
+            policy.check_plan(plan, registry)
     return Intake(task_id, request, owner, workdir, plan=plan)
-
-
-def check_plan(plan: Plan, registry: Registry, policy: AccessPolicy | None) -> None:
-    """Refuse a plan whose literal inputs name what the task may not use."""
-    if policy is None:
-        return
-    for spec in plan.subtasks:
-        model = registry.get(spec.capability_id).input_model
-        try:
-            policy.check(model, spec.input, where=f"{spec.id}.input")
-        except InputNotAllowedError as exc:
-            raise InputNotAllowedError(
-                f"sub-task `{spec.id}` ({spec.capability_id}): {exc.message}", **exc.details
-            ) from None
 
 
 def _without_id(request: TaskRequest) -> TaskRequest:
@@ -192,5 +182,7 @@ def plan_again(
     workdir = record.workdir or str(layout.state_dir / "tasks" / record.task_id)
     plan = expand(router.route(resolved), resolved, task_id=record.task_id, workdir=workdir)
     validate_plan(plan, registry)
-    check_plan(plan, registry, layout.policy(record.owner, workdir))
+    policy = layout.policy(record.owner, workdir)
+    if policy is not None:
+        policy.check_plan(plan, registry)
     return plan

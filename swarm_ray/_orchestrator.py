@@ -65,10 +65,10 @@ from swarm_ray._errors import (
 from swarm_ray._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
 from swarm_ray._fsm import TaskState
 from swarm_ray._health import HealthBook
-from swarm_ray._intake import Intake, Layout, check_plan, plan_again, take_in
+from swarm_ray._intake import Intake, Layout, plan_again, take_in
 from swarm_ray._limits import RequestLimits
 from swarm_ray._metrics import SwarmMetrics
-from swarm_ray._planning import PLAN_SUBTASK, plan_with
+from swarm_ray._planning import PLAN_SUBTASK
 from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
@@ -198,6 +198,7 @@ class Orchestrator:
             "on_transition": self._metrics.transition,
             "on_event": self._observer.event,
             "access_for": self._layout.policy_of,
+            "router": self._router,
         }
 
     def _track(self, driver: TaskDriver) -> None:
@@ -305,7 +306,15 @@ class Orchestrator:
             **self._deps(),
         )
         self._track(driver)
-        self._step(driver, Begin(plan=intake.plan, planner=intake.planner, refusal=intake.refusal))
+        self._step(
+            driver,
+            Begin(
+                plan=intake.plan,
+                planner=intake.planner,
+                refusal=intake.refusal,
+                resolved=intake.resolved,
+            ),
+        )
         if intake.refusal is not None:
             raise intake.refusal
         if driver.state.terminal and isinstance(driver.error, SwarmUserError):
@@ -317,38 +326,25 @@ class Orchestrator:
             1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
         )
 
-    async def _replan(self, driver: TaskDriver, planner: str | None) -> None:
-        """Carry out `Replan`: ask a planner, or plan again as a new request would be."""
+    async def _replan(self, driver: TaskDriver) -> None:
+        """Carry out `Replan`: plan a stored task again as a new request would be planned."""
         record = driver.record
         try:
-            if planner is None:
-                found = await asyncio.to_thread(
-                    plan_again,
-                    record,
-                    registry=self._registry,
-                    router=self._router,
-                    layout=self._layout,
-                )
-                if isinstance(found, str):
-                    self._step(driver, Begin(planner=found))
-                else:
-                    self._step(driver, Planned(found))
-                return
-            plan, usage = await plan_with(
-                planner,
-                self._layout.resolve(record.request, record.owner),
-                task_id=driver.task_id,
-                trace_id=record.trace_id,
+            found = await asyncio.to_thread(
+                plan_again,
+                record,
                 registry=self._registry,
                 router=self._router,
-                key=self._key,
-                serve=self._serve,
+                layout=self._layout,
             )
-            check_plan(plan, self._registry, self._layout.policy_of(record))
         except SwarmError as exc:
             self._step(driver, PlanFailed(exc))
             return
-        self._step(driver, Planned(plan, planner=planner, tokens=usage.completion_tokens))
+        if isinstance(found, str):
+            resolved = self._layout.resolve(record.request, record.owner)
+            self._step(driver, Begin(planner=found, resolved=resolved))
+        else:
+            self._step(driver, Planned(found))
 
     async def wait(
         self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
@@ -588,8 +584,8 @@ class Orchestrator:
                 case WakeAt(at=at):
                     delay = max(0.0, at - time.time())
                     asyncio.get_running_loop().call_later(delay, self._wake, driver.task_id)
-                case Replan(planner=planner):
-                    self._spawn(driver, [PLAN_SUBTASK], self._replan(driver, planner))
+                case Replan():
+                    self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._ended(driver)
                 case _:

@@ -41,6 +41,9 @@ class TaskRecord(BaseModel):
     """State and audit log."""
     plan: Plan | None = None
     """The plan, once routing produced one."""
+    planning: Plan | None = None
+    """The one-sub-task plan that asks a planning capability for `plan` (see
+    `_planning`); its scheduler events are logged as `plan` entries."""
     log: tuple[SchedulerEvent, ...] = ()
     """Every scheduler event, in order (replayed on recovery)."""
     created_at: float

@@ -48,7 +48,7 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
     if brief or scheduler is None:
         return status
     status["subtasks"] = {s.id: _subtask_view(scheduler, s) for s in scheduler.specs()}
-    usage = scheduler.usage()
+    usage = driver.usage()
     status["usage"] = {
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -16,7 +17,6 @@ from swarm_ray._commands import (
     Cancel,
     Close,
     Halt,
-    Planned,
     Refused,
     Replan,
     Resume,
@@ -32,7 +32,9 @@ from swarm_ray._subtask import SubTask, SubTaskResult, Timings
 
 @pytest.fixture
 def deps(tmp_path: Path) -> dict[str, object]:
-    registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
+    registry, router = load_catalogs(
+        ["swarm_ray.testing:testing_catalog", "swarm_ray.testing:planning_catalog"]
+    )
     return {
         "registry": registry,
         "store": SQLiteStateStore(tmp_path / "state.db"),
@@ -43,8 +45,7 @@ def deps(tmp_path: Path) -> dict[str, object]:
 
 
 def _driver(deps: dict[str, object], request: TaskRequest) -> TaskDriver:
-    driver_deps = {k: v for k, v in deps.items() if k != "router"}
-    return TaskDriver.create(request, **driver_deps)
+    return TaskDriver.create(request, **deps)
 
 
 def _plan(deps: dict[str, object], driver: TaskDriver):  # type: ignore[no-untyped-def]
@@ -95,14 +96,34 @@ def test_a_forged_or_replayed_result_is_refused_and_changes_nothing(
     assert replayed.notices == [Refused("replayed")]
 
 
-def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
-    driver = _driver(deps, TaskRequest(query="anything", planner="auto"))
-    asked = driver.step(Begin(planner="llm.planning.plan"))
-    assert asked.commands == [Replan("llm.planning.plan")]
+def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
+    driver = _driver(deps, TaskRequest(query="shout", items=("hi",), planner="test.planning.good"))
+    [ask] = driver.step(Begin(planner="test.planning.good")).commands
+    assert isinstance(ask, Run) and ask.subtask.subtask_id == "plan"
+    assert ask.subtask.capability_id == "test.planning.good" and ask.subtask.watermark
+    assert ask.subtask.input["request"]["items"] == ["hi"]
     assert [e.status for e in driver.events if e.kind == "planning"] == ["asking"]
+    from swarm_ray.testing import _PLAN_DRAFTS
+
+    draft = json.loads(_PLAN_DRAFTS["test.planning.good"])  # what the scripted planner says
+    step = driver.step(Arrived(_done(ask.subtask, output={"draft": draft, "model": "m"})))
+    runs = [c.subtask.subtask_id for c in step.commands if isinstance(c, Run)]
+    assert runs == ["shout[0]"] and driver.state is TaskState.EXECUTING
+    assert driver.record.plan is not None and driver.record.plan.template.name == "llm-plan"
+    assert [e.status for e in driver.events if e.kind == "planning"] == ["asking", "planned"]
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None and reloaded.planner is not None
+    assert reloaded.planner.result("plan") is not None  # durable: not asked again
+
+
+def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
+    driver = _driver(deps, TaskRequest(query="anything", planner="test.planning.good"))
+    [ask] = driver.step(Begin(planner="test.planning.good")).commands
+    assert isinstance(ask, Run)
     cancelled = driver.step(Cancel("changed my mind"))
-    assert cancelled.commands == [Close()] and driver.state is TaskState.CANCELLED
-    late = driver.step(Planned(_plan(deps, _driver(deps, TaskRequest(template="echo_fanout")))))
+    assert cancelled.commands == [Halt(("plan",)), Close()]
+    assert driver.state is TaskState.CANCELLED
+    late = driver.step(Arrived(_done(ask.subtask, output={})))
     assert late.commands == [] and driver.state is TaskState.CANCELLED
 
 
@@ -124,10 +145,10 @@ def test_a_broken_input_halts_the_running_attempts_and_names_the_cause(
 
 
 def test_a_restarted_driver_plans_again_or_resends_what_was_out(deps: dict[str, object]) -> None:
-    driver_deps = {k: v for k, v in deps.items() if k != "router"}
+    driver_deps = deps
     unplanned = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     reloaded = TaskDriver.load(unplanned.task_id, **driver_deps)
-    assert reloaded is not None and reloaded.step(Resume()).commands == [Replan(None)]
+    assert reloaded is not None and reloaded.step(Resume()).commands == [Replan()]
     planned = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     [first] = planned.step(Begin(plan=_plan(deps, planned))).commands
     again = TaskDriver.load(planned.task_id, **driver_deps)
