@@ -62,6 +62,17 @@ def _agent_name() -> str:
     return f"{os.uname().nodename}:{os.getpid()}"
 
 
+@functools.cache
+def _node_id() -> str | None:
+    """The Ray node this process runs on (cached: a process never moves)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # outside a Ray worker: no node to name
+        return None
+
+
 def run_subtask(
     spec: CapabilitySpec, subtask: SubTask, *, agent: str | None = None
 ) -> SubTaskResult:
@@ -75,6 +86,7 @@ def run_subtask(
         "attempt": subtask.attempt,
         "watermark": subtask.watermark,
         "agent": agent or _agent_name(),
+        "node_id": _node_id(),
     }
     try:
         if spec.entrypoint is None:

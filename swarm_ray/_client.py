@@ -14,6 +14,7 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ray
+from ray._common.constants import HEAD_NODE_RESOURCE_NAME
 from ray.exceptions import RayActorError
 
 from swarm_ray._orchestrator import Orchestrator
@@ -80,6 +81,9 @@ def connect(
             max_restarts=-1,
             max_task_retries=-1,
             num_cpus=0,
+            # On the head node: the one node an autoscaler never takes away, while
+            # workers (spot instances, scale-down) may vanish mid-job.
+            resources={HEAD_NODE_RESOURCE_NAME: 0.001},
             max_concurrency=1000,
         )
         .remote(

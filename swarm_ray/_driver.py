@@ -511,6 +511,11 @@ class TaskDriver:
             match intent:
                 case Dispatch() | Retry() | Fallback():
                     kind = type(intent).__name__.lower()
+                    why = ""
+                    if isinstance(intent, Retry):
+                        why = f" after {intent.error_code}"  # a lost node: agent_unavailable
+                    elif isinstance(intent, Fallback):
+                        why = f" from `{intent.from_capability}`: {intent.reason}"
                     if not isinstance(intent, Dispatch):
                         out.notices.append(Retrying(intent.capability_id, kind))
                     self.emit(
@@ -518,7 +523,7 @@ class TaskDriver:
                         "running",
                         subtask_id=intent.subtask_id,
                         agent=intent.capability_id,
-                        summary=f"{kind}, attempt {intent.attempt}",
+                        summary=f"{kind}, attempt {intent.attempt}{why}",
                     )
                     aggregate = self.record.plan.template.aggregate if self.record.plan else None
                     if intent.stage == aggregate and self.state is TaskState.EXECUTING:

@@ -193,6 +193,9 @@ class SubTaskResult(BaseModel):
     """The dispatched sub-task's watermark, echoed back."""
     agent: str | None = None
     """Which agent (actor or replica) ran it."""
+    node_id: str | None = None
+    """The Ray node it ran on (None where no Ray runs, or when the runtime made the result
+    because the attempt never came back)."""
 
     @property
     def ok(self) -> bool:

@@ -106,8 +106,8 @@ def echo(data: EchoIn) -> EchoOut:
         if tries.stat().st_size <= data.fail_first:
             raise RuntimeError(f"`{data.text}` fails on purpose (try {tries.stat().st_size})")
     if data.cpu_ms:
-        until = time.process_time() + data.cpu_ms / 1000
-        while time.process_time() < until:
+        until = time.thread_time() + data.cpu_ms / 1000
+        while time.thread_time() < until:
             pass
     if data.delay_s:
         time.sleep(data.delay_s)

@@ -1,0 +1,122 @@
+"""A worker node dies in the middle of a job: run by `test_node_loss.py` in its own process.
+
+A real multi-node Ray cluster on this machine (`ray.cluster_utils.Cluster`: a head and two
+workers, each its own raylet), a swarm on it, and a job; once some of the job's sub-tasks
+have finished and others are running, one worker node is removed. Prints one JSON line
+per job: the state, every sub-task's attempts and the retry events, for the test to judge.
+
+    python tests/node_loss.py video|documents STATE_DIR
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+
+def main(job: str, state_dir: str) -> int:
+    import ray
+    from ray.cluster_utils import Cluster
+
+    import swarm_ray
+    from swarm_ray import SubTaskDone, SubTaskFailed
+
+    cluster = Cluster(
+        initialize_head=True,
+        head_node_args={"num_cpus": 1, "include_dashboard": False},
+    )
+    workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
+    ray.init(address=cluster.address, log_to_driver=False)
+    cluster.wait_for_nodes()
+    work = Path(state_dir)
+    swarm = swarm_ray.connect(
+        catalogs=["swarm_ray.video:video_catalog", "swarm_ray.documents:documents_catalog"],
+        state_dir=work / "state",
+        name="swarm-node-loss",
+    )
+    if job == "video":
+        from swarm_ray.video import generate_sample_video
+
+        sample = generate_sample_video(work / "sample.mp4", duration_s=40, width=640, height=480)
+        task_id = swarm.submit(
+            template="analyze_video",
+            params={"path": sample.path, "target_segments": 8, "min_segment_s": 2},
+        )
+        stage = "analyze["
+    else:
+        from swarm_ray.documents._sample import generate_brochures
+
+        sample_set = generate_brochures(work / "pdfs", n=8, seed=1)
+        task_id = swarm.submit(
+            template="compare_documents",
+            items=tuple(sample_set.pdf_paths),
+            dimensions=("battery",),
+        )
+        stage = "extract["
+    removed: dict[str, Any] = {}
+
+    def remove_when_busy() -> None:
+        """Once some of the stage is done and more runs, remove the node doing most of it."""
+        deadline = time.monotonic() + 240
+        while time.monotonic() < deadline:
+            subtasks = swarm.status(task_id).get("subtasks") or {}
+            mine = {k: v["status"] for k, v in subtasks.items() if k.startswith(stage)}
+            if any(v == "succeeded" for v in mine.values()) and any(
+                v == "running" for v in mine.values()
+            ):
+                done = [
+                    e.result
+                    for e in swarm.record(task_id).log
+                    if isinstance(e, SubTaskDone) and e.result.subtask_id.startswith(stage)
+                ]
+                ids = [n for n, _ in Counter(r.node_id for r in done).most_common()]
+                victim = next((w for w in workers if w.unique_id in ids), workers[0])
+                removed["node"] = victim.unique_id
+                removed["done_before"] = sorted(r.subtask_id for r in done)
+                cluster.remove_node(victim, allow_graceful=False)
+                return
+            time.sleep(0.2)
+
+    killer = threading.Thread(target=remove_when_busy)
+    killer.start()
+    record = swarm.wait(task_id, timeout_s=600)
+    killer.join()
+    attempts: dict[str, list[str]] = {}
+    for event in record.log:
+        if isinstance(event, SubTaskDone | SubTaskFailed):
+            r = event.result
+            attempts.setdefault(r.subtask_id, []).append(
+                "ok" if r.error is None else str(r.error.code)
+            )
+    retries = [
+        {"subtask": e.subtask_id, "summary": e.summary}
+        for e in swarm.events(task_id)
+        if e.kind == "subtask" and e.summary.startswith(("retry", "fallback"))
+    ]
+    print(
+        json.dumps(
+            {
+                "job": job,
+                "state": str(record.machine.state),
+                "error": None if record.error is None else record.error.message,
+                "removed": removed,
+                "attempts": attempts,
+                "retries": retries,
+                "nodes_alive": sum(1 for n in ray.nodes() if n["Alive"]),
+            }
+        ),
+        flush=True,
+    )
+    swarm.shutdown()
+    ray.shutdown()
+    cluster.shutdown()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1], sys.argv[2]))

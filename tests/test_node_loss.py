@@ -1,0 +1,59 @@
+"""Losing a worker node mid-job: a real multi-node cluster, in a process of its own.
+
+Autoscaling clusters lose workers (spot instances, scale-down). `tests/node_loss.py`
+builds a head and two worker nodes on this machine (`ray.cluster_utils.Cluster`, each
+node its own raylet), runs a job and removes a worker in the middle of it; here the
+outcome is judged: the job completes, only sub-tasks whose attempt died with the node
+run again (their failed attempt says `agent_unavailable`, and the task's events name
+them), and no sub-task finished before the loss runs again.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
+
+SCENARIO = Path(__file__).with_name("node_loss.py")
+
+
+def _run(job: str, tmp_path: Path) -> dict[str, Any]:
+    env = {**os.environ, "SWARM_RAY_AGENT_IDLE_S": "30", "RAY_DEDUP_LOGS": "0"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, str(SCENARIO), job, str(tmp_path)],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        env=env,
+        cwd=Path(__file__).resolve().parent.parent,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
+    outcome: dict[str, Any] = json.loads(lines[-1])
+    return outcome
+
+
+@pytest.mark.parametrize("job", ["video", "documents"])
+def test_a_job_survives_losing_a_worker_node(job: str, tmp_path: Path) -> None:
+    outcome = _run(job, tmp_path)
+    assert outcome["state"] == "completed", outcome["error"]
+    assert outcome["removed"].get("node"), "the worker was never removed mid-job"
+    assert outcome["nodes_alive"] == 2  # the head and the surviving worker
+    attempts: dict[str, list[str]] = outcome["attempts"]
+    for subtask, tries in attempts.items():
+        assert tries[-1] == "ok" or subtask not in outcome["removed"]["done_before"], tries
+        # an attempt before the last failed because its node went away, nothing else
+        assert all(t in ("agent_unavailable", "timeout") for t in tries[:-1]), (subtask, tries)
+    for subtask in outcome["removed"]["done_before"]:
+        assert attempts[subtask] == ["ok"], (subtask, attempts[subtask])  # never rerun
+    rerun = {s for s, tries in attempts.items() if len(tries) > 1}
+    named = {r["subtask"] for r in outcome["retries"] if "agent_unavailable" in r["summary"]}
+    assert rerun <= named  # the task's events say which were rescheduled, and why
