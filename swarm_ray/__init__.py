@@ -43,6 +43,7 @@ from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore
+from swarm_ray._rollout import rollouts
 from swarm_ray._routing import TemplateRouter
 from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
 from swarm_ray._signals import (
@@ -200,6 +201,7 @@ __all__ = [
     "load_template",
     "open_state_store",
     "read_claims",
+    "rollouts",
     "template_json_schema",
     "transition",
     "validate_plan",

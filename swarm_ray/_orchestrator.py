@@ -43,6 +43,7 @@ from swarm_ray._plan import Plan
 from swarm_ray._planning import PLAN_SUBTASK, check_planner, plan_with, planner_for
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
+from swarm_ray._rollout import record_rollout
 from swarm_ray._signals import (
     BreakerClosed,
     BreakerHalfOpened,
@@ -475,6 +476,7 @@ class Orchestrator:
     def _end(self, driver: TaskDriver, outcome: FinishTask | FailTask) -> None:
         driver.finish(outcome)
         self._ended(driver)
+        record_rollout(driver, self._results)  # Parquet under the result store: `_rollout`
 
     def _tick(self, task_id: str) -> None:
         driver = self._drivers.get(task_id)
