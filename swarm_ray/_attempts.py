@@ -116,12 +116,12 @@ def longest_path(
 ) -> tuple[list[str], float]:
     """The heaviest chain of dependencies, as (sub-task ids from first to last, weight).
 
-    Ties go to the chain found first in plan order; with no weight at all there is no
-    chain. Dependencies on ids outside `specs` are ignored; a cycle (which a valid plan
-    never has) is cut where it closes.
+    Ties go to the longer chain, then to the one found first in plan order; with no
+    weight at all there is no chain. Dependencies on ids outside `specs` are ignored;
+    a cycle (which a valid plan never has) is cut where it closes.
     """
     nodes: Mapping[str, SubTaskSpec] = {s.id: s for s in specs}
-    best: dict[str, tuple[float, str | None]] = {}
+    best: dict[str, tuple[float, int, str | None]] = {}  # weight, length, previous
     for root in nodes:
         stack: list[tuple[str, bool]] = [(root, False)]
         on_path: set[str] = set()
@@ -136,19 +136,19 @@ def longest_path(
                 stack.extend((d, False) for d in deps if d not in best and d not in on_path)
                 continue
             on_path.discard(sid)
-            heaviest, previous = 0.0, None
+            heaviest, length, previous = 0.0, 0, None
             for dep in deps:
-                if dep in best and best[dep][0] > heaviest:
-                    heaviest, previous = best[dep][0], dep
-            best[sid] = (heaviest + weight(sid), previous)
-    end = max(nodes, key=lambda sid: best[sid][0], default=None)
+                if dep in best and best[dep][:2] > (heaviest, length):
+                    heaviest, length, previous = best[dep][0], best[dep][1], dep
+            best[sid] = (heaviest + weight(sid), length + 1, previous)
+    end = max(nodes, key=lambda sid: best[sid][:2], default=None)
     if end is None or best[end][0] <= 0:
         return [], 0.0  # nothing has weight yet (no attempt has answered)
     chain: list[str] = []
     at: str | None = end
     while at is not None:
         chain.append(at)
-        at = best[at][1]
+        at = best[at][2]
     return chain[::-1], best[end][0]
 
 
