@@ -116,9 +116,10 @@ def longest_path(
 ) -> tuple[list[str], float]:
     """The heaviest chain of dependencies, as (sub-task ids from first to last, weight).
 
-    Ties go to the longer chain, then to the one found first in plan order; with no
-    weight at all there is no chain. Dependencies on ids outside `specs` are ignored;
-    a cycle (which a valid plan never has) is cut where it closes.
+    Ties go to the chain of more weighted nodes, then to the one found first in plan
+    order; the chain ends at a node with weight, and with no weight at all there is
+    none. Dependencies on ids outside `specs` are ignored; a cycle (which a valid plan
+    never has) is cut where it closes.
     """
     nodes: Mapping[str, SubTaskSpec] = {s.id: s for s in specs}
     best: dict[str, tuple[float, int, str | None]] = {}  # weight, length, previous
@@ -140,9 +141,13 @@ def longest_path(
             for dep in deps:
                 if dep in best and best[dep][:2] > (heaviest, length):
                     heaviest, length, previous = best[dep][0], best[dep][1], dep
-            best[sid] = (heaviest + weight(sid), length + 1, previous)
-    end = max(nodes, key=lambda sid: best[sid][:2], default=None)
-    if end is None or best[end][0] <= 0:
+            own = weight(sid)
+            best[sid] = (heaviest + own, length + (own > 0), previous)
+    # A chain ends at a node with weight: one that has not run yet is not on it.
+    end = max(
+        (sid for sid in nodes if weight(sid) > 0), key=lambda sid: best[sid][:2], default=None
+    )
+    if end is None:
         return [], 0.0  # nothing has weight yet (no attempt has answered)
     chain: list[str] = []
     at: str | None = end

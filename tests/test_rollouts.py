@@ -212,3 +212,26 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     assert (rows["task_id"] == task_id).sum() == 7
     with pytest.raises(swarm_ray.InvalidSpecError, match="no rollouts"):
         swarm_ray.rollouts(tmp_path)
+
+
+@pytest.mark.ray
+def test_the_notebook_plots_the_runs(
+    swarm: Any, swarm_state_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+) -> None:
+    for items in (("n1",), ("n2", "n3", "n4")):
+        task_id = swarm.submit(template="echo_fanout", items=items)
+        swarm.wait(task_id, timeout_s=120)
+    tasks = swarm_state_dir / "results" / "rollouts" / "tasks"
+    wait_until(lambda: (tasks / f"{task_id}.parquet").exists(), 30, "the last rollout")
+    monkeypatch.setenv("ROLLOUTS", str(swarm_state_dir))
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "rollouts.ipynb"
+    namespace: dict[str, Any] = {}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            exec("".join(cell["source"]), namespace)
+    out = capsys.readouterr().out
+    assert f"run {task_id}:" in out and "echo" in out and "join" in out
+    assert len(namespace["tasks"]) >= 2
+    assert Path(namespace["plot_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    per_stage = namespace["per_stage"]
+    assert per_stage.loc["echo", "attempts"] == 3 and per_stage.loc["join", "on_critical_path"] == 1

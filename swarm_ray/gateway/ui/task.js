@@ -86,7 +86,8 @@
     const GAP = small ? 3 : 6;
     const PAD = 12;
     const HEAD = 46;
-    const COL_GAP = small ? 48 : 64;
+    const COL_GAP = small ? 32 : 64;
+    const MIN_W = small ? 150 : 196; // room for a stage's name and counts
     const { columns, members, upstream } = stageColumns(subtasks);
     const boxes = new Map();
     const place = new Map();
@@ -99,7 +100,7 @@
         const n = members.get(stage).length;
         const perRow = small ? Math.max(1, Math.min(24, Math.ceil(Math.sqrt(n * 2.5)))) : 1;
         const rows = Math.ceil(n / perRow);
-        const w = Math.max(196, perRow * (W + GAP) - GAP + 2 * PAD);
+        const w = Math.max(MIN_W, perRow * (W + GAP) - GAP + 2 * PAD);
         const h = HEAD + rows * (H + GAP) - GAP + PAD;
         width = Math.max(width, w);
         return { stage, n, perRow, h };
@@ -117,9 +118,15 @@
       height = Math.max(height, y);
       x += width + COL_GAP;
     }
-    const root = svg("svg", { width: x, height: height, class: small ? "dag small" : "dag" });
+    const root = svg("svg", {
+      width: x,
+      height: height,
+      viewBox: `0 0 ${x} ${height}`,
+      class: small ? "dag small" : "dag",
+    });
     const edges = svg("g", { class: "edges" });
     const critical = svg("g", { class: "edges critical-edges" });
+    if (small) root.append(edges); // stage-to-stage edges pass behind the stage boxes
     view.stages = {};
     for (const [stage, box] of boxes) {
       const g = svg("g", { class: "stage", "data-stage": stage });
@@ -165,7 +172,8 @@
         }
       }
     }
-    root.append(edges); // over the stage boxes, under the nodes
+    if (!small) root.append(edges); // node-to-node edges: over the boxes, under the nodes
+    root.append(critical);
     view.nodes = {};
     for (const [sid, sub] of Object.entries(subtasks)) {
       const at = place.get(sid);
@@ -183,9 +191,17 @@
       root.append(g);
       view.nodes[sid] = { g, center: { x: at.x + W / 2, y: at.y + H / 2 }, left: { x: at.x, y: at.y + H / 2 }, right: { x: at.x + W, y: at.y + H / 2 } };
     }
-    root.append(critical);
     view.criticalLayer = critical;
     $("graph").replaceChildren(root);
+    fit(root, x, height);
+  }
+
+  // Shrink a wide DAG to the width of its frame (down to 60 %), so every stage shows.
+  function fit(root, width, height) {
+    const room = $("graph").clientWidth - 2;
+    const scale = room > 0 && width > room ? Math.max(0.6, room / width) : 1;
+    root.setAttribute("width", Math.round(width * scale));
+    root.setAttribute("height", Math.round(height * scale));
   }
 
   // ---- live state ------------------------------------------------------------------
