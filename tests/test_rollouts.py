@@ -179,6 +179,18 @@ def test_running_attempts_count_in_a_history(tmp_path: Path) -> None:
     assert found["merge"].count == 0
 
 
+def _copy_runs(root: Path, state: Path, task_ids: list[str]) -> Path:
+    """A state directory holding the rollouts of `task_ids` only."""
+    import shutil
+
+    for table in ("tasks", "attempts"):
+        folder = state / "results" / "rollouts" / table
+        folder.mkdir(parents=True, exist_ok=True)
+        for task_id in task_ids:
+            shutil.copy(root / table / f"{task_id}.parquet", folder)
+    return state
+
+
 @pytest.mark.ray
 def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     swarm: Any, swarm_state_dir: Path, tmp_path: Path
@@ -202,13 +214,20 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     for row in echoes:
         assert row["queued_at"] <= row["started_at"] <= row["ended_at"]
         assert row["watermark"] and row["input_digest"] and row["agent"]
-    tasks = swarm_ray.rollouts(swarm_state_dir).to_pandas()
+    # Read through a copy holding this run and one other: the session's own store holds
+    # every task of the suite, and reading a thousand small files is slow on 2 cores.
+    other = swarm.submit(template="echo_fanout", items=("other",))
+    swarm.wait(other, timeout_s=120)
+    wait_until(lambda: (root / "tasks" / f"{other}.parquet").exists(), 30, "the other rollout")
+    runs = _copy_runs(root, tmp_path / "state", [task_id, other])
+    tasks = swarm_ray.rollouts(runs).to_pandas()
+    assert set(tasks["task_id"]) == {task_id, other}
     (mine,) = tasks[tasks["task_id"] == task_id].to_dict("records")
     assert mine["state"] == "completed" and mine["total_steps"] == 7
     assert mine["critical_steps"] == 3  # echo (2 attempts) -> join (1)
     assert list(mine["critical_path"])[-1] == "join"
     assert mine["wall_s"] > 0 and mine["parallelism"] > 0
-    rows = swarm_ray.rollouts([swarm_state_dir / "results"], table="attempts").to_pandas()
+    rows = swarm_ray.rollouts([runs / "results"], table="attempts").to_pandas()
     assert (rows["task_id"] == task_id).sum() == 7
     with pytest.raises(swarm_ray.InvalidSpecError, match="no rollouts"):
         swarm_ray.rollouts(tmp_path)
@@ -216,14 +235,21 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
 
 @pytest.mark.ray
 def test_the_notebook_plots_the_runs(
-    swarm: Any, swarm_state_dir: Path, monkeypatch: pytest.MonkeyPatch, capsys: Any
+    swarm: Any,
+    swarm_state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
 ) -> None:
+    ids = []
     for items in (("n1",), ("n2", "n3", "n4")):
-        task_id = swarm.submit(template="echo_fanout", items=items)
-        swarm.wait(task_id, timeout_s=120)
-    tasks = swarm_state_dir / "results" / "rollouts" / "tasks"
-    wait_until(lambda: (tasks / f"{task_id}.parquet").exists(), 30, "the last rollout")
-    monkeypatch.setenv("ROLLOUTS", str(swarm_state_dir))
+        ids.append(swarm.submit(template="echo_fanout", items=items))
+        swarm.wait(ids[-1], timeout_s=120)
+    task_id = ids[-1]
+    root = swarm_state_dir / "results" / "rollouts"
+    for ended in ids:
+        wait_until(lambda e=ended: (root / "tasks" / f"{e}.parquet").exists(), 30, "rollouts")
+    monkeypatch.setenv("ROLLOUTS", str(_copy_runs(root, tmp_path / "state", ids)))
     notebook = Path(__file__).resolve().parent.parent / "notebooks" / "rollouts.ipynb"
     namespace: dict[str, Any] = {}
     for cell in json.loads(notebook.read_text())["cells"]:
@@ -231,7 +257,7 @@ def test_the_notebook_plots_the_runs(
             exec("".join(cell["source"]), namespace)
     out = capsys.readouterr().out
     assert f"run {task_id}:" in out and "echo" in out and "join" in out
-    assert len(namespace["tasks"]) >= 2
+    assert list(namespace["tasks"]["task_id"]) == ids  # oldest first
     assert Path(namespace["plot_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     per_stage = namespace["per_stage"]
     assert per_stage.loc["echo", "attempts"] == 3 and per_stage.loc["join", "on_critical_path"] == 1

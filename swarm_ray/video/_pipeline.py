@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swarm_ray._client import SwarmClient
 from swarm_ray._errors import SwarmRuntimeError
+from swarm_ray._progress import follow_with_progress
 from swarm_ray._signals import SubTaskDone, SubTaskFailed, SubTaskTimedOut
 from swarm_ray.video._models import AnalysisSettings, SegmentAnalysis, SegmentJob
 from swarm_ray.video._report import TimelineReport
@@ -108,8 +109,12 @@ def analyze_video(
     settings: AnalysisSettings | None = None,
     timeout_s: float | None = None,
     on_stage: OnStage | None = None,
+    progress: bool = False,
 ) -> VideoRun:
     """Probe, segment, analyse every segment in parallel and render the timeline.
+
+    With `progress`, the segments task shows its per-stage progress on stdout (a bar on
+    a terminal, plain lines elsewhere) while it runs.
 
     Raises:
         SwarmRuntimeError: A task did not complete; for a file that cannot be analysed
@@ -145,6 +150,9 @@ def analyze_video(
     if settings is not None:
         shared["settings"] = settings.model_dump(mode="json")
     segments_task = client.submit(template="video_segments", items=jobs, params=shared)
+    if progress:
+        for _event in follow_with_progress(client, segments_task):
+            pass
     client.wait(segments_task, timeout_s=timeout_s)
     outcomes = segment_outcomes(client, segments_task, plan)
     analysed = time.perf_counter()
