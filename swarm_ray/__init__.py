@@ -49,6 +49,7 @@ from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore
+from swarm_ray._rollout import rollouts
 from swarm_ray._routing import TemplateRouter
 from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
 from swarm_ray._signals import (
@@ -221,6 +222,7 @@ __all__ = [
     "load_template",
     "open_state_store",
     "read_claims",
+    "rollouts",
     "short_id",
     "template_json_schema",
     "transition",

@@ -72,6 +72,7 @@ from swarm_ray._planning import PLAN_SUBTASK
 from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._results import ResultStore
+from swarm_ray._rollout import record_rollout
 from swarm_ray._store import open_state_store
 from swarm_ray._subtask import SubTaskResult
 from swarm_ray._task import TaskEvent, TaskRequest
@@ -588,6 +589,7 @@ class Orchestrator:
                     self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._ended(driver)
+                    record_rollout(driver, self._results)  # Parquet under the result store
                 case _:
                     assert_never(command)
         for (cid, delay), subtasks in batches.items():

@@ -106,8 +106,7 @@ class ResultStore:
             ValueError: `key` is empty, absolute, or has `.`, `..` or empty parts.
             StateStoreError: The write failed.
         """
-        _check_key(key)
-        ref = f"{self.root_uri}/{quote(key, safe='/')}"
+        ref = self.ref(key)
         path = f"{self._root}/{key}"
         with self._guard("write", ref):
             if self._in_place:
@@ -124,6 +123,15 @@ class ResultStore:
                     self._fs.delete_file(temp)
                 raise
         return ref
+
+    def ref(self, key: str) -> str:
+        """The reference `put_bytes(key, ...)` returns (whether or not it was written).
+
+        Raises:
+            ValueError: `key` is not a valid key (see `put_bytes`).
+        """
+        _check_key(key)
+        return f"{self.root_uri}/{quote(key, safe='/')}"
 
     def get_bytes(self, ref: str) -> bytes:
         """Return the bytes a reference names.

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from swarm_ray._attempts import SubTaskHistory, critical_path, histories
 from swarm_ray._driver import TaskDriver
 from swarm_ray._fsm import TaskState
 from swarm_ray._scheduler import Scheduler
@@ -12,12 +13,23 @@ from swarm_ray._subtask import SubTaskSpec
 __all__: list[str] = []
 
 
-def _subtask_view(scheduler: Scheduler, spec: SubTaskSpec) -> dict[str, Any]:
+def _subtask_view(
+    scheduler: Scheduler, spec: SubTaskSpec, history: SubTaskHistory, critical: bool
+) -> dict[str, Any]:
     view: dict[str, Any] = {
         "status": str(scheduler.status(spec.id)),
         "capability": spec.capability_id,
         "stage": spec.stage,
         "depends_on": list(spec.depends_on),
+        # What its attempts did (for the task page's side panel) and whether it lies on
+        # the task's critical path.
+        "attempts": history.count,
+        "queued_at": history.queued_at,
+        "started_at": history.started_at,
+        "ended_at": history.ended_at,
+        "run_s": round(history.run_s, 6),
+        "tokens": {"prompt": history.prompt_tokens, "completion": history.completion_tokens},
+        "critical": critical,
     }
     result = scheduler.result(spec.id)
     if result is not None:  # the result's references: who made it, its watermark, its blob
@@ -47,7 +59,13 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
     }
     if brief or scheduler is None:
         return status
-    status["subtasks"] = {s.id: _subtask_view(scheduler, s) for s in scheduler.specs()}
+    specs = scheduler.specs()
+    history = histories(scheduler)
+    chain, _seconds = critical_path(specs, history)
+    on_chain = set(chain)
+    status["subtasks"] = {
+        s.id: _subtask_view(scheduler, s, history[s.id], s.id in on_chain) for s in specs
+    }
     usage = driver.usage()
     status["usage"] = {
         "prompt_tokens": usage.prompt_tokens,

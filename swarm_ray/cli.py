@@ -26,6 +26,7 @@ from typing import Any
 
 from swarm_ray._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
 from swarm_ray._errors import SwarmError
+from swarm_ray._progress import follow_with_progress
 
 __all__ = ["main"]
 
@@ -116,12 +117,8 @@ def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
         template=args.template, items=tuple(args.items), params=params, query=args.query or ""
     )
     print(f"task {task_id} submitted", file=sys.stderr)
-    for event in client.follow(task_id):
-        if event.kind in ("state", "warning") or event.status in ("failed", "skipped"):
-            print(
-                f"[{event.progress:4.0%}] {event.kind:8} {event.status:11} {event.summary}",
-                file=sys.stderr,
-            )
+    for _event in follow_with_progress(client, task_id, stream=sys.stderr):
+        pass  # a bar per stage on a terminal, plain lines otherwise
     status = client.status(task_id)
     print(
         json.dumps(

@@ -24,6 +24,7 @@ from pathlib import Path
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
 import swarm_ray
+from swarm_ray._progress import follow_with_progress
 from swarm_ray.documents._capabilities import find_dimensions
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._report import ReportFiles
@@ -90,15 +91,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         },
     )
     print(f"task {task_id}: {len(paths)} documents x {len(args.dimensions)} dimensions")
-    next_mark = 0.1
-    for event in swarm.follow(task_id):
-        if event.kind == "state":
-            print(f"  [{event.progress:4.0%}] {event.status}: {event.summary[:80]}")
-        elif event.kind == "warning":
-            print(f"  [{event.progress:4.0%}] warning: {event.summary[:100]}")
-        elif event.progress >= next_mark:
-            print(f"  [{event.progress:4.0%}] {time.perf_counter() - started:6.1f} s")
-            next_mark = event.progress + 0.1
+    for _event in follow_with_progress(swarm, task_id):  # bars on a terminal, else lines
+        pass
     status = swarm.status(task_id)
     elapsed = time.perf_counter() - started
     if status["state"] != "completed":

@@ -58,6 +58,8 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
+from swarm_ray.gateway._ui import install_ui
+from swarm_ray.gateway._ws_auth import presented_key
 
 __all__ = ["Gateway", "app", "build_app"]
 
@@ -84,6 +86,7 @@ app = FastAPI(
     redoc_url=None,
 )
 _bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
+install_ui(app)  # the live task page at /ui/ (static files; its data comes from this API)
 
 
 class _Keys:
@@ -332,12 +335,15 @@ class Gateway:
         """Task events as JSON messages; reconnect with `after_seq` to get what was missed.
 
         The socket closes with 1000 once the task has ended and every event was sent,
-        4401 without a valid key (`Authorization: Bearer ...` on the handshake), 4404
+        4401 without a valid key (`Authorization: Bearer ...` on the handshake, or from a
+        browser a first message `{"type": "auth", "api_key": ...}`: see `_ws_auth`), 4404
         for an unknown task, and 1011 when the orchestrator does not answer (reconnect
         with `after_seq` once it is back).
         """
-        caller = _principal_of(websocket.headers.get("authorization", ""))
         await websocket.accept()
+        caller = (
+            None if (key := await presented_key(websocket)) is None else self._keys.principal(key)
+        )
         if caller is None:
             await websocket.close(code=4401, reason="missing or invalid API key")
             return

@@ -92,7 +92,9 @@ class TaskStatus(TaskSummary):
     """One task in full: sub-tasks, usage, output or the reference to it."""
 
     subtasks: dict[str, dict[str, Any]] = {}
-    """Each sub-task's status, capability, stage and dependencies (the plan)."""
+    """Each sub-task's status, capability, stage and dependencies (the plan), with what its
+    attempts did (attempts, queued / started / ended times, run time, tokens) and whether
+    it lies on the critical path."""
     usage: dict[str, Any] = {}
     output: dict[str, Any] | None = None
     output_ref: str | None = None

@@ -97,6 +97,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             settings=AnalysisSettings(decode_threads=args.decode_threads),
             timeout_s=args.timeout,
             on_stage=progress,
+            progress=True,
         )
     except swarm_ray.SwarmError as exc:
         print(f"analysis failed: {exc.message}", file=sys.stderr)

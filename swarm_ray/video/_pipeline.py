@@ -14,6 +14,7 @@ from pydantic import BaseModel, ConfigDict
 
 from swarm_ray._client import SwarmClient
 from swarm_ray._errors import SwarmRuntimeError
+from swarm_ray._progress import follow_with_progress
 from swarm_ray._record import TaskRecord
 from swarm_ray._signals import SubTaskDone
 from swarm_ray.video._models import AnalysisSettings
@@ -70,8 +71,12 @@ def analyze_video(
     settings: AnalysisSettings | None = None,
     timeout_s: float | None = None,
     on_stage: OnStage | None = None,
+    progress: bool = False,
 ) -> VideoRun:
     """Probe, segment, analyse every segment in parallel and render the timeline.
+
+    With `progress`, the task shows its per-stage progress on stdout (a bar on
+    a terminal, plain lines elsewhere) while it runs.
 
     Raises:
         SwarmRuntimeError: The task did not complete; for a file that cannot be analysed
@@ -89,7 +94,8 @@ def analyze_video(
         params["settings"] = settings.model_dump(mode="json")
     task_id = client.submit(template="analyze_video", params=params)
     seen: set[str] = set()
-    for event in client.follow(task_id):
+    events = follow_with_progress(client, task_id) if progress else client.follow(task_id)
+    for event in events:
         if on_stage is None or event.kind != "subtask" or event.status != "succeeded":
             continue
         stage = (event.subtask_id or "").split("[", 1)[0]

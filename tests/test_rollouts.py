@@ -1,0 +1,263 @@
+"""Rollouts: attempt and task rows of an ended task, written as Parquet, read as a Dataset."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pyarrow.parquet as pq
+import pytest
+from pydantic import BaseModel
+
+from swarm_ray import (
+    Fallback,
+    Retry,
+    Scheduler,
+    Start,
+    SubTaskSpec,
+    TaskMachine,
+    TaskRecord,
+    TaskRequest,
+    TaskTemplate,
+    Timings,
+    TokenUsage,
+    expand,
+)
+from swarm_ray._attempts import histories, longest_path
+from swarm_ray._errors import ErrorCode
+from swarm_ray._results import ResultStore
+from swarm_ray._rollout import rollout_tables, write_rollout
+from swarm_ray._signals import Dispatch, RunIntent
+from tests.support import done, failed, registry, spec, wait_until
+
+
+class Verdict(BaseModel):
+    score: float
+
+
+class Scores(BaseModel):
+    factuality: Verdict
+    coherence: Verdict
+
+
+TEMPLATE = """
+name: judged
+aggregate: judge
+stages:
+  - name: parse
+    capability: doc.parse.text
+    fan_out: per_item
+    input: {text: $item}
+  - name: extract
+    capability: doc.extract.text
+    fan_out: per_item
+    depends_on: [parse]
+    input: {text: $from.parse.text}
+  - name: judge
+    capability: qa.judge.scores
+    depends_on: [extract]
+    partial_ok: true
+    input: {parts: $from.extract.text}
+"""
+
+# Run time of each stage's attempts, in seconds: the critical path is parse -> extract -> judge
+# through the item whose extraction failed once and ran twice.
+RUN_S = {"parse": 1.0, "extract": 2.0, "judge": 0.5}
+
+
+def _run(tmp_path: Path) -> tuple[TaskRecord, Scheduler]:
+    from tests.support import ManyIn
+
+    reg = registry(spec("qa.judge.scores", input_model=ManyIn, output_model=Scores))
+    request = TaskRequest(template="judged", items=("a", "b"))
+    plan = expand(TaskTemplate.from_yaml(TEMPLATE), request, task_id="t1")
+    scheduler = Scheduler(plan, reg)
+    clock = [0.0]
+    pending: list[RunIntent] = [
+        i for i in scheduler.handle(Start(at=0.0)) if isinstance(i, RunIntent)
+    ]
+    failed_once = False
+    while pending:
+        intent = pending.pop(0)
+        start = clock[0]
+        clock[0] += RUN_S[intent.stage]
+        timings = Timings(queued_at=start, started_at=start + 0.01, finished_at=clock[0])
+        if intent.subtask_id == "extract[1]" and not failed_once:
+            failed_once = True
+            event: Any = failed(intent, ErrorCode.AGENT_ERROR, at=clock[0])
+            event = event.model_copy(
+                update={"result": event.result.model_copy(update={"timings": timings})}
+            )
+        elif intent.stage == "judge":
+            scores = {"factuality": {"score": 0.8}, "coherence": {"score": 0.6}}
+            event = done(intent, at=clock[0], output=scores, timings=timings)
+        else:
+            usage = TokenUsage(prompt_tokens=10, completion_tokens=3, calls=1)
+            event = done(intent, at=clock[0], timings=timings, usage=usage, agent="agent-1")
+        for out in scheduler.handle(event):
+            if isinstance(out, Dispatch | Retry | Fallback):
+                pending.append(out)
+    assert scheduler.outcome is not None
+    record = TaskRecord(
+        task_id="t1",
+        trace_id="trace-1",
+        request=request,
+        machine=TaskMachine(task_id="t1"),
+        plan=plan,
+        created_at=0.0,
+        updated_at=clock[0],
+    )
+    return record, scheduler
+
+
+def test_attempt_and_task_rows(tmp_path: Path) -> None:
+    record, scheduler = _run(tmp_path)
+    store = ResultStore(str(tmp_path / "results"))
+    attempts, task = rollout_tables(record, scheduler, store)
+    rows = attempts.to_pylist()
+    by_id: dict[str, list[dict[str, Any]]] = {}
+    for row in rows:
+        by_id.setdefault(row["subtask_id"], []).append(row)
+    assert sorted(by_id) == ["extract[0]", "extract[1]", "judge", "parse[0]", "parse[1]"]
+    retried = by_id["extract[1]"]
+    assert [(r["attempt"], r["status"], r["accepted"]) for r in retried] == [
+        (1, "failed", False),
+        (2, "succeeded", True),
+    ]
+    assert retried[0]["error_code"] == "agent_error"
+    assert retried[1]["run_s"] == pytest.approx(1.99)
+    assert retried[1]["wait_s"] == pytest.approx(0.01)
+    assert retried[1]["prompt_tokens"] == 10 and retried[1]["agent"] == "agent-1"
+    assert json.loads(by_id["parse[0]"][0]["output_json"]) == {"text": "parse[0]"}
+    (row,) = task.to_pylist()
+    assert row["critical_path"] == ["parse[1]", "extract[1]", "judge"]
+    assert row["critical_path_s"] == pytest.approx(0.99 + 1.99 * 2 + 0.49)
+    assert row["critical_steps"] == 4 and row["total_steps"] == 6
+    assert row["failed_attempts"] == 1
+    assert row["wall_s"] == pytest.approx(record.updated_at)
+    assert row["parallelism"] == pytest.approx(row["subtask_time_s"] / row["wall_s"])
+    assert row["step_parallelism"] == pytest.approx(6 / 4)
+    assert row["rewards"] == [
+        {"judge": "coherence", "score": 0.6},
+        {"judge": "factuality", "score": 0.8},
+    ]
+    assert row["reward"] == pytest.approx(0.7)
+    assert row["template"] == "judged" and row["planner"] == "template"
+    dag = json.loads(row["plan_json"])
+    assert [s["name"] for s in dag["stages"]] == ["parse", "extract", "judge"]
+    assert {s["id"] for s in dag["subtasks"]} == set(by_id)
+
+    write_rollout(store, "t1", (attempts, task))
+    root = tmp_path / "results" / "rollouts"
+    assert pq.read_table(root / "attempts" / "t1.parquet").to_pylist() == rows
+    assert pq.read_table(root / "tasks" / "t1.parquet").to_pylist() == [row]
+
+
+def test_histories_and_the_longest_path_follow_the_dag() -> None:
+    specs = [
+        SubTaskSpec(id="a", stage="s", capability_id="x"),
+        SubTaskSpec(id="b", stage="s", capability_id="x", depends_on=("a",)),
+        SubTaskSpec(id="c", stage="s", capability_id="x", depends_on=("a",)),
+        SubTaskSpec(id="d", stage="s", capability_id="x", depends_on=("b", "c", "gone")),
+    ]
+    weights = {"a": 1.0, "b": 5.0, "c": 2.0, "d": 1.0}
+    assert longest_path(specs, weights.__getitem__) == (["a", "b", "d"], 7.0)
+    assert longest_path(specs, lambda _sid: 0.0) == ([], 0.0)
+
+
+def test_running_attempts_count_in_a_history(tmp_path: Path) -> None:
+    reg = registry()
+    request = TaskRequest(template="pipeline", items=("a",), dimensions=("x",))
+    from tests.support import pipeline
+
+    plan = expand(pipeline(), request, task_id="t1")
+    scheduler = Scheduler(plan, reg)
+    (parse,) = [i for i in scheduler.handle(Start(at=0.0)) if isinstance(i, RunIntent)]
+    found = histories(scheduler)
+    assert found[parse.subtask_id].count == 1 and found[parse.subtask_id].attempts == []
+    assert found["merge"].count == 0
+
+
+def _copy_runs(root: Path, state: Path, task_ids: list[str]) -> Path:
+    """A state directory holding the rollouts of `task_ids` only."""
+    import shutil
+
+    for table in ("tasks", "attempts"):
+        folder = state / "results" / "rollouts" / table
+        folder.mkdir(parents=True, exist_ok=True)
+        for task_id in task_ids:
+            shutil.copy(root / table / f"{task_id}.parquet", folder)
+    return state
+
+
+@pytest.mark.ray
+def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
+    swarm: Any, swarm_state_dir: Path, tmp_path: Path
+) -> None:
+    import swarm_ray
+
+    task_id = swarm.submit(
+        template="echo_fanout",
+        items=("r1", "r2", "r3"),
+        params={"record_dir": str(tmp_path), "fail_first": 1},
+    )
+    assert str(swarm.wait(task_id, timeout_s=120).machine.state) == "completed"
+    root = swarm_state_dir / "results" / "rollouts"
+    wait_until(lambda: (root / "tasks" / f"{task_id}.parquet").exists(), 30, "the rollout")
+    attempts = pq.read_table(root / "attempts" / f"{task_id}.parquet").to_pylist()
+    echoes = [r for r in attempts if r["stage"] == "echo"]
+    assert len(echoes) == 6  # each echo failed once, then succeeded
+    assert sorted((r["attempt"], r["status"]) for r in echoes) == (
+        [(1, "failed")] * 3 + [(2, "succeeded")] * 3
+    )
+    for row in echoes:
+        assert row["queued_at"] <= row["started_at"] <= row["ended_at"]
+        assert row["watermark"] and row["input_digest"] and row["agent"]
+    # Read through a copy holding this run and one other: the session's own store holds
+    # every task of the suite, and reading a thousand small files is slow on 2 cores.
+    other = swarm.submit(template="echo_fanout", items=("other",))
+    swarm.wait(other, timeout_s=120)
+    wait_until(lambda: (root / "tasks" / f"{other}.parquet").exists(), 30, "the other rollout")
+    runs = _copy_runs(root, tmp_path / "state", [task_id, other])
+    tasks = swarm_ray.rollouts(runs).to_pandas()
+    assert set(tasks["task_id"]) == {task_id, other}
+    (mine,) = tasks[tasks["task_id"] == task_id].to_dict("records")
+    assert mine["state"] == "completed" and mine["total_steps"] == 7
+    assert mine["critical_steps"] == 3  # echo (2 attempts) -> join (1)
+    assert list(mine["critical_path"])[-1] == "join"
+    assert mine["wall_s"] > 0 and mine["parallelism"] > 0
+    rows = swarm_ray.rollouts([runs / "results"], table="attempts").to_pandas()
+    assert (rows["task_id"] == task_id).sum() == 7
+    with pytest.raises(swarm_ray.InvalidSpecError, match="no rollouts"):
+        swarm_ray.rollouts(tmp_path)
+
+
+@pytest.mark.ray
+def test_the_notebook_plots_the_runs(
+    swarm: Any,
+    swarm_state_dir: Path,
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: Any,
+) -> None:
+    ids = []
+    for items in (("n1",), ("n2", "n3", "n4")):
+        ids.append(swarm.submit(template="echo_fanout", items=items))
+        swarm.wait(ids[-1], timeout_s=120)
+    task_id = ids[-1]
+    root = swarm_state_dir / "results" / "rollouts"
+    for ended in ids:
+        wait_until(lambda e=ended: (root / "tasks" / f"{e}.parquet").exists(), 30, "rollouts")
+    monkeypatch.setenv("ROLLOUTS", str(_copy_runs(root, tmp_path / "state", ids)))
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "rollouts.ipynb"
+    namespace: dict[str, Any] = {}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            exec("".join(cell["source"]), namespace)
+    out = capsys.readouterr().out
+    assert f"run {task_id}:" in out and "echo" in out and "join" in out
+    assert list(namespace["tasks"]["task_id"]) == ids  # oldest first
+    assert Path(namespace["plot_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    per_stage = namespace["per_stage"]
+    assert per_stage.loc["echo", "attempts"] == 3 and per_stage.loc["join", "on_critical_path"] == 1
