@@ -29,6 +29,7 @@ import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._errors import InvalidInputError
+from swarm_ray.documents._layout import TextBox, page_boxes
 
 __all__ = [
     "DocumentMetadata",
@@ -88,6 +89,9 @@ class PageText(BaseModel):
     """1-based page number, as people cite pages."""
     text: str
     """Extracted text, lines separated by `\\n`, in PDFium's reading order."""
+    boxes: tuple[TextBox, ...] = ()
+    """The same text in boxes with positions (cells, lines), footnote marks left out;
+    empty for pages made without a PDF (tests) or with no text."""
 
 
 class ParseWarning(BaseModel):
@@ -204,15 +208,19 @@ def _clean(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def _page_text(pdf: Any, index: int, warnings: list[ParseWarning]) -> str:
+def _page_text(
+    pdf: Any, index: int, warnings: list[ParseWarning]
+) -> tuple[str, tuple[TextBox, ...]]:
     page = textpage = None
     try:
         page = pdf[index]
         textpage = page.get_textpage()
-        return _clean(str(textpage.get_text_range()))
+        text = _clean(str(textpage.get_text_range()))
+        boxes = page_boxes(textpage, float(page.get_height())) if text.strip() else []
+        return text, tuple(boxes)
     except pdfium.PdfiumError as error:
         warnings.append(ParseWarning(code="page_error", message=str(error), page=index + 1))
-        return ""
+        return "", ()
     finally:
         if textpage is not None:
             textpage.close()
@@ -261,12 +269,12 @@ def _read(
         limit = page_count if max_pages is None else min(page_count, max_pages)
         pages = []
         for index in range(limit):
-            text = _page_text(pdf, index, warnings)
+            text, boxes = _page_text(pdf, index, warnings)
             if not text.strip():
                 warnings.append(
                     ParseWarning(code="no_text", message="no extractable text", page=index + 1)
                 )
-            pages.append(PageText(number=index + 1, text=text))
+            pages.append(PageText(number=index + 1, text=text, boxes=boxes))
         return page_count, metadata, pages
     finally:
         if pdf is not None:
