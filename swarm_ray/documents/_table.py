@@ -1,0 +1,551 @@
+"""Table-aware extraction of fields declared by name, unit and labels.
+
+Datasheets state most values in tables: a row label, perhaps a symbol and test
+conditions, then `Min / Typ / Max` columns and a unit column, or a value with its unit.
+This extractor reads a page as rows of cells (`_layout`) and, for every cell naming a
+field (`_labels`), takes values from the same row:
+
+- a value cell is placed under its column header by position, so `Min`, `Typ` and `Max`
+  columns give the statistic, a `Unit` column gives bare numbers their unit, and columns
+  of conditions, symbols or descriptions are skipped; columns headed by part numbers
+  give each value its own entity (several products in one table);
+- a range (`-40 to +85 °C`, `3.6-5 V`) gives a minimum and a maximum, `up to` a maximum;
+- a label with its value in one cell (`Operating temperature: -40 to 85 °C`) or in a
+  phrase (`core running at 800 MHz`, `50 µA deep sleep current`) counts too, as weaker
+  evidence.
+
+Only values of the field's kind count (its unit's dimensionality), so `45 mA @ 5 V` gives a
+current field 45 mA and a voltage field nothing (a value after `@` is a condition). Per
+document and field the strongest evidence wins: a cell naming exactly the field beats a
+cell with more words (`Back focal length` for `focal length`), which beats a phrase. The
+statistics the field declares are kept (`min,max`: the range's ends).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+
+from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
+from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
+from swarm_ray.documents._layout import Row, TextBox, rows
+from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
+from swarm_ray.documents._values import Value, read_values, strip_footnotes
+
+__all__ = ["extract_table_facts", "page_rows"]
+
+_ROLES: dict[str, tuple[str, ...]] = {
+    "min": ("min", "minimum", "min."),
+    "typ": ("typ", "typical", "typ.", "nom", "nominal", "nom."),
+    "max": ("max", "maximum", "max."),
+    "unit": ("unit", "units", "unit(s)", "units of measure"),
+    "value": ("value", "values", "rating", "ratings", "spec", "specs", "specification",
+              "specifications", "data", "limit", "limits", "details", "detail"),
+    "skip": ("conditions", "condition", "test conditions", "test condition", "notes", "note",
+             "comments", "comment", "remarks", "remark", "symbol", "symbols", "sym", "sym.",
+             "pin", "pins", "ref", "ref."),
+    "label": ("parameter", "parameters", "characteristic", "characteristics", "description",
+              "item", "items", "feature", "features", "property", "properties", "name",
+              "dimension", "dimensions", "specification item", "field", "component"),
+}  # fmt: skip
+_ROLE_OF = {word: role for role, words in _ROLES.items() for word in words}
+_STAT_ROLES = {"min": Statistic.MIN, "typ": Statistic.TYP, "max": Statistic.MAX}
+_PART_NUMBER = re.compile(r"^(?=[^ ]*\d)(?=[^ ]*[A-Z])[A-Z0-9][A-Za-z0-9\-_/.+#]{2,24}$")
+_DASHES = re.compile(
+    r"^[\s\-\u2013—\u2212/]*(?:n/?a|tbd|—|-)?[\s\-\u2013—\u2212/]*$", re.IGNORECASE
+)
+_BRACKET_UNIT = re.compile(r"[(\[]\s*(?:in\s+)?([^()\[\]]{1,14}?)\s*[)\]]")
+_INLINE_LEAD = re.compile(
+    r"^\s*(?:\([^()]{0,16}\))?\s*(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
+    r"(?:up\s+to|max\.?|min\.?|typ\.?|approx\.?|~|<|>|≤|≥)?\s*",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"[.;!?](?:\s|$)")
+_PHRASE_AFTER = 60
+"""Characters after a label in a phrase where its value may stand."""
+_PHRASE_BEFORE = 14
+"""Characters between a value and the label after it (`50 µA deep sleep current`)."""
+_HEADER_LOOKBACK = 30
+"""Rows above a row searched for its table's header."""
+_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7}
+"""Per tier: the exact label cell, a label cell with more words, a phrase."""
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A cell of a row that names a field."""
+
+    cell: int
+    span: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    key: str
+    tier: int
+    value: float | str
+    unit: str
+    statistic: Statistic | None
+    value_text: str
+    page: int
+    row: int
+    quote: str
+    entity: str | None = None
+
+
+@dataclass
+class _Page:
+    """One page's rows with their headers, computed once for every field."""
+
+    number: int
+    rows: list[Row]
+    headers: dict[int, Row | None] = field(default_factory=dict)
+
+
+def page_rows(page: PageText) -> list[Row]:
+    """The page's rows: from its boxes, or from its text lines when it has none.
+
+    Without boxes (a document built in memory) a line's cells are the runs of text between
+    tabs or two spaces, placed by character offset.
+    """
+    if page.boxes:
+        return rows(page.boxes)
+    out: list[Row] = []
+    for number, line in enumerate(page.text.splitlines()):
+        cells: list[TextBox] = []
+        for match in re.finditer(r"[^\t]+?(?=\t| {2,}|$)", line):
+            text = match.group(0).strip()
+            if text:
+                x0 = 6.0 * match.start()
+                cells.append(
+                    TextBox(x0=x0, top=12.0 * number, x1=x0 + 6.0 * len(text),
+                            bottom=12.0 * number + 10, size=10.0, text=text)
+                )  # fmt: skip
+        if cells:
+            out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
+    return out
+
+
+def _role(text: str) -> str | None:
+    clean = " ".join(strip_footnotes(text).lower().split()).strip(" :")
+    clean = re.sub(r"\s*[(\[][^()\[\]]*[)\]]$", "", clean)  # `Max (°C)`
+    return _ROLE_OF.get(clean)
+
+
+def _is_header(row: Row) -> bool:
+    roles = [_role(c.text) for c in row.cells]
+    named = [r for r in roles if r is not None]
+    stats = [r for r in named if r in _STAT_ROLES]
+    if stats and len(named) >= 2:
+        return True
+    if len(named) >= 2 and any(r in ("value", "unit") for r in named):
+        return True
+    parts = [c for c in row.cells[1:] if _PART_NUMBER.match(c.text.strip())]
+    return len(parts) >= 2 and not any(read_values(c.text) for c in row.cells[:1])
+
+
+def _header(page: _Page, index: int) -> Row | None:
+    """The header of the table row `index` belongs to: the nearest header row above."""
+    if index in page.headers:
+        return page.headers[index]
+    found: Row | None = None
+    row = page.rows[index]
+    for back in range(index - 1, max(-1, index - _HEADER_LOOKBACK), -1):
+        above = page.rows[back]
+        if _is_header(above):
+            found = above
+            break
+        if len(above.cells) == 1 and above.cells[0].size > 1.25 * row.cells[0].size:
+            break  # a heading: the table above is another one
+    page.headers[index] = found
+    return found
+
+
+def _column(header: Row, cell: TextBox) -> TextBox | None:
+    """The header cell above `cell`: the most overlapping one, else the nearest centre."""
+    best: tuple[float, TextBox] | None = None
+    for head in header.cells:
+        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
+        if best is None or overlap > best[0]:
+            best = (overlap, head)
+    if best is not None and best[0] > 0:
+        return best[1]
+    centre = (cell.x0 + cell.x1) / 2
+    nearest = min(header.cells, key=lambda h: abs((h.x0 + h.x1) / 2 - centre))
+    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
+    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
+
+
+def _bracket_unit(text: str) -> Unit | None:
+    for match in _BRACKET_UNIT.finditer(text):
+        unit = lookup_unit(match.group(1))
+        if unit is not None:
+            return unit
+    return None
+
+
+def _row_unit(row: Row, header: Row | None, label: int) -> Unit | None:
+    """The unit for bare numbers in a row: its unit column, last cell, or label's `(V)`."""
+    if header is not None:
+        for cell in row.cells[label + 1 :]:
+            column = _column(header, cell)
+            if column is not None and _role(column.text) == "unit":
+                return lookup_unit(strip_footnotes(cell.text))
+    if len(row.cells) > label + 1:
+        last = lookup_unit(strip_footnotes(row.cells[-1].text))
+        if last is not None and not read_values(row.cells[-1].text):
+            return last
+    return _bracket_unit(row.cells[label].text)
+
+
+def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
+    if field.kind == COUNT:
+        return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
+    return unit is not None and unit.kind == field.kind
+
+
+def _prose(text: str) -> bool:
+    """A cell of running text, not of values: only its first value of a kind counts.
+
+    `32 MB flash, 100 MHz 8-bit DDR mode` states one memory size; `8-bit` is a width.
+    """
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", text) if lookup_unit(w) is None]
+    return len(words) > 2
+
+
+def _dash(text: str) -> bool:
+    return bool(_DASHES.match(strip_footnotes(text)))
+
+
+class _Reader:
+    """Candidates of one document for its label fields."""
+
+    def __init__(self, fields: Sequence[FieldSpec]) -> None:
+        self.fields = fields
+        self.regexes = [labels_regex(f.all_labels) for f in fields]
+        self.all_labels = labels_regex(tuple(label for f in fields for label in f.all_labels))
+
+    def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
+        if not self.all_labels.search(page.text.replace("\n", " ")):
+            return []  # no field named on this page: nothing to read (big manuals)
+        info = _Page(page.number, page_rows(page))
+        found: list[_Candidate] = []
+        for index, row in enumerate(info.rows):
+            if _running_key(row) in running:
+                continue
+            for spec, regex in zip(self.fields, self.regexes, strict=True):
+                for cell_index, cell in enumerate(row.cells):
+                    for match in regex.finditer(cell.text):
+                        if self._longer_label_elsewhere(spec, cell.text, match.span()):
+                            continue
+                        hit = _Hit(cell_index, match.span())
+                        found.extend(self._read(spec, info, index, hit))
+        return found
+
+    def _longer_label_elsewhere(self, spec: FieldSpec, text: str, span: tuple[int, int]) -> bool:
+        """Whether another field's label covers this match and more (`focal length`)."""
+        for other, regex in zip(self.fields, self.regexes, strict=True):
+            if other is spec:
+                continue
+            for match in regex.finditer(text):
+                if (
+                    match.start() <= span[0]
+                    and span[1] <= match.end()
+                    and match.end() - match.start() > span[1] - span[0]
+                ):
+                    return True
+        return False
+
+    def _read(self, spec: FieldSpec, page: _Page, index: int, hit: _Hit) -> list[_Candidate]:
+        row = page.rows[index]
+        cell = row.cells[hit.cell]
+        text = strip_footnotes(cell.text)
+        start, end = _footnote_free_span(cell.text, text, hit.span)
+        after = text[end:]
+        lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
+        inline_values = read_values(after)
+        before_values = [v for v in read_values(text[:start]) if not v.condition]
+        quote = " | ".join(c.text for c in row.cells)[:240]
+        base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
+        if spec.kind == TEXT:
+            return self._text(spec, page, index, hit, after, lead_end, base)
+        stated_inline = (
+            bool(inline_values)
+            and not before_values
+            and inline_values[0].start <= lead_end
+            and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
+        )
+        if not inline_values and not before_values:
+            tier = 0 if not extra_words(text, (start, end)) else 1
+            found = self._right(spec, page, index, hit, tier, base)
+            limit = _label_statistic(text)
+            return [
+                c if c.statistic is not None or limit is None else _with(c, statistic=limit)
+                for c in found
+            ]
+        if stated_inline:
+            tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
+            unit = _bracket_unit(text[:end])
+            return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
+        return self._phrase(spec, text, (start, end), base)
+
+    def _right(
+        self,
+        spec: FieldSpec,
+        page: _Page,
+        index: int,
+        hit: _Hit,
+        tier: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        row = page.rows[index]
+        header = _header(page, index)
+        unit = _row_unit(row, header, hit.cell)
+        out: list[_Candidate] = []
+        skipped_text = 0
+        for cell in row.cells[hit.cell + 1 :]:
+            column = _column(header, cell) if header is not None else None
+            role = _role(column.text) if column is not None else None
+            if role in ("skip", "label", "unit"):
+                continue
+            if _dash(cell.text):
+                continue
+            values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            if not values:
+                if lookup_unit(strip_footnotes(cell.text)) is not None:
+                    continue
+                if out or skipped_text >= 1:
+                    break  # the next label of a row holding two label-value pairs
+                skipped_text += 1
+                continue
+            entity = None
+            if column is not None and role is None and _PART_NUMBER.match(column.text.strip()):
+                entity = column.text.strip()
+            column_unit = _bracket_unit(column.text) if column is not None else None
+            statistic = _STAT_ROLES.get(role or "")
+            got = self._values(
+                spec, values, column_unit or unit, statistic, tier, base,
+                first_only=_prose(cell.text), entity=entity,
+            )  # fmt: skip
+            out.extend(got)
+            if not got and out:
+                break
+        return out
+
+    def _values(
+        self,
+        spec: FieldSpec,
+        values: Sequence[Value],
+        unit: Unit | None,
+        statistic: Statistic | None,
+        tier: int,
+        base: dict[str, object],
+        *,
+        first_only: bool,
+        entity: str | None = None,
+    ) -> list[_Candidate]:
+        out: list[_Candidate] = []
+        plain = [v for v in values if not v.adjective and _fits(spec, v.unit or unit, v)]
+        for value in values:
+            if value.condition or (value.adjective and plain):
+                continue
+            own = value.unit or unit
+            if not _fits(spec, own, value):
+                continue
+            out.append(
+                _Candidate(
+                    value=value.value,
+                    unit="" if own is None or spec.kind == COUNT else own.text,
+                    statistic=statistic or value.statistic,
+                    value_text=value.text
+                    if value.unit or own is None
+                    else f"{value.text} {own.text}",
+                    tier=tier,
+                    entity=entity,
+                    **base,  # type: ignore[arg-type]
+                )
+            )
+            if first_only:
+                break
+        return out
+
+    def _phrase(
+        self, spec: FieldSpec, text: str, span: tuple[int, int], base: dict[str, object]
+    ) -> list[_Candidate]:
+        """A label in running text: the value right before it, or after it in the sentence.
+
+        `32 MB SDRAM`; `running at 800 MHz`.
+        """
+        before = read_values(text[: span[0]])
+        if before:
+            last = before[-1]
+            gap = text[last.end : span[0]]
+            words = re.findall(r"[^\W_]+", gap)
+            if (
+                len(gap) <= _PHRASE_BEFORE
+                and not re.search(r"[,;:.()]", gap)
+                and len(words) <= 1
+                and _fits(spec, last.unit, last)
+            ):
+                return self._values(spec, [last], last.unit, None, 2, base, first_only=True)
+        if spec.kind == COUNT:
+            return []  # `GPIO 3` names a pin; a count stands before its noun
+        stop = _SENTENCE_END.search(text, span[1])
+        window_end = min(len(text), span[1] + _PHRASE_AFTER, stop.start() if stop else len(text))
+        after = [v for v in read_values(text[span[1] : window_end]) if _fits(spec, v.unit, v)]
+        return self._values(spec, after, None, None, 2, base, first_only=True)
+
+    def _text(
+        self,
+        spec: FieldSpec,
+        page: _Page,
+        index: int,
+        hit: _Hit,
+        after: str,
+        lead_end: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        row = page.rows[index]
+        cell_text = strip_footnotes(row.cells[hit.cell].text)
+        start, end = hit.span
+        value = ""
+        if re.search(r"[:=]", after[:lead_end]) and after[lead_end:].strip():
+            value = after[lead_end:]
+            tier = 0 if not extra_words(cell_text[:end], (start, end)) else 1
+        else:
+            tier = 0 if not extra_words(cell_text, (start, end)) else 1
+            header = _header(page, index)
+            for cell in row.cells[hit.cell + 1 :]:
+                column = _column(header, cell) if header is not None else None
+                if column is not None and _role(column.text) in ("skip", "unit"):
+                    continue
+                if not _dash(cell.text):
+                    value = strip_footnotes(cell.text)
+                    break
+        value = " ".join(value.split()).strip(" .;:")
+        if not value or len(value) > 120 or re.match(r"(?:https?://|www\.)|\S+@\S+\.", value):
+            return []  # a link or an address is where to read more, not the value
+        return [
+            _Candidate(
+                value=value, unit="", statistic=None, value_text=value, tier=tier,
+                **base,  # type: ignore[arg-type]
+            )
+        ]  # fmt: skip
+
+
+_LABEL_LIMIT = re.compile(
+    r"\b(?P<word>max(?:imum)?|min(?:imum)?|typ(?:ical)?|nom(?:inal)?)\b\.?", re.I
+)
+
+
+def _running_key(row: Row) -> str:
+    return re.sub(r"\d+", "#", " ".join(c.text for c in row.cells)).casefold()
+
+
+def _running_rows(document: ParsedDocument) -> set[str]:
+    """Rows repeated on several pages (headers, footers, page numbers aside): not content."""
+    if len(document.pages) < 3:
+        return set()
+    seen: dict[str, set[int]] = {}
+    for page in document.pages:
+        if not page.boxes:
+            continue
+        candidates = rows(page.boxes)
+        for row in candidates[:3] + candidates[-3:]:
+            seen.setdefault(_running_key(row), set()).add(page.number)
+    return {key for key, pages in seen.items() if len(pages) >= 2}
+
+
+def _label_statistic(text: str) -> Statistic | None:
+    """`Max frame rate`, `Supply voltage (min)`: the statistic a label cell names."""
+    match = _LABEL_LIMIT.search(text)
+    if match is None:
+        return None
+    word = match["word"].lower()[:3]
+    return {"max": Statistic.MAX, "min": Statistic.MIN}.get(word, Statistic.TYP)
+
+
+def _with(candidate: _Candidate, **changes: object) -> _Candidate:
+    from dataclasses import replace
+
+    return replace(candidate, **changes)  # type: ignore[arg-type]
+
+
+def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[int, int]:
+    """Map a label's span in a cell to the cell without footnote marks."""
+    label = raw[span[0] : span[1]]
+    position = clean.find(label)
+    if position == -1:
+        match = label_regex(label).search(clean)
+        return match.span() if match else (0, 0)
+    return position, position + len(label)
+
+
+def _select(spec: FieldSpec, found: list[_Candidate]) -> list[_Candidate]:
+    """The strongest evidence for a field, with the statistics it declares."""
+    if not found:
+        return []
+    best = min(c.tier for c in found)
+    found = [c for c in found if c.tier == best]
+    wanted = set(spec.statistics)
+    if wanted:
+        stated = [c for c in found if c.statistic in wanted]
+        return stated or [c for c in found if c.statistic is None]
+    by_row: dict[tuple[int, int], list[_Candidate]] = {}
+    for candidate in found:
+        by_row.setdefault((candidate.page, candidate.row), []).append(candidate)
+    kept: list[_Candidate] = []
+    for group in by_row.values():
+        plain = [c for c in group if c.statistic in (None, Statistic.TYP)]
+        kept.extend(plain or group)
+    return kept
+
+
+def extract_table_facts(
+    document: ParsedDocument, fields: Sequence[FieldSpec], base: dict[str, str]
+) -> list[Fact]:
+    """Facts for `fields` (declared by labels) from the rows and tables of `document`.
+
+    Args:
+        document: A parsed document (boxes used where pages have them).
+        fields: Label fields (no synonyms, patterns or vocabulary).
+        base: `entity`, `document_id` and `source` for every fact.
+    """
+    if not fields:
+        return []
+    reader = _Reader(fields)
+    running = _running_rows(document)
+    found: list[_Candidate] = []
+    for page in document.pages:
+        found.extend(reader.page(page, running))
+    facts: list[Fact] = []
+    for spec in fields:
+        seen: set[tuple[object, ...]] = set()
+        for candidate in _select(spec, [c for c in found if c.key == spec.key]):
+            entity = candidate.entity or base["entity"]
+            key = (entity, candidate.statistic, candidate.value, candidate.unit, candidate.page)
+            if key in seen:
+                continue
+            seen.add(key)
+            facts.append(
+                Fact(
+                    field=spec.key,
+                    kind=spec.kind,
+                    value=candidate.value,
+                    unit=candidate.unit,
+                    field_unit=spec.unit,
+                    statistic=candidate.statistic,
+                    value_text=candidate.value_text,
+                    page=candidate.page,
+                    quote=candidate.quote,
+                    confidence=_CONFIDENCE[candidate.tier],
+                    method=ExtractionMethod.LABEL,
+                    entity=entity,
+                    document_id=base["document_id"],
+                    source=base["source"],
+                )
+            )
+    return facts
