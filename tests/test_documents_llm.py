@@ -176,7 +176,7 @@ def test_the_report_lists_llm_facts_and_marks_their_extractor(tmp_path: Path) ->
     )
     report = Path(files.markdown_path).read_text()
     section = report[report.index("## Facts from the LLM fallback") : report.index("## Warnings")]
-    assert "`battery.charging_power` = `11 kW` (confidence 0.50), `aero.pdf` page 1" in section
+    assert "`battery.charging_power` = `11 kW` (confidence 0.50), D1 `aero.pdf` p. 1" in section
     assert "fallback `document.extraction.llm`" in report[report.index("## Warnings") :]
     rows = pq.read_table(files.parquet_path).to_pylist()
     assert {(r["field"], r["extractor"]) for r in rows} == {

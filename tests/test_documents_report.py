@@ -29,6 +29,7 @@ from swarm_ray.documents import (
     parse_pdf,
     render_report,
 )
+from swarm_ray.documents._report import short_watermark
 
 _WARNING = "extraction of `brochure_004.pdf` fell back to `document.extraction.llm`"
 
@@ -85,19 +86,39 @@ def test_every_file_is_written(rendered: Rendered) -> None:
     assert files.conflict_count == len(rendered.comparison.conflicts)
 
 
+def _tables(section: str) -> list[list[str]]:
+    """A section's tables, each as its lines (header first)."""
+    tables: list[list[str]] = []
+    for line in section.splitlines():
+        if line.startswith("| Entity |"):
+            tables.append([line])
+        elif line.startswith("|") and tables:
+            tables[-1].append(line)
+    return tables
+
+
+def _row(section: str, entity: str, column: str) -> str:
+    """The row of `entity` in the table of `section` that has a column starting `column`."""
+    for table in _tables(section):
+        headers = [h.strip() for h in table[0].strip("|").split("|")]
+        if any(h.startswith(column) for h in headers):
+            return next(line for line in table if line.startswith(f"| {entity} |"))
+    raise AssertionError(f"no column {column!r} for {entity!r}")
+
+
 def test_the_tables_have_a_row_per_entity_and_its_values(rendered: Rendered) -> None:
     for cell in rendered.comparison.cells:
         section = _section(rendered.markdown, cell.field.split(".")[0])
-        rows = [line for line in section.splitlines() if line.startswith(f"| {cell.entity} |")]
-        assert len(rows) == 1, (cell.entity, cell.field)
+        row = _row(section, cell.entity, cell.field.split(".")[1])
         if cell.field == "battery.capacity" and cell.status is CellStatus.SINGLE:
-            assert f"| {float(cell.values[0].value):g} |" in rows[0]
+            assert f"| {float(cell.values[0].value):g} |" in row
         if cell.status is CellStatus.LIST:
-            assert all(str(group.value) in rows[0] for group in cell.values)
+            assert all(str(group.value) in row for group in cell.values)
     for cell in rendered.comparison.conflicts:
         section = _section(rendered.markdown, cell.field.split(".")[0])
-        row = next(line for line in section.splitlines() if line.startswith(f"| {cell.entity} |"))
-        assert "(conflict)" in row
+        assert "(conflict)" in _row(section, cell.entity, cell.field.split(".")[1])
+    for table in _tables(rendered.markdown):
+        assert table[0].count("|") <= 8  # at most six value columns: readable widths
     header = _section(rendered.markdown, "battery").splitlines()
     assert any(line.startswith("| Entity | capacity [kWh] |") for line in header)
 
@@ -111,10 +132,13 @@ def test_conflicts_show_both_values_with_quotes_sources_and_watermarks(rendered:
             for source in group.sources:
                 quote = " ".join(source.quote.split())
                 line = next(x for x in conflicts.splitlines() if f"“{quote}”" in x)
-                assert f"`{source.source}` page {source.page}" in line
+                assert f"`{source.source}` p. {source.page}" in line
                 assert f"`{source.value_text}`" in line
-                mark = rendered.watermarks.get(source.document_id)
-                assert (f"watermark `{mark}`" if mark else "watermark none") in line
+                assert len(line) < 400  # short ids, not 300-character tokens
+    sources = _section(rendered.markdown, "Sources")
+    for mark in rendered.watermarks.values():
+        assert short_watermark(mark) in sources and mark not in rendered.markdown
+    assert "| none |" in sources  # the document left without a watermark says so
     assert f"- {_WARNING}" in _section(rendered.markdown, "Warnings")
 
 
