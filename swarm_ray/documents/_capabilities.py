@@ -14,7 +14,6 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import Sequence
@@ -191,11 +190,11 @@ class ReportIn(BaseModel):
     """Where the files go; default a new folder under the state directory's `reports/`."""
 
 
-@functools.cache
-def find_dimensions(fields: tuple[FieldSpec, ...] = ()) -> dict[str, Dimension]:
+def find_dimensions(fields: Sequence[FieldSpec] = ()) -> dict[str, Dimension]:
     """Built-in dimensions plus the groups of inline `fields`, by name.
 
-    Cached per process: declarations are frozen, hashable data.
+    Not cached: declarations hold dicts (vocabularies), and grouping a few fields costs
+    microseconds next to reading a document.
     """
     found = {d.name: d for d in default_dimensions()}
     found.update(field_groups(fields))
@@ -208,7 +207,7 @@ def parse_document(data: ParseIn) -> ParsedDocument:
 
 
 def _dimension(data: ExtractIn) -> Dimension:
-    dimensions = find_dimensions(tuple(data.fields))
+    dimensions = find_dimensions(data.fields)
     if data.dimension not in dimensions:
         raise InvalidInputError(
             f"dimension `{data.dimension}` is not declared "
@@ -271,7 +270,7 @@ def cross_check(data: CrossCheckIn) -> AgentReply:
     from swarm_ray.llm import current_engine
 
     extractions = [e for e in data.extractions if e is not None]
-    known = find_dimensions(tuple(data.fields))
+    known = find_dimensions(data.fields)
     found = {f.field for e in extractions for f in e.facts}
     dimensions = [d for d in known.values() if any(f.key in found for f in d.fields)]
     check = cross_check_facts(current_engine(), document, dimensions, extractions)
@@ -318,7 +317,7 @@ def index_chunks(data: IndexRequest) -> IndexResult:
 
 def declared_dimensions(names: Sequence[str], fields: Sequence[FieldSpec]) -> list[Dimension]:
     """The dimensions a request names, built-in or declared inline, in its order."""
-    known = find_dimensions(tuple(fields))
+    known = find_dimensions(fields)
     return [known[name] for name in names if name in known]
 
 

@@ -197,11 +197,18 @@ def document_parts(document: ParsedDocument) -> tuple[str, ...]:
 def detect_entity(document: ParsedDocument) -> tuple[str, EntitySource]:
     """Return the product name of `document` and where it was found (see module doc)."""
     title = (document.metadata.title or "").strip()
+    block = _block_name(document)
     if title.lower() not in _PLACEHOLDER_TITLES and not _FILE_LIKE.search(title):
         name = _clean(title)
         if _looks_like_name(name):
+            if (
+                block is not None
+                and _PART_NUMBER.fullmatch(block)
+                and block in name.split()
+                and block != name
+            ):
+                return block, EntitySource.TITLE_BLOCK  # `XT-SFP10G-LR 10G SFP+ Transceiver`
             return name, EntitySource.TITLE
-    block = _block_name(document)
     if block is not None:
         return block, EntitySource.TITLE_BLOCK
     part = _prominent_part(document)

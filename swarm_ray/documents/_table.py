@@ -44,9 +44,9 @@ _ROLES: dict[str, tuple[str, ...]] = {
     "unit": ("unit", "units", "unit(s)", "units of measure"),
     "value": ("value", "values", "rating", "ratings", "spec", "specs", "specification",
               "specifications", "data", "limit", "limits", "details", "detail"),
-    "skip": ("conditions", "condition", "test conditions", "test condition", "notes", "note",
-             "comments", "comment", "remarks", "remark", "symbol", "symbols", "sym", "sym.",
-             "pin", "pins", "ref", "ref."),
+    "conditions": ("conditions", "condition", "test conditions", "test condition", "notes",
+                   "note", "comments", "comment", "remarks", "remark", "footnote"),
+    "symbol": ("symbol", "symbols", "sym", "sym.", "pin", "pins", "ref", "ref."),
     "label": ("parameter", "parameters", "characteristic", "characteristics", "description",
               "item", "items", "feature", "features", "property", "properties", "name",
               "dimension", "dimensions", "specification item", "field", "component"),
@@ -70,8 +70,14 @@ _PHRASE_BEFORE = 14
 """Characters between a value and the label after it (`50 µA deep sleep current`)."""
 _HEADER_LOOKBACK = 30
 """Rows above a row searched for its table's header."""
-_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7}
-"""Per tier: the exact label cell, a label cell with more words, a phrase."""
+_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
+"""Per tier: the exact label cell, a label cell with more words, a phrase; then the
+first two again in a table of limits (absolute maximum ratings)."""
+_LIMITS_TABLE = re.compile(
+    r"absolute\s+maxim|maximum\s+ratings|stress\s+ratings|limiting\s+values|abs\.?\s*max",
+    re.IGNORECASE,
+)
+"""Titles of tables of limits the part survives, not the conditions it works in."""
 
 
 @dataclass(frozen=True)
@@ -103,6 +109,8 @@ class _Page:
     number: int
     rows: list[Row]
     headers: dict[int, Row | None] = field(default_factory=dict)
+    limits: dict[int, bool] = field(default_factory=dict)
+    """Header row index -> whether its table lists limits (absolute maximum ratings)."""
 
 
 def page_rows(page: PageText) -> list[Row]:
@@ -162,6 +170,20 @@ def _header(page: _Page, index: int) -> Row | None:
             break  # a heading: the table above is another one
     page.headers[index] = found
     return found
+
+
+def _in_limits_table(page: _Page, index: int) -> bool:
+    """Whether row `index` sits in a table titled as limits (`Absolute Maximum Ratings`)."""
+    header = _header(page, index)
+    if header is None:
+        return False
+    start = page.rows.index(header)
+    if start not in page.limits:
+        above = page.rows[max(0, start - 3) : start]
+        page.limits[start] = any(
+            _LIMITS_TABLE.search(" ".join(c.text for c in row.cells)) for row in above
+        ) or bool(_LIMITS_TABLE.search(header.cells[0].text))
+    return page.limits[start]
 
 
 def _column(header: Row, cell: TextBox) -> TextBox | None:
@@ -236,8 +258,12 @@ class _Reader:
         for index, row in enumerate(info.rows):
             if _running_key(row) in running:
                 continue
+            header = _header(info, index)
             for spec, regex in zip(self.fields, self.regexes, strict=True):
                 for cell_index, cell in enumerate(row.cells):
+                    column = _column(header, cell) if header is not None else None
+                    if column is not None and _role(column.text) == "conditions":
+                        continue  # `VDD = 3.3 V` there is another row's test condition
                     for match in regex.finditer(cell.text):
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
@@ -280,6 +306,8 @@ class _Reader:
         )
         if not inline_values and not before_values:
             tier = 0 if not extra_words(text, (start, end)) else 1
+            if _in_limits_table(page, index):
+                tier += 3  # a limit the part survives gives way to what it works in
             found = self._right(spec, page, index, hit, tier, base)
             limit = _label_statistic(text)
             return [
@@ -309,7 +337,7 @@ class _Reader:
         for cell in row.cells[hit.cell + 1 :]:
             column = _column(header, cell) if header is not None else None
             role = _role(column.text) if column is not None else None
-            if role in ("skip", "label", "unit"):
+            if role in ("conditions", "symbol", "label", "unit"):
                 continue
             if _dash(cell.text):
                 continue
@@ -390,7 +418,12 @@ class _Reader:
                 and len(words) <= 1
                 and _fits(spec, last.unit, last)
             ):
-                return self._values(spec, [last], last.unit, None, 2, base, first_only=True)
+                stated = [last]
+                if last.statistic is Statistic.MAX and len(before) > 1:
+                    low = before[-2]  # `1.7 V to 3.6 V supply`: both ends of the range
+                    if low.statistic is Statistic.MIN and low.unit == last.unit:
+                        stated.insert(0, low)
+                return self._values(spec, stated, last.unit, None, 2, base, first_only=False)
         if spec.kind == COUNT:
             return []  # `GPIO 3` names a pin; a count stands before its noun
         stop = _SENTENCE_END.search(text, span[1])
@@ -420,7 +453,7 @@ class _Reader:
             header = _header(page, index)
             for cell in row.cells[hit.cell + 1 :]:
                 column = _column(header, cell) if header is not None else None
-                if column is not None and _role(column.text) in ("skip", "unit"):
+                if column is not None and _role(column.text) in ("conditions", "symbol", "unit"):
                     continue
                 if not _dash(cell.text):
                     value = strip_footnotes(cell.text)
@@ -494,13 +527,21 @@ def _select(spec: FieldSpec, found: list[_Candidate]) -> list[_Candidate]:
     if wanted:
         stated = [c for c in found if c.statistic in wanted]
         return stated or [c for c in found if c.statistic is None]
+    # No statistic asked for: the value as stated (the typical one of a Min/Typ/Max row, an
+    # `up to` limit), no statistic reported; a range with no such value keeps both ends.
     by_row: dict[tuple[int, int], list[_Candidate]] = {}
     for candidate in found:
         by_row.setdefault((candidate.page, candidate.row), []).append(candidate)
     kept: list[_Candidate] = []
     for group in by_row.values():
         plain = [c for c in group if c.statistic in (None, Statistic.TYP)]
-        kept.extend(plain or group)
+        stats = {c.statistic for c in group}
+        if plain:
+            kept.extend(_with(c, statistic=None) for c in plain)
+        elif {Statistic.MIN, Statistic.MAX} <= stats:
+            kept.extend(group)
+        else:
+            kept.extend(_with(c, statistic=None) for c in group)
     return kept
 
 
