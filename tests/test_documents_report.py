@@ -176,3 +176,59 @@ def test_an_empty_comparison_still_gives_a_report(tmp_path: Path) -> None:
     markdown = Path(files.markdown_path).read_text(encoding="utf-8")
     assert "No conflicts" in markdown and "None." in markdown
     assert files.chart_paths == {} and pq.read_table(files.parquet_path).num_rows == 0
+
+
+def test_a_hundred_entities_stay_legible(tmp_path: Path) -> None:
+    """Charts of bounded height (a sorted strip per field), tables of six value columns."""
+    from PIL import Image
+
+    from swarm_ray.documents import ExtractionMethod, Fact, Statistic, parse_field_arg
+
+    fields = [
+        parse_field_arg(f)
+        for f in ("case temperature:°C:min,max", "data rate:Gb/s", "wavelength:nm", "reach:km")
+    ]
+    facts: list[Fact] = []
+    for n in range(100):
+        for spec, statistic, value, unit in (
+            (fields[0], Statistic.MIN, -40 + n % 3 * 20, "°C"),
+            (fields[0], Statistic.MAX, 70 + n % 2 * 15, "°C"),
+            (fields[1], None, 10 + n % 4, "Gb/s"),
+            (fields[2], None, 1300 + n, "nm"),
+            (fields[3], None, 1 + n % 5, "km"),
+        ):
+            facts.append(
+                Fact(
+                    entity=f"Part {n:03d}",
+                    field=spec.key,
+                    kind=spec.kind,
+                    value=value,
+                    unit=unit,
+                    field_unit=spec.unit,
+                    statistic=statistic,
+                    value_text=f"{value} {unit}",
+                    page=1,
+                    quote=f"{spec.name} {value}",
+                    confidence=0.9,
+                    method=ExtractionMethod.LABEL,
+                    document_id=f"d{n}",
+                    source=f"d{n}.pdf",
+                )
+            )
+    normalised = normalise_facts(facts).facts
+    files = render_report(
+        ReportRequest(
+            comparison=compare_facts(normalised),
+            facts=normalised,
+            out_dir=str(tmp_path),
+            fields=tuple(fields),
+        )
+    )
+    (chart,) = files.chart_paths.values()
+    with Image.open(chart) as image:
+        width, height = image.size
+    assert height <= 1000 and width <= 1200  # four panels of 100 entities each
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    assert "| Entity | case temperature min [°C] | case temperature max [°C] |" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith("| Part 042 |")]
+    assert len(rows) == 1  # five columns: one table

@@ -60,6 +60,7 @@ from swarm_ray.documents._llm_extract import (
 from swarm_ray.documents._llm_facts import asked_fields, unplaced_fields
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
+from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 
 __all__ = [
@@ -85,6 +86,9 @@ class ParseIn(BaseModel):
     """The PDF file."""
     max_pages: int | None = Field(default=None, ge=1)
     """Read at most this many pages."""
+    fields: tuple[FieldSpec, ...] = ()
+    """The request's inline field declarations: pages that name none of them are read as
+    text only, not laid out or indexed (a manual of hundreds of pages stays cheap)."""
 
 
 class ExtractIn(BaseModel):
@@ -203,7 +207,7 @@ def find_dimensions(fields: Sequence[FieldSpec] = ()) -> dict[str, Dimension]:
 
 def parse_document(data: ParseIn) -> ParsedDocument:
     """Parse one PDF (raises `DocumentParseError` naming the file and the reason)."""
-    return parse_pdf(data.path, max_pages=data.max_pages)
+    return parse_pdf(data.path, max_pages=data.max_pages, focus=names_a_field(data.fields))
 
 
 def _dimension(data: ExtractIn) -> Dimension:
@@ -521,7 +525,7 @@ stages:
   - name: parse
     capability: document.parsing.pdf
     fan_out: per_item
-    input: {path: $item}
+    input: {path: $item, fields: $params.fields}
   - name: extract
     capability: document.extraction.specs
     fan_out: per_item_dimension

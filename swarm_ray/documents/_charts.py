@@ -34,6 +34,10 @@ _ROW_IN = 0.17
 """Height of a named row, in inches (8-point names)."""
 _STRIP_IN = 2.2
 """Height of a sorted strip, in inches."""
+_NAME_CHARS = 34
+"""Entity names longer than this are shortened on a chart (the tables give them whole)."""
+_CHAR_IN = 0.052
+"""Width of a 7-point character, in inches, to size the margin for names."""
 
 
 @dataclass(frozen=True)
@@ -43,16 +47,24 @@ class Panel:
     title: str
     entities: tuple[str, ...]
     low: tuple[float | None, ...]
-    """Per entity: the minimum (or the single value)."""
+    """Per entity: the minimum (or the lowest value)."""
     high: tuple[float | None, ...]
-    """Per entity: the maximum (the same as `low` for a single value)."""
+    """Per entity: the maximum (or the highest value; the same as `low` for one value)."""
     review: tuple[bool, ...]
-    """Per entity: sources disagree."""
+    """Per entity: sources disagree (every value they state is drawn)."""
+    values: tuple[tuple[float, ...], ...] = ()
+    """Per entity: every value stated, a dot each."""
+
+
+def _numbers(cell: ComparisonCell | None) -> list[float]:
+    if cell is None:
+        return []
+    return [float(g.value) for g in cell.values if not isinstance(g.value, str)]
 
 
 def _number(cell: ComparisonCell) -> float | None:
-    values = [g.value for g in cell.values if not isinstance(g.value, str)]
-    return float(values[0]) if values else None
+    values = _numbers(cell)
+    return values[0] if values else None
 
 
 def panels(
@@ -83,16 +95,18 @@ def panels(
             entities = sorted({c.entity for c in lows} | {c.entity for c in highs})
             low_of = {c.entity: c for c in lows}
             high_of = {c.entity: c for c in highs}
-            low = tuple(_number(low_of[e]) if e in low_of else None for e in entities)
-            high = tuple(_number(high_of[e]) if e in high_of else None for e in entities)
-            distinct = {v for v in (*low, *high) if v is not None}
-            if len(entities) < 2 or len(distinct) < 2:
-                continue  # one entity, or one value: the table says it all
+            stated = [_numbers(low_of.get(e)) + _numbers(high_of.get(e)) for e in entities]
+            low = tuple(min(_numbers(low_of.get(e)), default=None) for e in entities)
+            high = tuple(max(_numbers(high_of.get(e)), default=None) for e in entities)
+            shapes = {tuple(sorted(set(values))) for values in stated}
+            if len(entities) < 2 or len(shapes) < 2:
+                continue  # one entity, or the same for all: the table says it all
             review = tuple(
                 any(c.needs_review for c in (low_of.get(e), high_of.get(e)) if c is not None)
                 for e in entities
             )
-            out.append(Panel(title, tuple(entities), low, high, review))
+            values = tuple(tuple(sorted(set(v))) for v in stated)
+            out.append(Panel(title, tuple(entities), low, high, review, values))
     return out
 
 
@@ -112,37 +126,47 @@ def _draw_named(ax: Any, panel: Panel) -> None:
                 bars, [panel.low[i] for i in bars], [panel.high[i] for i in bars],
                 color=color, linewidth=3, alpha=0.45,
             )  # fmt: skip
-        dots = [(v, i) for i in idx for v in {panel.low[i], panel.high[i]} if v is not None]
+        dots = [(v, i) for i in idx for v in panel.values[i]]
         if dots:
             xs, ys = zip(*dots, strict=True)
             ax.plot(xs, ys, "o", color=color, markersize=4)
-    ax.set_yticks(list(rows), list(panel.entities))
+    names = [_short(name) for name in panel.entities]
+    ax.set_yticks(list(rows), names)
     ax.set_ylim(len(panel.entities) - 0.5, -0.5)
     ax.tick_params(axis="y", labelsize=7)
 
 
+def _short(name: str) -> str:
+    return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
+
+
+def _margin(panel: Panel) -> float:
+    """Inches left of a named panel for its longest (shortened) entity name."""
+    longest = max(len(_short(name)) for name in panel.entities)
+    return min(2.2, 0.25 + _CHAR_IN * longest)
+
+
 def _draw_strip(ax: Any, panel: Panel) -> None:
-    keyed = [
-        (panel.high[i] if panel.high[i] is not None else panel.low[i], i)
-        for i in range(len(panel.entities))
-    ]
-    order = [i for _, i in sorted((v, i) for v, i in keyed if v is not None)]
+    order = sorted(
+        (i for i in range(len(panel.entities)) if panel.values[i]),
+        key=lambda i: (max(panel.values[i]), min(panel.values[i]), i),
+    )
     for rank, i in enumerate(order):
         color = "red" if panel.review[i] else "C0"
         low, high = panel.low[i], panel.high[i]
         if low is not None and high is not None and low != high:
             ax.vlines(rank, low, high, color=color, linewidth=2, alpha=0.45)
-        for value in {low, high}:
-            if value is not None:
-                ax.plot(rank, value, "o", color=color, markersize=3)
+        for value in panel.values[i]:
+            ax.plot(rank, value, "o", color=color, markersize=3)
     for rank, align in ((0, "left"), (len(order) - 1, "right")):
         i = order[rank]
-        value = panel.high[i] if panel.high[i] is not None else panel.low[i]
+        top = max(panel.values[i])
         ax.annotate(
-            panel.entities[i], (rank, value), fontsize=7, ha=align, va="bottom",
+            _short(panel.entities[i]), (rank, top), fontsize=7, ha=align, va="bottom",
             xytext=(0, 4), textcoords="offset points",
         )  # fmt: skip
     ax.set_xticks([])
+    ax.margins(y=0.18)  # room for the names at the ends
     ax.set_xlabel(f"{len(order)} entities, sorted", fontsize=7)
 
 
@@ -168,7 +192,7 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
             top -= row_height
             for column, panel in enumerate(row):
                 named = len(panel.entities) <= NAMED_ROWS
-                left = (0.3 + 5.5 * column + (1.6 if named else 0.3)) / width
+                left = (0.2 + 5.5 * column + (_margin(panel) if named else 0.3)) / width
                 right = (0.3 + 5.5 * column + 5.1) / width
                 ax = fig.add_axes(
                     (left, (top + 0.4) / height, right - left, (row_height - 0.75) / height)

@@ -179,7 +179,12 @@ def _prominent_part(document: ParsedDocument) -> str | None:
 
 
 def document_parts(document: ParsedDocument) -> tuple[str, ...]:
-    """Part numbers page 1's title block names, when it names several (else none)."""
+    """Part numbers of one family that page 1's title names, when it names several.
+
+    Only title-sized lines count (not the description under them), and only part numbers
+    sharing a prefix (`LM317`, `LM317A`; `LDM-850`, `LDM-1310`): components a
+    description mentions are not what the datasheet covers.
+    """
     if not document.pages:
         return ()
     block = _title_block(document.pages[0].boxes)
@@ -188,10 +193,12 @@ def document_parts(document: ParsedDocument) -> tuple[str, ...]:
     largest = block[0].size
     parts: list[str] = []
     for box in block:
-        if box.size < 0.7 * largest:
+        if box.size < 0.85 * largest:
             break
-        parts += [p for p in _part_numbers(box.text) if p not in parts]
-    return tuple(parts) if len(parts) > 1 else ()
+        if len(box.text.split()) <= _MAX_NAME_WORDS:
+            parts += [p for p in _part_numbers(box.text) if p not in parts]
+    family = [p for p in parts if sum(q[:3] == p[:3] for q in parts) > 1]
+    return tuple(family) if len(family) > 1 else ()
 
 
 def detect_entity(document: ParsedDocument) -> tuple[str, EntitySource]:

@@ -368,9 +368,10 @@ def extract_facts(
     warnings: list[str] = []
     labelled = [f for _, f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
     facts.extend(extract_table_facts(document, labelled, base))
-    for page in document.pages:
-        facts.extend(_synonym_facts(page.text, page.number, fields, base))
-        pattern_facts, pattern_warnings = _pattern_facts(page.text, page.number, fields, base)
+    prose = [(n, f) for n, f in fields if f.synonyms or f.patterns]
+    for page in document.pages if prose else ():
+        facts.extend(_synonym_facts(page.text, page.number, prose, base))
+        pattern_facts, pattern_warnings = _pattern_facts(page.text, page.number, prose, base)
         facts.extend(pattern_facts)
         warnings.extend(pattern_warnings)
     facts.extend(_vocabulary_facts(document, [(n, f) for n, f in fields if f.vocabulary], base))

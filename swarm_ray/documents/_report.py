@@ -138,9 +138,9 @@ def _number(value: float | str) -> str:
         return value
     if float(value).is_integer():
         return f"{value:,.0f}"
-    magnitude = abs(value)
-    digits = 2 if magnitude >= 1 else 4 if magnitude >= 0.001 else 8
-    return f"{value:,.{digits}f}".rstrip("0").rstrip(".")
+    if abs(value) >= 1000:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:.6g}"  # 3.465 V stays 3.465 V, 10.3125 Gb/s stays 10.3125
 
 
 def _cell_text(cell: ComparisonCell) -> str:

@@ -24,7 +24,7 @@ statistics the field declares are kept (`min,max`: the range's ends).
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from swarm_ray.documents._dimensions import FieldSpec
@@ -35,7 +35,7 @@ from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
-__all__ = ["extract_table_facts", "page_rows"]
+__all__ = ["extract_table_facts", "names_a_field", "page_rows"]
 
 _ROLES: dict[str, tuple[str, ...]] = {
     "min": ("min", "minimum", "min."),
@@ -250,8 +250,41 @@ class _Reader:
         self.regexes = [labels_regex(f.all_labels) for f in fields]
         self.all_labels = labels_regex(tuple(label for f in fields for label in f.all_labels))
 
+    def names_a_field(self, text: str) -> bool:
+        """Whether a page's text names any of the fields (else it has nothing to read)."""
+        return self.all_labels.search(text.replace("\n", " ")) is not None
+
+    def states_a_field(self, text: str) -> bool:
+        """Whether a page may state a field, so is worth laying out.
+
+        A line names a field next to a value of its kind; for a text field, a short line
+        or a `Label:` starts with its name. Prose that merely uses a word (`Mount the unit
+        on a rigid bracket`) is not laid out.
+        """
+        checked: set[int] = set()
+        for found in self.all_labels.finditer(text):
+            start = text.rfind("\n", 0, found.start()) + 1
+            if start in checked:
+                continue
+            checked.add(start)
+            end = text.find("\n", found.end())
+            line = text[start : end if end != -1 else len(text)]
+            after = text.find("\n", end + 1) if end != -1 else -1
+            near = text[start : after if after != -1 else len(text)]
+            for spec, regex in zip(self.fields, self.regexes, strict=True):
+                match = regex.search(line)
+                if match is None:
+                    continue
+                if spec.kind == TEXT:
+                    labelled = ":" in line[match.end() : match.end() + 3] or len(line) <= 60
+                    if match.start() <= 2 and labelled:
+                        return True
+                elif any(_fits(spec, v.unit, v) for v in read_values(near)):
+                    return True
+        return False
+
     def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
-        if not self.all_labels.search(page.text.replace("\n", " ")):
+        if not self.names_a_field(page.text):
             return []  # no field named on this page: nothing to read (big manuals)
         info = _Page(page.number, page_rows(page))
         found: list[_Candidate] = []
@@ -545,6 +578,15 @@ def _select(spec: FieldSpec, found: list[_Candidate]) -> list[_Candidate]:
     return kept
 
 
+def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
+    """A test of a page's text: may it state one of `fields`? `None` without label fields.
+
+    What `parse_pdf(focus=...)` takes, so only pages that matter are laid out and indexed.
+    """
+    labelled = [f for f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
+    return _Reader(labelled).states_a_field if labelled else None
+
+
 def extract_table_facts(
     document: ParsedDocument, fields: Sequence[FieldSpec], base: dict[str, str]
 ) -> list[Fact]:
@@ -559,9 +601,11 @@ def extract_table_facts(
         return []
     reader = _Reader(fields)
     running = _running_rows(document)
+    focus = set(document.focus_pages)
     found: list[_Candidate] = []
     for page in document.pages:
-        found.extend(reader.page(page, running))
+        if not focus or page.number in focus:
+            found.extend(reader.page(page, running))
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
