@@ -138,3 +138,24 @@ def test_field_arguments(
 def test_bad_field_arguments_say_what_is_wrong(text: str, expected: str) -> None:
     with pytest.raises(InvalidSpecError, match=expected):
         parse_field_arg(text)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--field", "reach:furlongz"], "unknown unit 'furlongz'"),
+        (["--field", ""], "has no name"),
+        (["--field", "reach:km", "--field", "Reach:mi"], "duplicate field names"),
+        (["--dimensions", "sonar"], "unknown dimension"),
+        (["--dimension-file", "/nonexistent/dim.yaml"], "cannot read"),
+    ],
+)
+def test_the_job_refuses_bad_declarations_before_it_starts(
+    argv: list[str], expected: str, capsys: pytest.CaptureFixture[str]
+) -> None:
+    from swarm_ray.documents._job import main
+
+    with pytest.raises(SystemExit) as exited:
+        main(["--input", "/nonexistent", *argv])
+    assert exited.value.code == 2
+    assert expected in capsys.readouterr().err

@@ -158,7 +158,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"task {task_id} {status['state']}: {status['error']}", file=sys.stderr)
         return 1
     files = ReportFiles.model_validate(swarm.output(task_id))
-    comparison = json.loads(Path(files.json_path).read_text())["comparison"]
+    summary = json.loads(Path(files.json_path).read_text())
+    comparison = summary["comparison"]
     print(
         f"done in {elapsed:.1f} s: {len(comparison['entities'])} entities, "
         f"{len(comparison['cells'])} cells, {files.fact_count} facts, "
@@ -168,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  warning: {warning}")
     if len(status["warnings"]) > 10:
         print(f"  ... and {len(status['warnings']) - 10} more warnings")
+    for field in summary.get("unstated_fields", []):
+        print(f"  no document states `{field}` (the report lists it)")
     if truth is not None:
         found = facts_by_file(Comparison.model_validate(comparison))
         s = score_extraction(truth, found, dimensions)
