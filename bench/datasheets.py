@@ -165,13 +165,11 @@ def time_manual(pages: int) -> None:
 
 def report(score: ExtractionScore, *, verbose: bool) -> None:
     print(f"{'field':26s} {'expected':>8s} {'recall':>7s} {'precision':>9s}")
-    totals: dict[str, int] = defaultdict(int)
-    for line in score.misses:
-        totals[line.split(": ", 1)[1].split(" ")[0]] += 0
     for field, recall in score.per_field.items():
         precision = score.per_field_precision.get(field)
         shown = "-" if precision is None else f"{precision:.3f}"
-        print(f"{field:26s} {'':>8s} {recall:7.3f} {shown:>9s}")
+        expected = score.per_field_expected.get(field, 0)
+        print(f"{field:26s} {expected:8d} {recall:7.3f} {shown:>9s}")
     for field, precision in score.per_field_precision.items():
         if field not in score.per_field:
             print(f"{field:26s} {'(none)':>8s} {'-':>7s} {precision:9.3f}")

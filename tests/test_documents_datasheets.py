@@ -26,7 +26,7 @@ from swarm_ray.documents import (
     parse_field_arg,
     parse_pdf,
 )
-from swarm_ray.documents._score import FactKey, score_facts
+from swarm_ray.documents._score import score_facts
 from tests.datasheet_samples import FIELDS, Expected, write_datasheets
 
 _ROOT = Path(__file__).resolve().parents[1]
@@ -126,19 +126,13 @@ def test_openmv_datasheets_meet_the_goal() -> None:
         pytest.skip(f"no corpus at {_OPENMV}")
     sys.path.insert(0, str(_ROOT / "bench"))
     try:
-        from _datasheet_truth import BENCH_FIELDS, expected_facts
+        from _datasheet_truth import expected_facts
+        from datasheets import in_process  # the benchmark's own loop, without Ray
     finally:
         sys.path.remove(str(_ROOT / "bench"))
-    dimension = Dimension(name="fields", fields=tuple(f.spec for f in BENCH_FIELDS))
     paths = sorted(_OPENMV.rglob("*.pdf"))
     truth = expected_facts(_OPENMV / "_products_yaml" / "products")
-    found: dict[str, list[FactKey]] = {}
-    for path in paths:
-        result = normalise_facts(extract_facts(parse_pdf(path), [dimension]).facts)
-        found[path.name] = [
-            FactKey(f.fact.field, f.fact.statistic, f.fact.qualifier, f.value, f.unit)
-            for f in result.facts
-        ]
+    found, _, _ = in_process([str(p) for p in paths])
     score = score_facts({p.name: truth.get(p.name, []) for p in paths}, found)
     print(f"\nOpenMV: precision {score.precision:.3f}, recall {score.recall:.3f}")
     assert score.recall >= 0.85 and score.precision >= 0.95, (score.misses, score.wrong)

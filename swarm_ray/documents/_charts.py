@@ -26,7 +26,7 @@ from swarm_ray.documents._facts import Statistic
 
 __all__ = ["NAMED_ROWS", "PANELS_PER_CHART", "Panel", "draw_charts", "panels"]
 
-NAMED_ROWS = 30
+NAMED_ROWS = 24
 """Entities a panel names row by row; more are drawn as a sorted strip."""
 PANELS_PER_CHART = 8
 """Panels in one image: four rows of two."""

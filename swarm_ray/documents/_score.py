@@ -60,6 +60,8 @@ class ExtractionScore(BaseModel):
     """Recall per field."""
     per_field_precision: dict[str, float] = {}
     """Precision per field (fields nothing was extracted for are left out)."""
+    per_field_expected: dict[str, int] = {}
+    """Facts expected per field."""
     extracted: int
     """Facts extracted."""
     expected: int
@@ -147,6 +149,7 @@ def score_facts(
         precision=sum(hits_per_field.values()) / max(1, extracted),
         recall=sum(recalled.values()) / max(1, expected_total),
         per_field={f: recalled[f] / n for f, n in sorted(total.items())},
+        per_field_expected=dict(sorted(total.items())),
         per_field_precision={f: hits_per_field[f] / n for f, n in sorted(found_per_field.items())},
         extracted=extracted,
         expected=expected_total,
