@@ -13,7 +13,9 @@ table-aware extractor must get right on documents it has never seen:
   conditions column states other values of the same kinds (`VDD = 3.3 V`, `TA = 25 °C`);
 - `spellings.pdf`: a two-column spec list in the spellings datasheets use (`0~70℃`,
   `-40 ºC to 85 ºC`, `4.0V to 5.5V`, `25.78125 GBd`, `256 Kbytes`, `3 mW`) and text
-  fields (`Form factor`, `Interface`), two label-value pairs on one row.
+  fields (`Form factor`, `Interface`), two label-value pairs on one row;
+- `ordering.pdf`: a table whose rows are products (part number first, a field per
+  column) and a spec box stating `3.3 ± 0.165 V` under its label.
 """
 
 from __future__ import annotations
@@ -259,10 +261,40 @@ def _spellings(folder: Path) -> dict[str, list[Expected]]:
     }
 
 
+def _ordering(folder: Path) -> dict[str, list[Expected]]:
+    canvas = _canvas(folder / "ordering.pdf", "")
+    canvas.setFont("Helvetica-Bold", 18)
+    canvas.drawString(50, 780, "AQ-400 Series")
+    _row(canvas, 740, [(50, "Supply voltage")], 10)  # a spec box: the value on the next line
+    _row(canvas, 726, [(50, "3.3 ± 0.165 V")], 10)
+    canvas.setFont("Helvetica-Bold", 12)
+    canvas.drawString(50, 690, "Ordering information")
+    cols = [50, 150, 240, 330, 400]
+    head = ["Part number", "Data rate", "Wavelength", "Reach", "Case temperature"]
+    _row(canvas, 670, _cells(cols, head))
+    _row(canvas, 654, _cells(cols, ["AQ-410", "10.3 Gb/s", "1310 nm", "10 km", "0 to 70 °C"]))
+    _row(canvas, 638, _cells(cols, ["AQ-440", "10.3 Gb/s", "1550 nm", "40 km", "-40 to 85 °C"]))
+    canvas.showPage()
+    canvas.save()
+    expected = [Expected("supply voltage", "min", 3.135), Expected("supply voltage", "max", 3.465)]
+    for part, wavelength, reach, low, high in (
+        ("AQ-410", 1310, 10, 0, 70),
+        ("AQ-440", 1550, 40, -40, 85),
+    ):
+        expected += [
+            Expected("data rate", None, 10.3, part),
+            Expected("wavelength", None, wavelength, part),
+            Expected("reach", None, reach, part),
+            Expected("case temperature", "min", low, part),
+            Expected("case temperature", "max", high, part),
+        ]
+    return {"ordering.pdf": expected}
+
+
 def write_datasheets(folder: Path) -> dict[str, list[Expected]]:
     """Write the samples into `folder`; file name -> what each states."""
     folder.mkdir(parents=True, exist_ok=True)
     expected: dict[str, list[Expected]] = {}
-    for write in (_optical, _family, _mcu, _spellings):
+    for write in (_optical, _family, _mcu, _spellings, _ordering):
         expected.update(write(folder))
     return expected

@@ -58,7 +58,9 @@ def _found(result: ExtractionResult) -> set[tuple[str, str | None, float | str, 
     }
 
 
-@pytest.mark.parametrize("name", ["optical.pdf", "family.pdf", "mcu.pdf", "spellings.pdf"])
+@pytest.mark.parametrize(
+    "name", ["optical.pdf", "family.pdf", "mcu.pdf", "spellings.pdf", "ordering.pdf"]
+)
 def test_each_sample_gives_exactly_what_it_states(
     samples: dict[str, tuple[ExtractionResult, list[Expected]]], name: str
 ) -> None:

@@ -341,7 +341,9 @@ class _Reader:
             tier = 0 if not extra_words(text, (start, end)) else 1
             if _in_limits_table(page, index):
                 tier += 3  # a limit the part survives gives way to what it works in
-            found = self._right(spec, page, index, hit, tier, base)
+            found = self._right(spec, page, index, hit, tier, base) or self._below(
+                spec, page, index, hit, tier, base
+            )
             limit = _label_statistic(text)
             return [
                 c if c.statistic is not None or limit is None else _with(c, statistic=limit)
@@ -393,6 +395,49 @@ class _Reader:
             )  # fmt: skip
             out.extend(got)
             if not got and out:
+                break
+        return out
+
+    def _below(
+        self,
+        spec: FieldSpec,
+        page: _Page,
+        index: int,
+        hit: _Hit,
+        tier: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        """The label heads a column: values below it, one row per product or one below.
+
+        A table whose rows are products (`Part number | Data rate | Reach`) gives each
+        row's value its part number; a label with its value on the next line (a spec
+        box) gives that value, as weaker evidence.
+        """
+        row = page.rows[index]
+        label = row.cells[hit.cell]
+        if len(label.text.split()) > 6 or any(read_values(c.text) for c in row.cells):
+            return []  # a phrase, or a row of values: not a header
+        unit = _bracket_unit(label.text)
+        out: list[_Candidate] = []
+        for below in page.rows[index + 1 : index + 1 + _HEADER_LOOKBACK]:
+            cell = next((c for c in below.cells if min(c.x1, label.x1) > max(c.x0, label.x0)), None)
+            first = below.cells[0]
+            if cell is None or (len(below.cells) == 1 and first.size > 1.2 * label.size):
+                break
+            part = first.text.strip() if _PART_NUMBER.match(first.text.strip()) else None
+            if cell is first:
+                part = None
+            if part is None and out:
+                break  # past the one value under a label that no product table has
+            values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            got = self._values(
+                spec, values, unit, None, tier + (0 if part else 1), base,
+                first_only=_prose(cell.text), entity=part,
+            )  # fmt: skip
+            if not got:
+                break
+            out.extend(got)
+            if part is None:
                 break
         return out
 

@@ -77,6 +77,8 @@ class _Number:
     unit: Unit | None
     unit_end: int
     plus: bool
+    fixed: Statistic | None = None
+    """Set for the three values of `centre ± tolerance`: never grouped again."""
 
 
 _PIXELS = re.compile(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(\d+)\s*(?=(?:pixels?|px)\b)", re.IGNORECASE)
@@ -107,8 +109,24 @@ def _numbers(text: str) -> list[_Number]:
             )
         )
         if sign == "±":
-            found[-1].value = -abs(number)
-            found.append(_Number(abs(number), start, end, unit, found[-1].unit_end, False))
+            low = found.pop()
+            tolerance = abs(number)
+            centre = found[-1] if found else None
+            if centre is not None and centre.unit is None and not text[centre.end : start].strip():
+                # `1310 ± 20 nm`: typically 1310, from 1290 to 1330
+                found.pop()
+                for value, statistic in (
+                    (centre.value, Statistic.TYP),
+                    (centre.value - tolerance, Statistic.MIN),
+                    (centre.value + tolerance, Statistic.MAX),
+                ):
+                    found.append(
+                        _Number(value, centre.start, end, unit, low.unit_end, False, statistic)
+                    )
+                continue
+            low.value = -tolerance
+            found.append(low)
+            found.append(_Number(tolerance, start, end, unit, low.unit_end, False))
     found.sort(key=lambda n: n.start)
     return found
 
@@ -133,6 +151,10 @@ def read_values(text: str) -> list[Value]:
         first = numbers[index]
         group = [first]
         kind = "single"
+        if first.fixed is not None:
+            values.append(_value(text, first, first.unit, first.fixed, False))
+            index += 1
+            continue
         if index + 1 < len(numbers) and numbers[index + 1].start == first.start:
             kind, group = "plusminus", [first, numbers[index + 1]]
         else:
