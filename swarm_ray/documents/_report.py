@@ -40,6 +40,7 @@ from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
 from swarm_ray.documents._dimensions import FIELDS_GROUP, FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact, Statistic
+from swarm_ray.documents._units import COUNT, lookup_unit
 
 __all__ = ["ReportFiles", "ReportRequest", "render_report", "short_watermark"]
 
@@ -129,8 +130,14 @@ def _label(field: str, statistic: Statistic | None, qualifier: str | None, unit:
         name
         + (f" {statistic.value}" if statistic else "")
         + (f" ({qualifier})" if qualifier else "")
-        + (f" [{unit}]" if unit else "")
+        + (f" [{unit}]" if unit and not _is_count(unit) else "")
     )
+
+
+def _is_count(unit: str) -> bool:
+    """A count's unit (`count`, `pins`) says nothing a column of whole numbers does not."""
+    found = lookup_unit(unit)
+    return found is not None and found.kind == COUNT
 
 
 def _number(value: float | str) -> str:

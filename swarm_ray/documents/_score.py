@@ -21,7 +21,7 @@ from pydantic import BaseModel, ConfigDict
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._sample import GroundTruth
-from swarm_ray.documents._units import convert
+from swarm_ray.documents._units import COUNT, convert, lookup_unit
 
 __all__ = [
     "ExtractionScore",
@@ -95,12 +95,19 @@ def _matches(found: FactKey, expected: FactKey) -> bool:
         not isinstance(value, str)
         and not isinstance(expected.value, str)
         and found.unit != expected.unit
+        and not (_counted(found.unit) and _counted(expected.unit))
     ):
         try:
             value = convert(value, found.unit, expected.unit)
         except ValueError:
             return False
     return same_value(value, expected.value)
+
+
+def _counted(unit: str) -> bool:
+    """No unit, or a count's (`count`, `pins`): a number of things either way."""
+    found = lookup_unit(unit) if unit else None
+    return not unit or (found is not None and found.kind == COUNT)
 
 
 def _show(file: str, key: FactKey) -> str:

@@ -459,9 +459,7 @@ def _target(fact: Fact) -> str:
     """The unit a fact is reported in: its field's declared unit; money keeps its currency."""
     if fact.kind == MONEY:
         return lookup_currency(fact.unit) or fact.unit
-    if fact.kind == COUNT:
-        return ""
-    return fact.field_unit or fact.unit
+    return fact.field_unit or fact.unit  # a count keeps its declared word (`count`, `pins`)
 
 
 def normalise_facts(facts: Iterable[Fact]) -> NormalisationResult:
