@@ -1,6 +1,8 @@
-"""Rule-based fact extraction from a parsed document, driven by declarative dimensions.
+"""Rule-based fact extraction from a parsed document, driven by field declarations.
 
-Three rules, one per field mode (see `_dimensions`):
+A field declared by name, unit and labels is read from the document's rows and tables
+(`_table`). Fields declared with regexes (the brochure dimensions) use three rules, one
+per mode (see `_dimensions`), suited to marketing prose:
 
 - **synonym**: every number followed by a known unit is a *mention*. A mention fills the
   field of its unit's kind whose synonym is nearest, looking left (to the previous

@@ -2,8 +2,8 @@
 
 Datasheets state most values in tables: a row label, perhaps a symbol and test
 conditions, then `Min / Typ / Max` columns and a unit column, or a value with its unit.
-This extractor reads a page as rows of cells (`_layout`) and, for every cell naming a
-field (`_labels`), takes values from the same row:
+This extractor reads a page as rows of cells under their headers (`_grid`) and, for
+every cell naming a field (`_labels`), takes values from the same row:
 
 - a value cell is placed under its column header by position, so `Min`, `Typ` and `Max`
   columns give the statistic, a `Unit` column gives bare numbers their unit, and columns
@@ -25,39 +25,32 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
+from swarm_ray.documents._grid import (
+    PART_NUMBER,
+    STAT_ROLES,
+    Grid,
+    bracket_unit,
+    column_of,
+    header_of,
+    in_limits_table,
+    is_dash,
+    page_rows,
+    role,
+    row_unit,
+    running_key,
+    running_rows,
+)
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
-from swarm_ray.documents._layout import Row, TextBox, rows
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
-__all__ = ["extract_table_facts", "names_a_field", "page_rows"]
+__all__ = ["extract_table_facts", "names_a_field"]
 
-_ROLES: dict[str, tuple[str, ...]] = {
-    "min": ("min", "minimum", "min."),
-    "typ": ("typ", "typical", "typ.", "nom", "nominal", "nom."),
-    "max": ("max", "maximum", "max."),
-    "unit": ("unit", "units", "unit(s)", "units of measure"),
-    "value": ("value", "values", "rating", "ratings", "spec", "specs", "specification",
-              "specifications", "data", "limit", "limits", "details", "detail"),
-    "conditions": ("conditions", "condition", "test conditions", "test condition", "notes",
-                   "note", "comments", "comment", "remarks", "remark", "footnote"),
-    "symbol": ("symbol", "symbols", "sym", "sym.", "pin", "pins", "ref", "ref."),
-    "label": ("parameter", "parameters", "characteristic", "characteristics", "description",
-              "item", "items", "feature", "features", "property", "properties", "name",
-              "dimension", "dimensions", "specification item", "field", "component"),
-}  # fmt: skip
-_ROLE_OF = {word: role for role, words in _ROLES.items() for word in words}
-_STAT_ROLES = {"min": Statistic.MIN, "typ": Statistic.TYP, "max": Statistic.MAX}
-_PART_NUMBER = re.compile(r"^(?=[^ ]*\d)(?=[^ ]*[A-Z])[A-Z0-9][A-Za-z0-9\-_/.+#]{2,24}$")
-_DASHES = re.compile(
-    r"^[\s\-\u2013—\u2212/]*(?:n/?a|tbd|—|-)?[\s\-\u2013—\u2212/]*$", re.IGNORECASE
-)
-_BRACKET_UNIT = re.compile(r"[(\[]\s*(?:in\s+)?([^()\[\]]{1,14}?)\s*[)\]]")
 _INLINE_LEAD = re.compile(
     r"^\s*(?:\([^()]{0,16}\))?\s*(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
     r"(?:up\s+to|max\.?|min\.?|typ\.?|approx\.?|~|<|>|≤|≥)?\s*",
@@ -68,16 +61,11 @@ _PHRASE_AFTER = 60
 """Characters after a label in a phrase where its value may stand."""
 _PHRASE_BEFORE = 14
 """Characters between a value and the label after it (`50 µA deep sleep current`)."""
-_HEADER_LOOKBACK = 30
-"""Rows above a row searched for its table's header."""
+_ROWS_BELOW = 30
+"""Rows under a column's label read for values (a product table's rows)."""
 _CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
 """Per tier: the exact label cell, a label cell with more words, a phrase; then the
 first two again in a table of limits (absolute maximum ratings)."""
-_LIMITS_TABLE = re.compile(
-    r"absolute\s+maxim|maximum\s+ratings|stress\s+ratings|limiting\s+values|abs\.?\s*max",
-    re.IGNORECASE,
-)
-"""Titles of tables of limits the part survives, not the conditions it works in."""
 
 
 @dataclass(frozen=True)
@@ -102,127 +90,6 @@ class _Candidate:
     entity: str | None = None
 
 
-@dataclass
-class _Page:
-    """One page's rows with their headers, computed once for every field."""
-
-    number: int
-    rows: list[Row]
-    headers: dict[int, Row | None] = field(default_factory=dict)
-    limits: dict[int, bool] = field(default_factory=dict)
-    """Header row index -> whether its table lists limits (absolute maximum ratings)."""
-
-
-def page_rows(page: PageText) -> list[Row]:
-    """The page's rows: from its boxes, or from its text lines when it has none.
-
-    Without boxes (a document built in memory) a line's cells are the runs of text between
-    tabs or two spaces, placed by character offset.
-    """
-    if page.boxes:
-        return rows(page.boxes)
-    out: list[Row] = []
-    for number, line in enumerate(page.text.splitlines()):
-        cells: list[TextBox] = []
-        for match in re.finditer(r"[^\t]+?(?=\t| {2,}|$)", line):
-            text = match.group(0).strip()
-            if text:
-                x0 = 6.0 * match.start()
-                cells.append(
-                    TextBox(x0=x0, top=12.0 * number, x1=x0 + 6.0 * len(text),
-                            bottom=12.0 * number + 10, size=10.0, text=text)
-                )  # fmt: skip
-        if cells:
-            out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
-    return out
-
-
-def _role(text: str) -> str | None:
-    clean = " ".join(strip_footnotes(text).lower().split()).strip(" :")
-    clean = re.sub(r"\s*[(\[][^()\[\]]*[)\]]$", "", clean)  # `Max (°C)`
-    return _ROLE_OF.get(clean)
-
-
-def _is_header(row: Row) -> bool:
-    roles = [_role(c.text) for c in row.cells]
-    named = [r for r in roles if r is not None]
-    stats = [r for r in named if r in _STAT_ROLES]
-    if stats and len(named) >= 2:
-        return True
-    if len(named) >= 2 and any(r in ("value", "unit") for r in named):
-        return True
-    parts = [c for c in row.cells[1:] if _PART_NUMBER.match(c.text.strip())]
-    return len(parts) >= 2 and not any(read_values(c.text) for c in row.cells[:1])
-
-
-def _header(page: _Page, index: int) -> Row | None:
-    """The header of the table row `index` belongs to: the nearest header row above."""
-    if index in page.headers:
-        return page.headers[index]
-    found: Row | None = None
-    row = page.rows[index]
-    for back in range(index - 1, max(-1, index - _HEADER_LOOKBACK), -1):
-        above = page.rows[back]
-        if _is_header(above):
-            found = above
-            break
-        if len(above.cells) == 1 and above.cells[0].size > 1.25 * row.cells[0].size:
-            break  # a heading: the table above is another one
-    page.headers[index] = found
-    return found
-
-
-def _in_limits_table(page: _Page, index: int) -> bool:
-    """Whether row `index` sits in a table titled as limits (`Absolute Maximum Ratings`)."""
-    header = _header(page, index)
-    if header is None:
-        return False
-    start = page.rows.index(header)
-    if start not in page.limits:
-        above = page.rows[max(0, start - 3) : start]
-        page.limits[start] = any(
-            _LIMITS_TABLE.search(" ".join(c.text for c in row.cells)) for row in above
-        ) or bool(_LIMITS_TABLE.search(header.cells[0].text))
-    return page.limits[start]
-
-
-def _column(header: Row, cell: TextBox) -> TextBox | None:
-    """The header cell above `cell`: the most overlapping one, else the nearest centre."""
-    best: tuple[float, TextBox] | None = None
-    for head in header.cells:
-        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
-        if best is None or overlap > best[0]:
-            best = (overlap, head)
-    if best is not None and best[0] > 0:
-        return best[1]
-    centre = (cell.x0 + cell.x1) / 2
-    nearest = min(header.cells, key=lambda h: abs((h.x0 + h.x1) / 2 - centre))
-    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
-    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
-
-
-def _bracket_unit(text: str) -> Unit | None:
-    for match in _BRACKET_UNIT.finditer(text):
-        unit = lookup_unit(match.group(1))
-        if unit is not None:
-            return unit
-    return None
-
-
-def _row_unit(row: Row, header: Row | None, label: int) -> Unit | None:
-    """The unit for bare numbers in a row: its unit column, last cell, or label's `(V)`."""
-    if header is not None:
-        for cell in row.cells[label + 1 :]:
-            column = _column(header, cell)
-            if column is not None and _role(column.text) == "unit":
-                return lookup_unit(strip_footnotes(cell.text))
-    if len(row.cells) > label + 1:
-        last = lookup_unit(strip_footnotes(row.cells[-1].text))
-        if last is not None and not read_values(row.cells[-1].text):
-            return last
-    return _bracket_unit(row.cells[label].text)
-
-
 def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
     if field.kind == COUNT:
         return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
@@ -236,10 +103,6 @@ def _prose(text: str) -> bool:
     """
     words = [w for w in re.findall(r"[A-Za-z]{3,}", text) if lookup_unit(w) is None]
     return len(words) > 2
-
-
-def _dash(text: str) -> bool:
-    return bool(_DASHES.match(strip_footnotes(text)))
 
 
 class _Reader:
@@ -286,16 +149,16 @@ class _Reader:
     def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
         if not self.names_a_field(page.text):
             return []  # no field named on this page: nothing to read (big manuals)
-        info = _Page(page.number, page_rows(page))
+        info = Grid(page.number, page_rows(page))
         found: list[_Candidate] = []
         for index, row in enumerate(info.rows):
-            if _running_key(row) in running:
+            if running_key(row) in running:
                 continue
-            header = _header(info, index)
+            header = header_of(info, index)
             for spec, regex in zip(self.fields, self.regexes, strict=True):
                 for cell_index, cell in enumerate(row.cells):
-                    column = _column(header, cell) if header is not None else None
-                    if column is not None and _role(column.text) == "conditions":
+                    column = column_of(header, cell) if header is not None else None
+                    if column is not None and role(column.text) == "conditions":
                         continue  # `VDD = 3.3 V` there is another row's test condition
                     for match in regex.finditer(cell.text):
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
@@ -318,7 +181,7 @@ class _Reader:
                     return True
         return False
 
-    def _read(self, spec: FieldSpec, page: _Page, index: int, hit: _Hit) -> list[_Candidate]:
+    def _read(self, spec: FieldSpec, page: Grid, index: int, hit: _Hit) -> list[_Candidate]:
         row = page.rows[index]
         cell = row.cells[hit.cell]
         text = strip_footnotes(cell.text)
@@ -339,7 +202,7 @@ class _Reader:
         )
         if not inline_values and not before_values:
             tier = 0 if not extra_words(text, (start, end)) else 1
-            if _in_limits_table(page, index):
+            if in_limits_table(page, index):
                 tier += 3  # a limit the part survives gives way to what it works in
             found = self._right(spec, page, index, hit, tier, base) or self._below(
                 spec, page, index, hit, tier, base
@@ -351,30 +214,30 @@ class _Reader:
             ]
         if stated_inline:
             tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
-            unit = _bracket_unit(text[:end])
+            unit = bracket_unit(text[:end])
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
         return self._phrase(spec, text, (start, end), base)
 
     def _right(
         self,
         spec: FieldSpec,
-        page: _Page,
+        page: Grid,
         index: int,
         hit: _Hit,
         tier: int,
         base: dict[str, object],
     ) -> list[_Candidate]:
         row = page.rows[index]
-        header = _header(page, index)
-        unit = _row_unit(row, header, hit.cell)
+        header = header_of(page, index)
+        unit = row_unit(row, header, hit.cell)
         out: list[_Candidate] = []
         skipped_text = 0
         for cell in row.cells[hit.cell + 1 :]:
-            column = _column(header, cell) if header is not None else None
-            role = _role(column.text) if column is not None else None
-            if role in ("conditions", "symbol", "label", "unit"):
+            column = column_of(header, cell) if header is not None else None
+            held = role(column.text) if column is not None else None
+            if held in ("conditions", "symbol", "label", "unit"):
                 continue
-            if _dash(cell.text):
+            if is_dash(cell.text):
                 continue
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
             if not values:
@@ -385,10 +248,10 @@ class _Reader:
                 skipped_text += 1
                 continue
             entity = None
-            if column is not None and role is None and _PART_NUMBER.match(column.text.strip()):
+            if column is not None and held is None and PART_NUMBER.match(column.text.strip()):
                 entity = column.text.strip()
-            column_unit = _bracket_unit(column.text) if column is not None else None
-            statistic = _STAT_ROLES.get(role or "")
+            column_unit = bracket_unit(column.text) if column is not None else None
+            statistic = STAT_ROLES.get(held or "")
             got = self._values(
                 spec, values, column_unit or unit, statistic, tier, base,
                 first_only=_prose(cell.text), entity=entity,
@@ -401,7 +264,7 @@ class _Reader:
     def _below(
         self,
         spec: FieldSpec,
-        page: _Page,
+        page: Grid,
         index: int,
         hit: _Hit,
         tier: int,
@@ -417,14 +280,14 @@ class _Reader:
         label = row.cells[hit.cell]
         if len(label.text.split()) > 6 or any(read_values(c.text) for c in row.cells):
             return []  # a phrase, or a row of values: not a header
-        unit = _bracket_unit(label.text)
+        unit = bracket_unit(label.text)
         out: list[_Candidate] = []
-        for below in page.rows[index + 1 : index + 1 + _HEADER_LOOKBACK]:
+        for below in page.rows[index + 1 : index + 1 + _ROWS_BELOW]:
             cell = next((c for c in below.cells if min(c.x1, label.x1) > max(c.x0, label.x0)), None)
             first = below.cells[0]
             if cell is None or (len(below.cells) == 1 and first.size > 1.2 * label.size):
                 break
-            part = first.text.strip() if _PART_NUMBER.match(first.text.strip()) else None
+            part = first.text.strip() if PART_NUMBER.match(first.text.strip()) else None
             if cell is first:
                 part = None
             if part is None and out:
@@ -512,7 +375,7 @@ class _Reader:
     def _text(
         self,
         spec: FieldSpec,
-        page: _Page,
+        page: Grid,
         index: int,
         hit: _Hit,
         after: str,
@@ -528,12 +391,12 @@ class _Reader:
             tier = 0 if not extra_words(cell_text[:end], (start, end)) else 1
         else:
             tier = 0 if not extra_words(cell_text, (start, end)) else 1
-            header = _header(page, index)
+            header = header_of(page, index)
             for cell in row.cells[hit.cell + 1 :]:
-                column = _column(header, cell) if header is not None else None
-                if column is not None and _role(column.text) in ("conditions", "symbol", "unit"):
+                column = column_of(header, cell) if header is not None else None
+                if column is not None and role(column.text) in ("conditions", "symbol", "unit"):
                     continue
-                if not _dash(cell.text):
+                if not is_dash(cell.text):
                     value = strip_footnotes(cell.text)
                     break
         value = " ".join(value.split()).strip(" .;:")
@@ -550,24 +413,6 @@ class _Reader:
 _LABEL_LIMIT = re.compile(
     r"\b(?P<word>max(?:imum)?|min(?:imum)?|typ(?:ical)?|nom(?:inal)?)\b\.?", re.I
 )
-
-
-def _running_key(row: Row) -> str:
-    return re.sub(r"\d+", "#", " ".join(c.text for c in row.cells)).casefold()
-
-
-def _running_rows(document: ParsedDocument) -> set[str]:
-    """Rows repeated on several pages (headers, footers, page numbers aside): not content."""
-    if len(document.pages) < 3:
-        return set()
-    seen: dict[str, set[int]] = {}
-    for page in document.pages:
-        if not page.boxes:
-            continue
-        candidates = rows(page.boxes)
-        for row in candidates[:3] + candidates[-3:]:
-            seen.setdefault(_running_key(row), set()).add(page.number)
-    return {key for key, pages in seen.items() if len(pages) >= 2}
 
 
 def _label_statistic(text: str) -> Statistic | None:
@@ -645,7 +490,7 @@ def extract_table_facts(
     if not fields:
         return []
     reader = _Reader(fields)
-    running = _running_rows(document)
+    running = running_rows(document)
     focus = set(document.focus_pages)
     found: list[_Candidate] = []
     for page in document.pages:
