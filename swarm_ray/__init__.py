@@ -3,7 +3,7 @@
 The public API is re-exported here; implementation lives in private modules.
 """
 
-from swarm_ray._access import Access, FetchURL, ReadPath, WritePath
+from swarm_ray._access import Access, FetchURL, Label, Pattern, ReadPath, WritePath
 from swarm_ray._agent import AgentReply
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
@@ -155,9 +155,11 @@ __all__ = [
     "InvalidPlanError",
     "InvalidSpecError",
     "InvalidStateTransitionError",
+    "Label",
     "LimitExceededError",
     "LogEntry",
     "NoTemplateMatchedError",
+    "Pattern",
     "Plan",
     "Principal",
     "ReadPath",

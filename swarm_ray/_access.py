@@ -15,7 +15,10 @@ runs) and again on every dispatch (values that arrive from upstream outputs):
   task's own directory, or a root the operator allow-listed (`SWARM_RAY_INPUT_ROOTS`:
   directories or URI prefixes such as `s3://bucket/shared/`);
 - a write must resolve under the task's own directory;
-- a fetch is never allowed (servers a task talks to are the operator's configuration).
+- a fetch is never allowed (servers a task talks to are the operator's configuration);
+- a regular expression is never allowed (`Pattern`, or a `Label` written `re:...`): one
+  with catastrophic backtracking would hold an agent for as long as it likes. HTTP
+  callers name things in plain words.
 
 URIs are compared as text after normalising: no `..` segment, no query string (pyarrow
 reads options such as `endpoint_override` from it), no user info.
@@ -41,7 +44,7 @@ if TYPE_CHECKING:
     from swarm_ray._plan import Plan
     from swarm_ray._registry import Registry
 
-__all__ = ["Access", "FetchURL", "ReadPath", "WritePath"]
+__all__ = ["Access", "FetchURL", "Label", "Pattern", "ReadPath", "WritePath"]
 
 
 class Access(StrEnum):
@@ -50,6 +53,8 @@ class Access(StrEnum):
     READ = "read"
     WRITE = "write"
     FETCH = "fetch"
+    PATTERN = "pattern"
+    LABEL = "label"
 
 
 ReadPath = Annotated[str, Access.READ]
@@ -58,6 +63,10 @@ WritePath = Annotated[str, Access.WRITE]
 """A local directory or file the agent writes."""
 FetchURL = Annotated[str, Access.FETCH]
 """A URL the agent connects to."""
+Pattern = Annotated[str, Access.PATTERN]
+"""A regular expression the agent runs over its input (backtracking can take forever)."""
+Label = Annotated[str, Access.LABEL]
+"""Plain words, or a regular expression when written `re:...` (a `Pattern` then)."""
 
 _Path = tuple[str, ...]
 """Where a value sits in an input: field names, `*` for every element."""
@@ -184,6 +193,15 @@ class AccessPolicy:
                 f"`{field_name}` must be a string, got {type(value).__name__}",
                 field=field_name,
                 reason="type",
+            )
+        if access is Access.LABEL and not value.startswith("re:"):
+            return
+        if access in (Access.PATTERN, Access.LABEL):
+            raise InputNotAllowedError(
+                f"`{field_name}`: an HTTP request may not carry a regular expression "
+                f"({value!r:.60}); name it in plain words",
+                field=field_name,
+                reason="pattern",
             )
         if access is Access.FETCH:
             raise InputNotAllowedError(

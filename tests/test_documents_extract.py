@@ -40,7 +40,7 @@ def test_table_rows_with_cycles_as_qualifiers() -> None:
     text = "Range (WLTP) 520 km\nRange (EPA) 323 miles\nBattery capacity (usable) 77 kWh"
     assert _rows(text) == {
         ("battery.range", "WLTP", 520, "km"),
-        ("battery.range", "EPA", 323, "mi"),
+        ("battery.range", "EPA", 323, "miles"),  # units as written; reports convert
         ("battery.capacity", None, 77, "kWh"),
     }
 
@@ -51,7 +51,7 @@ def test_an_alternative_unit_in_brackets_is_one_fact() -> None:
 
 def test_a_sprint_interval_is_not_a_top_speed() -> None:
     assert _rows("0\u2013100 km/h in 5,9 sec. Top speed 180 km/h.") == {
-        ("motor.acceleration", "0-100 km/h", 5.9, "s"),
+        ("motor.acceleration", "0-100 km/h", 5.9, "sec"),
         ("motor.top_speed", None, 180, "km/h"),
     }
 
@@ -105,7 +105,7 @@ def test_labels_on_either_side_in_prose() -> None:
         ("motor.power", None, 150, "kW"),
         ("battery.charging_power", "DC", 175, "kW"),
         ("battery.charging_power", "AC", 11, "kW"),
-        ("interior.screen_size", None, 15.4, "in"),
+        ("interior.screen_size", None, 15.4, "inch"),
     }
 
 

@@ -16,7 +16,6 @@ from swarm_ray.documents import (
     JudgeName,
     JudgeVerdict,
     NormalisedFact,
-    QuantityKind,
     SubTaskCost,
     default_dimensions,
     extract_facts,
@@ -32,7 +31,7 @@ from swarm_ray.documents import (
 def _fact(
     entity: str, field: str, value: float | str, document: str, unit: str = "kWh"
 ) -> NormalisedFact:
-    kind = QuantityKind.CATEGORY if isinstance(value, str) else QuantityKind.ENERGY
+    kind = "text" if isinstance(value, str) else "energy"
     fact = Fact(
         entity=entity,
         field=field,
@@ -43,7 +42,7 @@ def _fact(
         page=1,
         quote=f"{field} {value}",
         confidence=0.9,
-        method=ExtractionMethod.SYNONYM,
+        method=ExtractionMethod.VOCABULARY if isinstance(value, str) else ExtractionMethod.SYNONYM,
         document_id=document,
         source=f"{document}.pdf",
     )

@@ -176,7 +176,7 @@ def test_the_report_lists_llm_facts_and_marks_their_extractor(tmp_path: Path) ->
     )
     report = Path(files.markdown_path).read_text()
     section = report[report.index("## Facts from the LLM fallback") : report.index("## Warnings")]
-    assert "`battery.charging_power` = `11 kW` (confidence 0.50), `aero.pdf` page 1" in section
+    assert "`battery.charging_power` = `11 kW` (confidence 0.50), D1 `aero.pdf` p. 1" in section
     assert "fallback `document.extraction.llm`" in report[report.index("## Warnings") :]
     rows = pq.read_table(files.parquet_path).to_pylist()
     assert {(r["field"], r["extractor"]) for r in rows} == {
@@ -253,3 +253,26 @@ def test_cross_check_disagreement_is_flagged_by_the_factuality_judge_and_reporte
     judges = report[report.index("## Judges") :]
     assert "LLM cross-check: disagreements with the rules" in judges
     assert "Aero Nova: battery.capacity" in judges
+
+
+def test_a_label_field_the_rules_cannot_place_goes_to_the_llm_grounded() -> None:
+    from swarm_ray.documents import FieldSpec, parse_field_arg
+    from swarm_ray.documents._capabilities import extract_specs
+
+    text = "XT-10 transceiver\n10.3 Gb/s, the data rate of each lane, is set by the host.\n"
+    fields: tuple[FieldSpec, ...] = (parse_field_arg("data rate:Gb/s"),)
+    data = ExtractIn(document=document(text), dimension="fields", fields=fields)
+    rules = extract_specs(data)
+    assert rules.output.facts == ()  # a comma between value and label: the rules pass
+    assert rules.confidence < RULES_CONFIDENCE_THRESHOLD  # ... but the line names both
+    engine = scripted(answer(data_rate=10.3))
+    reply = extract_llm(data)
+    (fact,) = reply.output.facts
+    assert (fact.field, fact.value, fact.unit, fact.method) == (
+        "data rate",
+        10.3,
+        "Gb/s",
+        ExtractionMethod.LLM,
+    )
+    ((_, schema),) = engine.calls
+    assert list(schema["properties"]) == ["data_rate"]

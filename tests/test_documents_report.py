@@ -29,6 +29,7 @@ from swarm_ray.documents import (
     parse_pdf,
     render_report,
 )
+from swarm_ray.documents._report import short_watermark
 
 _WARNING = "extraction of `brochure_004.pdf` fell back to `document.extraction.llm`"
 
@@ -85,19 +86,39 @@ def test_every_file_is_written(rendered: Rendered) -> None:
     assert files.conflict_count == len(rendered.comparison.conflicts)
 
 
+def _tables(section: str) -> list[list[str]]:
+    """A section's tables, each as its lines (header first)."""
+    tables: list[list[str]] = []
+    for line in section.splitlines():
+        if line.startswith("| Entity |"):
+            tables.append([line])
+        elif line.startswith("|") and tables:
+            tables[-1].append(line)
+    return tables
+
+
+def _row(section: str, entity: str, column: str) -> str:
+    """The row of `entity` in the table of `section` that has a column starting `column`."""
+    for table in _tables(section):
+        headers = [h.strip() for h in table[0].strip("|").split("|")]
+        if any(h.startswith(column) for h in headers):
+            return next(line for line in table if line.startswith(f"| {entity} |"))
+    raise AssertionError(f"no column {column!r} for {entity!r}")
+
+
 def test_the_tables_have_a_row_per_entity_and_its_values(rendered: Rendered) -> None:
     for cell in rendered.comparison.cells:
         section = _section(rendered.markdown, cell.field.split(".")[0])
-        rows = [line for line in section.splitlines() if line.startswith(f"| {cell.entity} |")]
-        assert len(rows) == 1, (cell.entity, cell.field)
+        row = _row(section, cell.entity, cell.field.split(".")[1])
         if cell.field == "battery.capacity" and cell.status is CellStatus.SINGLE:
-            assert f"| {float(cell.values[0].value):g} |" in rows[0]
+            assert f"| {float(cell.values[0].value):g} |" in row
         if cell.status is CellStatus.LIST:
-            assert all(str(group.value) in rows[0] for group in cell.values)
+            assert all(str(group.value) in row for group in cell.values)
     for cell in rendered.comparison.conflicts:
         section = _section(rendered.markdown, cell.field.split(".")[0])
-        row = next(line for line in section.splitlines() if line.startswith(f"| {cell.entity} |"))
-        assert "(conflict)" in row
+        assert "(conflict)" in _row(section, cell.entity, cell.field.split(".")[1])
+    for table in _tables(rendered.markdown):
+        assert table[0].count("|") <= 8  # at most six value columns: readable widths
     header = _section(rendered.markdown, "battery").splitlines()
     assert any(line.startswith("| Entity | capacity [kWh] |") for line in header)
 
@@ -111,10 +132,13 @@ def test_conflicts_show_both_values_with_quotes_sources_and_watermarks(rendered:
             for source in group.sources:
                 quote = " ".join(source.quote.split())
                 line = next(x for x in conflicts.splitlines() if f"“{quote}”" in x)
-                assert f"`{source.source}` page {source.page}" in line
+                assert f"`{source.source}` p. {source.page}" in line
                 assert f"`{source.value_text}`" in line
-                mark = rendered.watermarks.get(source.document_id)
-                assert (f"watermark `{mark}`" if mark else "watermark none") in line
+                assert len(line) < 400  # short ids, not 300-character tokens
+    sources = _section(rendered.markdown, "Sources")
+    for mark in rendered.watermarks.values():
+        assert short_watermark(mark) in sources and mark not in rendered.markdown
+    assert "| none |" in sources  # the document left without a watermark says so
     assert f"- {_WARNING}" in _section(rendered.markdown, "Warnings")
 
 
@@ -152,3 +176,59 @@ def test_an_empty_comparison_still_gives_a_report(tmp_path: Path) -> None:
     markdown = Path(files.markdown_path).read_text(encoding="utf-8")
     assert "No conflicts" in markdown and "None." in markdown
     assert files.chart_paths == {} and pq.read_table(files.parquet_path).num_rows == 0
+
+
+def test_a_hundred_entities_stay_legible(tmp_path: Path) -> None:
+    """Charts of bounded height (a sorted strip per field), tables of six value columns."""
+    from PIL import Image
+
+    from swarm_ray.documents import ExtractionMethod, Fact, Statistic, parse_field_arg
+
+    fields = [
+        parse_field_arg(f)
+        for f in ("case temperature:°C:min,max", "data rate:Gb/s", "wavelength:nm", "reach:km")
+    ]
+    facts: list[Fact] = []
+    for n in range(100):
+        for spec, statistic, value, unit in (
+            (fields[0], Statistic.MIN, -40 + n % 3 * 20, "°C"),
+            (fields[0], Statistic.MAX, 70 + n % 2 * 15, "°C"),
+            (fields[1], None, 10 + n % 4, "Gb/s"),
+            (fields[2], None, 1300 + n, "nm"),
+            (fields[3], None, 1 + n % 5, "km"),
+        ):
+            facts.append(
+                Fact(
+                    entity=f"Part {n:03d}",
+                    field=spec.key,
+                    kind=spec.kind,
+                    value=value,
+                    unit=unit,
+                    field_unit=spec.unit,
+                    statistic=statistic,
+                    value_text=f"{value} {unit}",
+                    page=1,
+                    quote=f"{spec.name} {value}",
+                    confidence=0.9,
+                    method=ExtractionMethod.LABEL,
+                    document_id=f"d{n}",
+                    source=f"d{n}.pdf",
+                )
+            )
+    normalised = normalise_facts(facts).facts
+    files = render_report(
+        ReportRequest(
+            comparison=compare_facts(normalised),
+            facts=normalised,
+            out_dir=str(tmp_path),
+            fields=tuple(fields),
+        )
+    )
+    (chart,) = files.chart_paths.values()
+    with Image.open(chart) as image:
+        width, height = image.size
+    assert height <= 1000 and width <= 1200  # four panels of 100 entities each
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    assert "| Entity | case temperature min [°C] | case temperature max [°C] |" in markdown
+    rows = [line for line in markdown.splitlines() if line.startswith("| Part 042 |")]
+    assert len(rows) == 1  # five columns: one table

@@ -11,6 +11,7 @@ import pytest
 import swarm_ray
 from swarm_ray import SwarmClient, TaskState
 from swarm_ray.documents._job import list_pdfs, main
+from tests.datasheet_samples import FIELDS, write_datasheets
 
 pytestmark = pytest.mark.ray
 
@@ -54,6 +55,40 @@ def test_main_job_on_generated_brochures(
     assert "## Judges" in report and "factuality" in report
     assert (tmp_path / "facts.parquet").exists() and (tmp_path / "charts" / "battery.png").exists()
     assert f"report: {tmp_path / 'report.md'}" in out
+
+
+def test_compare_with_fields_by_name_and_unit(
+    ray_cluster: None, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    import pyarrow.parquet as pq
+
+    samples = write_datasheets(tmp_path / "pdfs")
+    argv = ["--input", str(tmp_path / "pdfs"), "--out", str(tmp_path / "out")]
+    for field in (*FIELDS, "bit error rate:%"):  # the last one no datasheet states
+        argv += ["--field", field]
+    code = main(argv)
+    out = capsys.readouterr().out
+    assert code == 0, out
+    assert f"{len(samples)} documents x 15 fields" in out
+    assert "no document states `bit error rate`" in out
+    table = pq.read_table(tmp_path / "out" / "facts.parquet")
+    for column in ("entity", "source", "field", "statistic", "value", "unit", "watermark"):
+        assert column in table.column_names
+    rows = table.to_pylist()
+    temperature = {
+        (r["statistic"], r["value"], r["unit"])
+        for r in rows
+        if r["source"] == "optical.pdf" and r["field"] == "case temperature"
+    }
+    assert temperature == {("min", 0.0, "°C"), ("max", 70.0, "°C")}
+    rates = {r["value"] for r in rows if r["field"] == "data rate"}
+    assert rates == {10.3, 10.3125, 25.78125}  # 25.78125 GBd read, reported in Gb/s
+    assert all(r["watermark"] for r in rows)
+    report = json.loads((tmp_path / "out" / "report.json").read_text())
+    assert report["unstated_fields"] == ["bit error rate"]
+    assert {f["field"] for f in report["facts"]} >= {"case temperature", "data rate"}
+    markdown = (tmp_path / "out" / "report.md").read_text()
+    assert "covers 3 part numbers: LDM-850, LDM-1310, LDM-1550" in markdown
 
 
 def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient) -> None:

@@ -1,4 +1,5 @@
-"""Unit normalisation: canonical units per kind, recorded conversions, qualifiers kept apart."""
+"""Units: pint's and datasheets' spellings, kinds from dimensionality, conversion to the
+unit a field declares, recorded conversions, qualifiers kept apart."""
 
 from __future__ import annotations
 
@@ -10,12 +11,12 @@ from swarm_ray.documents import (
     CellStatus,
     ExtractionMethod,
     Fact,
-    QuantityKind,
     compare_facts,
-    convert_value,
+    convert,
     normalise_facts,
+    parse_unit,
 )
-from swarm_ray.documents._mentions import parse_number
+from swarm_ray.documents._mentions import find_mentions, parse_number
 from swarm_ray.documents._units import lookup_unit
 
 MILE_KM = 1.609344
@@ -28,7 +29,7 @@ def _fact(
     unit: str,
     *,
     field: str = "battery.range",
-    kind: QuantityKind = QuantityKind.DISTANCE,
+    field_unit: str = "km",
     qualifier: str | None = None,
     source: str = "a.pdf",
     page: int = 1,
@@ -36,9 +37,10 @@ def _fact(
     return Fact(
         entity="Voltara Aero",
         field=field,
-        kind=kind,
+        kind=parse_unit(field_unit).kind,
         value=value,
         unit=unit,
+        field_unit=field_unit,
         qualifier=qualifier,
         value_text=f"{value} {unit}",
         page=page,
@@ -51,27 +53,62 @@ def _fact(
 
 
 @pytest.mark.parametrize(
-    ("value", "unit", "kind", "expected", "canonical"),
+    ("value", "unit", "to_unit", "expected"),
     [
-        (310, "mi", QuantityKind.DISTANCE, 310 * MILE_KM, "km"),
-        (402, "hp", QuantityKind.POWER, 402 * HP_KW, "kW"),
-        (204, "PS", QuantityKind.POWER, 204 * PS_KW, "kW"),
-        (310, "lbf·ft", QuantityKind.TORQUE, 310 * 1.3558179483314004, "N·m"),
-        (15.4, "in", QuantityKind.LENGTH, 15.4 * 25.4, "mm"),
-        (38.1, "cm", QuantityKind.LENGTH, 381.0, "mm"),
-        (112, "mph", QuantityKind.SPEED, 112 * MILE_KM, "km/h"),
-        (28, "min", QuantityKind.DURATION, 1680.0, "s"),
-        (18.4, "cu ft", QuantityKind.VOLUME, 18.4 * 28.316846592, "L"),
-        (4630, "lb", QuantityKind.MASS, 4630 * 0.45359237, "kg"),
-        (77, "kWh", QuantityKind.ENERGY, 77.0, "kWh"),
+        (310, "mi", "km", 310 * MILE_KM),
+        (402, "hp", "kW", 402 * HP_KW),
+        (204, "PS", "kW", 204 * PS_KW),
+        (310, "lbf·ft", "N·m", 310 * 1.3558179483314004),
+        (15.4, "in", "mm", 15.4 * 25.4),
+        (38.1, "cm", "mm", 381.0),
+        (112, "mph", "km/h", 112 * MILE_KM),
+        (28, "min", "s", 1680.0),
+        (1500, "s", "min", 25.0),
+        (18.4, "cu ft", "L", 18.4 * 28.316846592),
+        (4630, "lb", "kg", 4630 * 0.45359237),
+        (77, "kW·h", "kWh", 77.0),
+        (10, "Gb/s", "Mbps", 10_000.0),
+        (10.3125, "GBd", "Gb/s", 10.3125),
+        (-40, "°C", "°F", -40.0),
+        (70, "℃", "K", 343.15),
+        (85, "deg C", "ºC", 85.0),
+        (512, "KB", "MB", 0.5),
+        (64, "Kbytes", "KB", 64.0),
+        (128, "Mbit", "MB", 16.0),
+        (1550, "nm", "µm", 1.55),
+        (2.5, "W", "mW", 2500.0),
+        (3300, "mV", "V", 3.3),
+        (1, "GHz", "MHz", 1000.0),
     ],
 )
-def test_converts_to_the_canonical_unit(
-    value: float, unit: str, kind: QuantityKind, expected: float, canonical: str
+def test_converts_to_the_declared_unit(
+    value: float, unit: str, to_unit: str, expected: float
 ) -> None:
-    converted, to_unit = convert_value(value, unit, kind)
-    assert to_unit == canonical
-    assert converted == pytest.approx(expected, rel=1e-6)
+    assert convert(value, unit, to_unit) == pytest.approx(expected, rel=1e-6)
+
+
+@pytest.mark.parametrize(
+    ("unit", "other"),
+    [
+        ("dBm", "mW"),  # a level is its own kind
+        ("Gb/s", "MHz"),  # a data rate is not a frequency
+        ("fps", "MHz"),  # nor is a frame rate
+        ("N·m", "kWh"),  # a torque is not an energy, whatever the dimensions
+        ("°", "%"),  # an angle is not a ratio
+        ("count", "%"),
+        ("EUR", "USD"),  # currencies are not converted
+    ],
+)
+def test_different_kinds_do_not_convert(unit: str, other: str) -> None:
+    assert parse_unit(unit).kind != parse_unit(other).kind or unit == "EUR"
+    with pytest.raises(ValueError, match="measures|not converted"):
+        convert(1, unit, other)
+
+
+def test_unknown_units_are_named() -> None:
+    with pytest.raises(ValueError, match="unknown unit 'furlongz'"):
+        parse_unit("furlongz")
+    assert lookup_unit("at") is None and lookup_unit("are") is None  # words, not units
 
 
 def test_conversions_are_recorded_and_identity_is_not() -> None:
@@ -79,7 +116,7 @@ def test_conversions_are_recorded_and_identity_is_not() -> None:
         [
             _fact(310, "mi", qualifier="EPA"),
             _fact(520, "km", qualifier="WLTP"),
-            _fact(402, "hp", field="motor.power", kind=QuantityKind.POWER),
+            _fact(402, "hp", field="motor.power", field_unit="kW"),
         ]
     )
     miles, km, hp = result.facts
@@ -95,23 +132,22 @@ def test_conversions_are_recorded_and_identity_is_not() -> None:
 def test_wrong_kind_and_unknown_units_are_left_out_with_a_warning() -> None:
     result = normalise_facts(
         [
-            _fact(420, "N·m", field="battery.capacity", kind=QuantityKind.ENERGY),
-            _fact(3, "furlong"),
+            _fact(420, "N·m", field="battery.capacity", field_unit="kWh"),
+            _fact(3, "furlongz"),
             _fact(520, "km"),
         ]
     )
     assert [f.value for f in result.facts] == [520]
     assert len(result.warnings) == 2
     assert "'N·m'" in result.warnings[0] and "battery.capacity" in result.warnings[0]
-    with pytest.raises(ValueError, match="furlong"):
-        convert_value(1, "furlong", QuantityKind.DISTANCE)
+    with pytest.raises(ValueError, match="furlongz"):
+        convert(1, "furlongz", "km")
 
 
 def test_money_keeps_its_currency() -> None:
-    assert convert_value(49_990, "€", QuantityKind.MONEY) == (49_990, "EUR")
-    assert convert_value(52_500, "USD", QuantityKind.MONEY) == (52_500, "USD")
-    eur = _fact(49_990, "EUR", field="general.price", kind=QuantityKind.MONEY)
-    usd = _fact(54_000, "USD", field="general.price", kind=QuantityKind.MONEY, source="b.pdf")
+    assert parse_unit("€").kind == parse_unit("USD").kind == "money"
+    eur = _fact(49_990, "€", field="general.price", field_unit="currency")
+    usd = _fact(54_000, "USD", field="general.price", field_unit="currency", source="b.pdf")
     table = compare_facts(normalise_facts([eur, usd]).facts)
     assert table.conflicts == ()
     assert {c.unit for c in table.cells} == {"EUR", "USD"}
@@ -137,8 +173,8 @@ def test_cltc_and_wltp_are_never_compared_as_one() -> None:
 def test_a_difference_beyond_tolerance_is_a_conflict_with_both_sources() -> None:
     facts = normalise_facts(
         [
-            _fact(75, "kWh", field="battery.capacity", kind=QuantityKind.ENERGY, source="a.pdf"),
-            _fact(77, "kW·h", field="battery.capacity", kind=QuantityKind.ENERGY, source="b.pdf"),
+            _fact(75, "kWh", field="battery.capacity", field_unit="kWh", source="a.pdf"),
+            _fact(77, "kW·h", field="battery.capacity", field_unit="kWh", source="b.pdf"),
         ]
     ).facts
     table = compare_facts(facts)
@@ -160,16 +196,31 @@ def test_different_values_on_one_page_are_ambiguous_not_a_conflict() -> None:
 
 
 @pytest.mark.parametrize(
-    ("text", "symbol"),
+    ("text", "kind"),
     [
-        ("kWh", "kWh"), ("kW·h", "kWh"), ("kilowatt-hours", "kWh"), ("km", "km"),
-        ("kilometres", "km"), ("miles", "mi"), ("hp", "hp"), ("PS", "PS"), ("Nm", "N·m"),
-        ("N·m", "N·m"), ("lb-ft", "lbf·ft"), ("in.", "in"), ("inches", "in"), ("cu ft", "cu ft"),
+        ("kWh", "energy"), ("kW·h", "energy"), ("kilowatt-hours", "energy"), ("km", "length"),
+        ("kilometres", "length"), ("miles", "length"), ("hp", "power"), ("PS", "power"),
+        ("Nm", "torque"), ("N·m", "torque"), ("lb-ft", "torque"), ("in.", "length"),
+        ("inches", "length"), ("cu ft", "volume"), ("Gbps", "data rate"), ("Gb/s", "data rate"),
+        ("GBd", "data rate"), ("°C", "temperature"), ("℃", "temperature"),
+        ("ºC", "temperature"), ("deg C", "temperature"), ("Kbytes", "information"),
+        ("KB", "information"), ("mW", "power"), ("dBm", "dBm"), ("V", "voltage"),
+        ("mA", "current"), ("MHz", "frequency"), ("nm", "length"), ("%", "ratio"),
+        ("FPS", "frame rate"), ("MP", "pixels"), ("pins", "count"), ("Vpp", "voltage"),
     ],
 )  # fmt: skip
-def test_unit_spellings(text: str, symbol: str) -> None:
+def test_unit_spellings(text: str, kind: str) -> None:
     unit = lookup_unit(text)
-    assert unit is not None and unit.symbol == symbol
+    assert unit is not None and unit.kind == kind
+
+
+def test_mentions_read_datasheet_spellings() -> None:
+    text = "Data rate 10.3 Gbps, 0~70℃ case, 1,024 Kbytes, output 3 dBm, reach 10 km."
+    found = [(m.value, m.unit, m.kind) for m in find_mentions(text)]
+    assert (10.3, "Gbps", "data rate") in found
+    assert (1024.0, "Kbytes", "information") in found
+    assert (3.0, "dBm", "dBm") in found
+    assert (10.0, "km", "length") in found
 
 
 @pytest.mark.parametrize(
@@ -182,5 +233,6 @@ def test_numbers_as_brochures_print_them(text: str, value: float) -> None:
 
 def test_models_survive_pickle_and_json() -> None:
     fact = normalise_facts([_fact(310, "mi", qualifier="EPA")]).facts[0]
+    assert fact.unit == "km" and fact.conversion is not None
     assert pickle.loads(pickle.dumps(fact)) == fact
     assert type(fact).model_validate_json(fact.model_dump_json()) == fact

@@ -154,7 +154,7 @@ def test_no_server_path_is_read_for_an_http_caller(tenants: Tenants, item: str) 
         assert {t["task_id"] for t in http.get("/v1/tasks").json()} == before
 
 
-def test_keys_file_video_path_dimension_files_and_chroma_url_are_refused(
+def test_keys_file_video_path_regex_fields_and_chroma_url_are_refused(
     tenants: Tenants,
 ) -> None:
     with tenants.http("alice") as http:

@@ -4,8 +4,9 @@ Functions over frozen, JSON-serialisable Pydantic models, so each step can becom
 capability (`document.parsing.pdf`, ...) whose input and output models are these::
 
     parse_pdf(path) -> ParsedDocument                      (or raises DocumentParseError)
+    parse_field_arg("data rate:Gb/s") -> FieldSpec         (fields by name, unit, labels)
     extract_facts(document, default_dimensions()) -> ExtractionResult
-    normalise_facts(result.facts) -> NormalisationResult   (canonical units per kind)
+    normalise_facts(result.facts) -> NormalisationResult   (each field's declared unit)
     compare_facts(normalised.facts) -> Comparison          (entity x field, conflicts)
     index_document(IndexRequest) / query_chunks(ChunkQuery)  (Chroma, atomic re-index)
     render_report(ReportRequest) -> ReportFiles            (Markdown, charts, Parquet, JSON)
@@ -39,10 +40,11 @@ from swarm_ray.documents._compare import (
 )
 from swarm_ray.documents._dimensions import (
     Dimension,
-    DimensionField,
+    FieldSpec,
     default_dimensions,
     load_dimension,
     load_dimensions,
+    parse_field_arg,
 )
 from swarm_ray.documents._entity import EntitySource, detect_entity
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
@@ -51,7 +53,7 @@ from swarm_ray.documents._facts import (
     ExtractionMethod,
     Fact,
     NormalisedFact,
-    QuantityKind,
+    Statistic,
 )
 from swarm_ray.documents._index import (
     ChromaStore,
@@ -113,15 +115,14 @@ from swarm_ray.documents._score import (
     score_extraction,
 )
 from swarm_ray.documents._units import (
-    CANONICAL_UNITS,
     NormalisationResult,
-    canonical_unit,
-    convert_value,
+    Unit,
+    convert,
     normalise_facts,
+    parse_unit,
 )
 
 __all__ = [
-    "CANONICAL_UNITS",
     "LLM_CONFIDENCE",
     "RULES_CONFIDENCE_THRESHOLD",
     "CellStatus",
@@ -138,7 +139,6 @@ __all__ = [
     "CrossCheck",
     "CrossCheckIn",
     "Dimension",
-    "DimensionField",
     "Disagreement",
     "DocumentMetadata",
     "DocumentParseError",
@@ -150,6 +150,7 @@ __all__ = [
     "Fact",
     "FactKey",
     "FactSource",
+    "FieldSpec",
     "GroundTruth",
     "GroundTruthConflict",
     "GroundTruthDocument",
@@ -170,19 +171,19 @@ __all__ = [
     "ParseIn",
     "ParseWarning",
     "ParsedDocument",
-    "QuantityKind",
     "ReportFiles",
     "ReportIn",
     "ReportRequest",
     "SampleSet",
+    "Statistic",
     "SubTaskCost",
+    "Unit",
     "ValueGroup",
     "ask_llm",
-    "canonical_unit",
     "chunk_document",
     "close_index_clients",
     "compare_facts",
-    "convert_value",
+    "convert",
     "cross_check_facts",
     "default_dimensions",
     "detect_entity",
@@ -202,7 +203,9 @@ __all__ = [
     "load_dimensions",
     "load_embedding_model",
     "normalise_facts",
+    "parse_field_arg",
     "parse_pdf",
+    "parse_unit",
     "query_chunks",
     "render_report",
     "same_value",

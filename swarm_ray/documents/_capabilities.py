@@ -14,7 +14,6 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 
 from __future__ import annotations
 
-import functools
 import os
 import uuid
 from collections.abc import Sequence
@@ -36,7 +35,7 @@ from swarm_ray._config import state_dir
 from swarm_ray._errors import ErrorCode, InvalidInputError
 from swarm_ray._template import TaskTemplate
 from swarm_ray.documents._compare import Comparison, compare_facts
-from swarm_ray.documents._dimensions import Dimension, default_dimensions, load_dimensions
+from swarm_ray.documents._dimensions import Dimension, FieldSpec, default_dimensions, field_groups
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
 from swarm_ray.documents._facts import NormalisedFact
 from swarm_ray.documents._index import (
@@ -59,8 +58,10 @@ from swarm_ray.documents._llm_extract import (
     cross_check_facts,
     llm_fallback,
 )
+from swarm_ray.documents._llm_facts import asked_fields, unplaced_fields
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
+from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 
 __all__ = [
@@ -86,6 +87,9 @@ class ParseIn(BaseModel):
     """The PDF file."""
     max_pages: int | None = Field(default=None, ge=1)
     """Read at most this many pages."""
+    fields: tuple[FieldSpec, ...] = ()
+    """The request's inline field declarations: pages that name none of them are read as
+    text only, not laid out or indexed (a manual of hundreds of pages stays cheap)."""
 
 
 class ExtractIn(BaseModel):
@@ -95,9 +99,10 @@ class ExtractIn(BaseModel):
     document: ParsedDocument
     """The parsed document."""
     dimension: str
-    """Which dimension to extract (`battery`, ...)."""
-    dimension_files: tuple[ReadPath, ...] = ()
-    """YAML files declaring further dimensions."""
+    """Which group of fields to extract: `fields` (those declared on their own), a group
+    declared in `fields`, or a built-in dimension by name (`battery`, ...)."""
+    fields: tuple[FieldSpec, ...] = ()
+    """The request's field declarations, inline (`params["fields"]`): data, never paths."""
 
 
 class CrossCheckIn(BaseModel):
@@ -108,8 +113,8 @@ class CrossCheckIn(BaseModel):
     """The parsed document; None when parsing failed (nothing to check)."""
     extractions: list[ExtractionResult | None] = []
     """The document's extractions, one per dimension; None where one failed."""
-    dimension_files: tuple[ReadPath, ...] = ()
-    """YAML files declaring further dimensions."""
+    fields: tuple[FieldSpec, ...] = ()
+    """The request's field declarations, inline (as for extraction)."""
     enabled: bool = False
     """The request's `llm_cross_check` (the template runs the stage only when it is set)."""
 
@@ -148,6 +153,10 @@ class JudgeIn(BaseModel):
     """As for the comparison."""
     cross_checks: list[CrossCheck | None] = []
     """The LLM cross-check per document (`enabled` false when not asked for)."""
+    dimensions: list[str] = []
+    """The request's dimensions (`$dimensions`): their fields are distinct names."""
+    fields: list[FieldSpec] = []
+    """The request's inline field declarations (`$params.fields`)."""
 
 
 class Judgement(BaseModel):
@@ -178,25 +187,32 @@ class ReportIn(BaseModel):
     """The judges' verdicts, appended to the report."""
     warnings: list[str] = []
     """Every degradation of the task so far (`$warnings`)."""
+    dimensions: list[str] = []
+    """The request's dimensions (`$dimensions`): the declared fields, in order."""
+    fields: list[FieldSpec] = []
+    """The request's inline field declarations (`$params.fields`)."""
     out_dir: WritePath | None = None
     """Where the files go; default a new folder under the state directory's `reports/`."""
 
 
-@functools.cache
-def find_dimensions(files: tuple[str, ...] = ()) -> dict[str, Dimension]:
-    """Built-in dimensions plus those declared in `files`, by name (cached per process)."""
+def find_dimensions(fields: Sequence[FieldSpec] = ()) -> dict[str, Dimension]:
+    """Built-in dimensions plus the groups of inline `fields`, by name.
+
+    Not cached: declarations hold dicts (vocabularies), and grouping a few fields costs
+    microseconds next to reading a document.
+    """
     found = {d.name: d for d in default_dimensions()}
-    found.update({d.name: d for d in load_dimensions(files)})
+    found.update(field_groups(fields))
     return found
 
 
 def parse_document(data: ParseIn) -> ParsedDocument:
     """Parse one PDF (raises `DocumentParseError` naming the file and the reason)."""
-    return parse_pdf(data.path, max_pages=data.max_pages)
+    return parse_pdf(data.path, max_pages=data.max_pages, focus=names_a_field(data.fields))
 
 
 def _dimension(data: ExtractIn) -> Dimension:
-    dimensions = find_dimensions(tuple(data.dimension_files))
+    dimensions = find_dimensions(data.fields)
     if data.dimension not in dimensions:
         raise InvalidInputError(
             f"dimension `{data.dimension}` is not declared "
@@ -206,14 +222,24 @@ def _dimension(data: ExtractIn) -> Dimension:
     return dimensions[data.dimension]
 
 
+UNPLACED_CONFIDENCE = 0.5
+"""A sub-task's confidence when a declared field is named next to a value of its kind
+that the rules could not place: under the threshold, so the LLM fallback is asked."""
+
+
 def extract_specs(data: ExtractIn) -> AgentReply:
     """Rule-based extraction of one dimension from one document.
 
-    The sub-task's confidence is its least confident fact: under the spec's threshold, the
-    scheduler hands the sub-task to the LLM fallback.
+    The sub-task's confidence is its least confident fact, or `UNPLACED_CONFIDENCE` when a
+    field the rules found nothing for is named next to a value of its kind: under the
+    spec's threshold, the scheduler hands the sub-task to the LLM fallback.
     """
-    result = extract_facts(data.document, [_dimension(data)])
+    dimension = _dimension(data)
+    result = extract_facts(data.document, [dimension])
     confidence = min((f.confidence for f in result.facts), default=1.0)
+    unplaced = unplaced_fields(data.document, asked_fields(dimension), result.facts)
+    if unplaced:
+        confidence = min(confidence, UNPLACED_CONFIDENCE)
     return AgentReply(output=result, confidence=confidence, warnings=result.warnings)
 
 
@@ -249,17 +275,26 @@ def cross_check(data: CrossCheckIn) -> AgentReply:
     from swarm_ray.llm import current_engine
 
     extractions = [e for e in data.extractions if e is not None]
-    known = find_dimensions(tuple(data.dimension_files))
-    names = sorted({f.field.split(".")[0] for e in extractions for f in e.facts})
-    check = cross_check_facts(
-        current_engine(), document, [known[n] for n in names if n in known], extractions
-    )
+    known = find_dimensions(data.fields)
+    found = {f.field for e in extractions for f in e.facts}
+    dimensions = [d for d in known.values() if any(f.key in found for f in d.fields)]
+    check = cross_check_facts(current_engine(), document, dimensions, extractions)
     return AgentReply(output=check, usage=check.usage, warnings=check.notes)
 
 
 def normalise_units(data: NormaliseIn) -> NormalisationResult:
-    """Canonical units for a document's extractions, every conversion recorded."""
-    return normalise_facts(f for e in data.extractions if e is not None for f in e.facts)
+    """Each field's declared unit for a document's extractions, conversions recorded.
+
+    A document covering several part numbers gets a note saying which.
+    """
+    extractions = [e for e in data.extractions if e is not None]
+    result = normalise_facts(f for e in extractions for f in e.facts)
+    notes = {
+        e.document_id: f"covers {len(e.parts)} part numbers: {', '.join(e.parts)}"
+        for e in extractions
+        if e.parts
+    }
+    return result.model_copy(update={"notes": notes}) if notes else result
 
 
 def compare_entities(data: CompareIn) -> Comparison:
@@ -285,29 +320,56 @@ def index_chunks(data: IndexRequest) -> IndexResult:
     return index_document(data)
 
 
+def declared_dimensions(names: Sequence[str], fields: Sequence[FieldSpec]) -> list[Dimension]:
+    """The dimensions a request names, built-in or declared inline, in its order."""
+    known = find_dimensions(fields)
+    return [known[name] for name in names if name in known]
+
+
 def judge_quality(data: JudgeIn) -> AgentReply:
     """Factuality, coherence and efficiency of the run; confidence is the lowest score."""
     facts = [f for r in data.results for f in r.facts]
     checks = [c for c in data.cross_checks if c is not None and c.enabled]
+    declared = declared_dimensions(data.dimensions, data.fields)
     judgement = Judgement(
         factuality=judge_factuality(facts, rel_tolerance=data.rel_tolerance, cross_checks=checks),
-        coherence=judge_coherence(facts),
+        coherence=judge_coherence(facts, dimensions=declared or None),
         efficiency=judge_efficiency(data.costs),
     )
     lowest = min(judgement.factuality.score, judgement.coherence.score, judgement.efficiency.score)
     return AgentReply(output=judgement, confidence=lowest)
 
 
+def _notes(results: Sequence[NormalisationResult]) -> dict[str, str]:
+    return {doc: note for r in results for doc, note in r.notes.items()}
+
+
+def _unstated_warnings(dimensions: Sequence[Dimension], comparison: Comparison) -> list[str]:
+    """One warning per declared field that no document states (the batch still reports)."""
+    stated = {c.field for c in comparison.cells}
+    return [
+        f"field `{f.key}`: no document states it (labels tried: "
+        f"{', '.join(repr(label) for label in f.all_labels)})"
+        for d in dimensions
+        for f in d.fields
+        if f.key not in stated
+    ]
+
+
 def render_markdown(data: ReportIn) -> ReportFiles:
     """Write the report files, with the judges' verdicts appended."""
     out_dir = data.out_dir or str(state_dir() / "reports" / uuid.uuid4().hex[:12])
+    declared = declared_dimensions(data.dimensions, data.fields)
+    facts = tuple(f for r in data.results for f in r.facts)
     files = render_report(
         ReportRequest(
             comparison=data.comparison,
-            facts=tuple(f for r in data.results for f in r.facts),
+            facts=facts,
             out_dir=out_dir,
-            warnings=tuple(data.warnings),
+            warnings=(*data.warnings, *_unstated_warnings(declared, data.comparison)),
             watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
+            fields=tuple(f for d in declared for f in d.fields),
+            notes=_notes(data.results),
         )
     )
     if data.judgement is not None:
@@ -464,12 +526,12 @@ stages:
   - name: parse
     capability: document.parsing.pdf
     fan_out: per_item
-    input: {path: $item}
+    input: {path: $item, fields: $params.fields}
   - name: extract
     capability: document.extraction.specs
     fan_out: per_item_dimension
     depends_on: [parse]
-    input: {document: $from.parse, dimension: $dimension, dimension_files: $params.dimension_files}
+    input: {document: $from.parse, dimension: $dimension, fields: $params.fields}
   - name: normalize
     capability: analysis.normalize.units
     fan_out: per_item
@@ -502,7 +564,7 @@ stages:
     input:
       document: $from.parse
       extractions: $from.extract
-      dimension_files: $params.dimension_files
+      fields: $params.fields
       enabled: $params.llm_cross_check
   - name: compare
     capability: analysis.compare.entities
@@ -518,6 +580,8 @@ stages:
       costs: $costs
       rel_tolerance: $params.rel_tolerance
       cross_checks: $from.crosscheck
+      dimensions: $dimensions
+      fields: $params.fields
   - name: report
     capability: report.render.markdown
     depends_on: [compare, judge, normalize, parse]
@@ -529,6 +593,8 @@ stages:
       watermarks: $from.parse.@watermark
       judgement: $from.judge
       warnings: $warnings
+      dimensions: $dimensions
+      fields: $params.fields
       out_dir: $task_dir
 """
 

@@ -19,7 +19,7 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.documents._entity import entity_key
-from swarm_ray.documents._facts import NormalisedFact, QuantityKind
+from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact, Statistic
 
 __all__ = [
     "CellStatus",
@@ -71,12 +71,14 @@ class ValueGroup(BaseModel):
 
 
 class ComparisonCell(BaseModel):
-    """All values for one entity, field, qualifier and unit."""
+    """All values for one entity, field, statistic, qualifier and unit."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     entity: str
     field: str
+    statistic: Statistic | None = None
+    """`min`, `typ` or `max` where the field declares statistics; a range is two cells."""
     qualifier: str | None
     unit: str
     status: CellStatus
@@ -98,13 +100,22 @@ class Comparison(BaseModel):
     """The cells with status `conflict`, for a review queue."""
     rel_tolerance: float = Field(ge=0.0)
 
-    def cell(self, entity: str, field: str, qualifier: str | None = None) -> list[ComparisonCell]:
+    def cell(
+        self,
+        entity: str,
+        field: str,
+        qualifier: str | None = None,
+        statistic: Statistic | None = None,
+    ) -> list[ComparisonCell]:
         """Return the cells of one entity and field (one per unit, usually one)."""
         key = entity_key(entity)
         return [
             c
             for c in self.cells
-            if entity_key(c.entity) == key and c.field == field and c.qualifier == qualifier
+            if entity_key(c.entity) == key
+            and c.field == field
+            and c.qualifier == qualifier
+            and c.statistic == statistic
         ]
 
 
@@ -143,11 +154,15 @@ def _group(facts: list[NormalisedFact]) -> ValueGroup:
     return ValueGroup(value=best.value, sources=tuple(sources))
 
 
+_CellKey = tuple[str, Statistic | None, str | None, str]
+"""field, statistic, qualifier, unit."""
+
+
 def _cell(
-    entity: str, key: tuple[str, str | None, str], facts: list[NormalisedFact], tolerance: float
+    entity: str, key: _CellKey, facts: list[NormalisedFact], tolerance: float
 ) -> ComparisonCell:
-    field, qualifier, unit = key
-    if facts[0].fact.kind is QuantityKind.CATEGORY:
+    field, statistic, qualifier, unit = key
+    if facts[0].fact.method is ExtractionMethod.VOCABULARY:
         by_term: dict[str, list[NormalisedFact]] = defaultdict(list)
         for fact in facts:
             by_term[str(fact.value)].append(fact)
@@ -155,6 +170,7 @@ def _cell(
         return ComparisonCell(
             entity=entity,
             field=field,
+            statistic=statistic,
             qualifier=qualifier,
             unit=unit,
             status=CellStatus.LIST,
@@ -175,6 +191,7 @@ def _cell(
     return ComparisonCell(
         entity=entity,
         field=field,
+        statistic=statistic,
         qualifier=qualifier,
         unit=unit,
         status=status,
@@ -201,19 +218,24 @@ def compare_facts(
     """
     kept = [f for f in facts if f.fact.confidence >= min_confidence]
     spellings: dict[str, Counter[str]] = defaultdict(Counter)
-    grouped: dict[tuple[str, str, str | None, str], list[NormalisedFact]] = defaultdict(list)
+    grouped: dict[tuple[str, _CellKey], list[NormalisedFact]] = defaultdict(list)
     for fact in kept:
-        ekey = entity_key(fact.fact.entity)
-        spellings[ekey][fact.fact.entity] += 1
-        grouped[(ekey, fact.fact.field, fact.fact.qualifier, fact.unit)].append(fact)
+        f = fact.fact
+        ekey = entity_key(f.entity)
+        spellings[ekey][f.entity] += 1
+        grouped[(ekey, (f.field, f.statistic, f.qualifier, fact.unit))].append(fact)
     names = {
         k: min(c.items(), key=lambda item: (-item[1], item[0]))[0] for k, c in spellings.items()
     }
+    order = {None: 0, Statistic.MIN: 1, Statistic.TYP: 2, Statistic.MAX: 3}
+
+    def sort_key(item: tuple[tuple[str, _CellKey], list[NormalisedFact]]) -> tuple[object, ...]:
+        ekey, (field, statistic, qualifier, unit) = item[0]
+        return (ekey, field, order[statistic], qualifier or "", unit)
+
     cells = [
-        _cell(names[ekey], (field, qualifier, unit), group, rel_tolerance)
-        for (ekey, field, qualifier, unit), group in sorted(
-            grouped.items(), key=lambda item: (item[0][0], item[0][1], item[0][2] or "", item[0][3])
-        )
+        _cell(names[ekey], key, group, rel_tolerance)
+        for (ekey, key), group in sorted(grouped.items(), key=sort_key)
     ]
     return Comparison(
         entities=tuple(sorted(names.values())),

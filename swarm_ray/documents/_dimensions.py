@@ -1,26 +1,34 @@
-"""Dimensions: declarative descriptions of what to extract, loaded from YAML.
+"""Field declarations: what to extract, by name and unit, as data.
 
-A dimension (`battery`, `motor`, ...) names fields, and each field says how the extractor
-recognises it. Keeping this as data lets a user compare other products by writing YAML,
-without touching the extraction rules. A field uses exactly one of three modes:
+A field is declared by a **name** and a **unit** (any unit pint parses, plus datasheet
+spellings: `Gb/s`, `°C`, `KB`, `dBm`; `count` for a number of things; `currency` for a
+price; no unit for text), optionally plain-language **labels** (other names documents
+use for it; `re:` makes one a regex) and the **statistics** to take (`min`, `typ`,
+`max`, or `min,max` for a range). Its kind comes from the unit: a field only takes
+values whose unit converts to its own. That is all a datasheet user needs to know, and
+all `--field "case temperature:°C:min,max"` says (`parse_field_arg`).
 
-- **synonyms**: a number followed by a unit of the field's kind, attributed to the field
-  when one of its synonyms is near (`77 kWh battery`, `Range (WLTP) 520 km`);
-  `weak_synonyms` count too, at a lower confidence;
-- **patterns**: regular expressions with a `value` group (and an optional `unit` group),
-  for values without a unit (`5 seats`, `SAE Level 2`) or with a prefixed one (`€49,990`);
+Richer declarations (dimension YAML files) may instead recognise a field by regexes,
+which suit marketing prose better than tables:
+
+- **synonyms**: a number with a unit of the field's kind, attributed to the field when one
+  of its synonyms is near (`77 kWh battery`, `Range (WLTP) 520 km`); `weak_synonyms`
+  count too, at a lower confidence;
+- **patterns**: regular expressions with a `value` group (and an optional `unit` group);
 - **vocabulary**: named terms with their spellings, for feature lists.
 
 `qualifiers` name labels that split a field into values comparable only among themselves
-(test cycles of a range). Every regex is compiled at load time, so a typo fails with the
-file and field named instead of at extraction time.
+(test cycles of a range). Fields are grouped in a `Dimension` (`battery`, `motor`);
+fields declared on their own (`--field`) form the group `fields` and keep their plain
+names. Declarations travel inline in a task request (`params["fields"]`), never as paths.
+Every unit and regex is checked at load time, so a mistake fails naming the field.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -28,12 +36,36 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
+from swarm_ray._access import Label, Pattern
 from swarm_ray._errors import InvalidSpecError
-from swarm_ray.documents._facts import QuantityKind
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._units import COUNT, MONEY, TEXT, parse_unit
 
-__all__ = ["Dimension", "DimensionField", "default_dimensions", "load_dimension", "load_dimensions"]
+__all__ = [
+    "FIELDS_GROUP",
+    "Dimension",
+    "FieldSpec",
+    "default_dimensions",
+    "field_groups",
+    "load_dimension",
+    "load_dimensions",
+    "parse_field_arg",
+]
 
-_NAME = r"^[a-z][a-z0-9_]*$"
+_DIMENSION_NAME = r"^[a-z][a-z0-9_]*$"
+_FIELD_NAME = r"^[^\s.:|]([^.:|\n\r\t]{0,78}[^\s.:|])?$"
+FIELDS_GROUP = "fields"
+"""The group of fields declared on their own (`--field`); their names stay unprefixed."""
+_STATISTIC_WORDS = {
+    "min": Statistic.MIN,
+    "minimum": Statistic.MIN,
+    "typ": Statistic.TYP,
+    "typical": Statistic.TYP,
+    "nom": Statistic.TYP,
+    "nominal": Statistic.TYP,
+    "max": Statistic.MAX,
+    "maximum": Statistic.MAX,
+}
 
 
 def _check_regexes(patterns: Iterable[str]) -> None:
@@ -44,29 +76,62 @@ def _check_regexes(patterns: Iterable[str]) -> None:
             raise ValueError(f"invalid regex {pattern!r}: {error}") from None
 
 
-class DimensionField(BaseModel):
-    """One field of a dimension and the rules that recognise it."""
+class FieldSpec(BaseModel):
+    """One field to extract, and how documents name it."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=_NAME)
-    """Identifier; facts name the field `dimension.name`."""
-    kind: QuantityKind
-    """What the field measures; only units of this kind can fill it."""
+    name: str = Field(pattern=_FIELD_NAME)
+    """What the field is called (`data rate`); reports and facts use it."""
+    unit: str = ""
+    """The unit values are reported in (`Gb/s`, `°C`); `count`, `currency`, or empty for
+    text. Its dimensionality decides which values the field accepts."""
+    labels: tuple[Label, ...] = ()
+    """Other names documents use (`VCC`, `supply`); plain words matched as words, case
+    and hyphens aside. A label starting with `re:` is a regular expression."""
+    statistics: tuple[Statistic, ...] = ()
+    """Which statistic(s) to report: `min`, `typ`, `max`, or several (`min`, `max` for
+    a range). Empty: the value as stated (the typical one where a table gives several)."""
     description: str = ""
     """For people reading a comparison."""
-    synonyms: tuple[str, ...] = ()
-    """Case-insensitive regexes for labels that name the field specifically."""
-    weak_synonyms: tuple[str, ...] = ()
+    dimension: str = ""
+    """The group the field belongs to (set by its `Dimension`); empty for `--field`."""
+    synonyms: tuple[Pattern, ...] = ()
+    """Case-insensitive regexes for labels in prose (the synonym rule, see module doc)."""
+    weak_synonyms: tuple[Pattern, ...] = ()
     """Regexes for vaguer labels (`battery`); used only when no strong synonym is near."""
-    patterns: tuple[str, ...] = ()
+    patterns: tuple[Pattern, ...] = ()
     """Case-insensitive regexes with a `value` group and an optional `unit` group."""
-    vocabulary: dict[str, tuple[str, ...]] = {}
-    """Term name -> case-insensitive regexes, for `category` fields (feature lists)."""
-    qualifiers: dict[str, tuple[str, ...]] = {}
+    vocabulary: dict[str, tuple[Pattern, ...]] = {}
+    """Term name -> case-insensitive regexes, for text fields that list features."""
+    qualifiers: dict[str, tuple[Pattern, ...]] = {}
     """Qualifier label -> case-insensitive regexes found near a value (`WLTP`: [`WLTP`])."""
-    exclusions: tuple[str, ...] = ()
+    exclusions: tuple[Pattern, ...] = ()
     """Regexes that, near a value, say it is not this field (`adds 200 km of range`)."""
+
+    @field_validator("unit")
+    @classmethod
+    def _unit_parses(cls, value: str) -> str:
+        if value.strip():
+            parse_unit(value)  # raises ValueError naming the unit
+        return value.strip()
+
+    @field_validator("labels")
+    @classmethod
+    def _labels_valid(cls, value: tuple[str, ...]) -> tuple[str, ...]:
+        cleaned = tuple(" ".join(label.split()) for label in value)
+        if any(not label for label in cleaned):
+            raise ValueError("a label is empty")
+        _check_regexes(label[3:] for label in cleaned if label.startswith("re:"))
+        return cleaned
+
+    @field_validator("statistics")
+    @classmethod
+    def _unique_statistics(cls, value: tuple[Statistic, ...]) -> tuple[Statistic, ...]:
+        if len(set(value)) != len(value):
+            raise ValueError(f"a statistic is repeated in {[s.value for s in value]!r}")
+        order = list(Statistic)
+        return tuple(sorted(value, key=order.index))
 
     @field_validator("synonyms", "weak_synonyms", "patterns", "exclusions")
     @classmethod
@@ -94,20 +159,40 @@ class DimensionField(BaseModel):
         return value
 
     @model_validator(mode="after")
-    def _one_mode(self) -> DimensionField:
+    def _consistent(self) -> FieldSpec:
         modes = [m for m in ("synonyms", "patterns", "vocabulary") if getattr(self, m)]
-        if len(modes) != 1:
-            raise ValueError(
-                f"needs exactly one of `synonyms`, `patterns`, `vocabulary`; got {modes!r}"
-            )
+        if len(modes) > 1:
+            raise ValueError(f"give at most one of `synonyms`, `patterns`, `vocabulary`: {modes}")
         if (self.weak_synonyms or self.exclusions) and not self.synonyms:
             raise ValueError("`weak_synonyms` and `exclusions` need `synonyms`")
-        is_category = self.kind is QuantityKind.CATEGORY
-        if is_category != bool(self.vocabulary):
-            raise ValueError("`vocabulary` goes with, and only with, `kind: category`")
-        if self.synonyms and self.kind in (QuantityKind.NUMBER, QuantityKind.MONEY):
-            raise ValueError(f"kind {self.kind.value!r} has no units: use `patterns`")
+        kind = self.kind
+        if self.vocabulary and kind != TEXT:
+            raise ValueError("`vocabulary` is for text fields: leave `unit` empty")
+        if self.synonyms and kind in (TEXT, COUNT, MONEY):
+            raise ValueError(f"a {kind} field cannot use `synonyms`: use `patterns` or `labels`")
+        if self.statistics and kind in (TEXT, MONEY):
+            raise ValueError(f"a {kind} field has no statistics")
         return self
+
+    @property
+    def kind(self) -> str:
+        """What the field measures, from its unit (`text` without one)."""
+        return parse_unit(self.unit).kind if self.unit else TEXT
+
+    @property
+    def key(self) -> str:
+        """The field's id in facts: `dimension.name`, or the bare name for `--field`."""
+        return f"{self.dimension}.{self.name}" if self.dimension else self.name
+
+    @property
+    def group(self) -> str:
+        """The dimension an extraction sub-task handles this field in."""
+        return self.dimension or FIELDS_GROUP
+
+    @property
+    def all_labels(self) -> tuple[str, ...]:
+        """The name and the labels: everything that names the field in a document."""
+        return (self.name, *(label for label in self.labels if label != self.name))
 
 
 class Dimension(BaseModel):
@@ -115,21 +200,86 @@ class Dimension(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    name: str = Field(pattern=_NAME)
-    """Identifier; the prefix of every field name."""
+    name: str = Field(pattern=_DIMENSION_NAME)
+    """Identifier; the prefix of every field name (except the `fields` group's)."""
     description: str = ""
     """For people reading a comparison."""
-    fields: tuple[DimensionField, ...] = Field(min_length=1)
+    fields: tuple[FieldSpec, ...] = Field(min_length=1)
     """The fields, each with its recognition rules."""
 
     @field_validator("fields")
     @classmethod
-    def _unique_fields(cls, value: tuple[DimensionField, ...]) -> tuple[DimensionField, ...]:
-        names = [f.name for f in value]
+    def _unique_fields(cls, value: tuple[FieldSpec, ...]) -> tuple[FieldSpec, ...]:
+        names = [f.name.casefold() for f in value]
         duplicates = sorted({n for n in names if names.count(n) > 1})
         if duplicates:
             raise ValueError(f"duplicate field names {duplicates!r}")
         return value
+
+    @model_validator(mode="before")
+    @classmethod
+    def _fields_know_their_group(cls, data: Any) -> Any:
+        if not isinstance(data, dict) or not isinstance(data.get("fields"), list | tuple):
+            return data
+        dimension = "" if data.get("name") == FIELDS_GROUP else data.get("name", "")
+        fields = [
+            {**f, "dimension": dimension}
+            if isinstance(f, dict)
+            else f.model_copy(update={"dimension": dimension})
+            if isinstance(f, FieldSpec)
+            else f
+            for f in data["fields"]
+        ]
+        return {**data, "fields": fields}
+
+
+def parse_field_arg(text: str) -> FieldSpec:
+    """Read one `--field` declaration: `NAME[|LABEL...][:UNIT[:STATISTICS]]`.
+
+    Examples: `data rate:Gb/s`, `case temperature:°C:min,max`, `form factor` (text),
+    `supply voltage|VCC|VDD:V:min,max` (two more labels), `GPIO:count`.
+
+    Raises:
+        InvalidSpecError: Naming the declaration and what is wrong with it.
+    """
+    parts = [p.strip() for p in text.split(":")]
+    if len(parts) > 3:
+        raise InvalidSpecError(
+            f"`--field` {text!r}: expected NAME[:UNIT[:STATISTICS]], got {len(parts)} parts"
+        )
+    names = [n.strip() for n in parts[0].split("|")]
+    if not names[0]:
+        raise InvalidSpecError(f"`--field` {text!r}: the field has no name")
+    unit = parts[1] if len(parts) > 1 else ""
+    statistics: list[Statistic] = []
+    for word in (parts[2] if len(parts) > 2 else "").replace("/", ",").split(","):
+        word = word.strip().lower()
+        if not word:
+            continue
+        if word not in _STATISTIC_WORDS:
+            raise InvalidSpecError(
+                f"`--field` {text!r}: unknown statistic {word!r} (use min, typ, max or "
+                "a list such as min,max)"
+            )
+        statistics.append(_STATISTIC_WORDS[word])
+    try:
+        return FieldSpec(
+            name=names[0], unit=unit, labels=tuple(n for n in names[1:] if n),
+            statistics=tuple(statistics),
+        )  # fmt: skip
+    except ValidationError as error:
+        problems = "; ".join(
+            f"{'.'.join(str(x) for x in e['loc']) or 'field'}: {e['msg']}" for e in error.errors()
+        )
+        raise InvalidSpecError(f"`--field` {text!r}: {problems}", field=text) from None
+
+
+def field_groups(fields: Sequence[FieldSpec]) -> dict[str, Dimension]:
+    """Inline field declarations grouped into dimensions by their `group`."""
+    grouped: dict[str, list[FieldSpec]] = {}
+    for spec in fields:
+        grouped.setdefault(spec.group, []).append(spec)
+    return {name: Dimension(name=name, fields=tuple(specs)) for name, specs in grouped.items()}
 
 
 def _format_location(loc: tuple[int | str, ...], data: Any) -> str:
@@ -167,6 +317,8 @@ def _parse_dimension(data: Any, source: str) -> Dimension:
             for e in errors
             if not (e["type"] == "too_short" and tuple(e["loc"]) in deeper)
         ]
+        if not data.get("fields"):
+            problems = [f"`fields`: the dimension declares no fields (got {data.get('fields')!r})"]
         raise InvalidSpecError(
             f"`{source}`: invalid dimension: " + "; ".join(problems),
             file=source,
@@ -175,7 +327,7 @@ def _parse_dimension(data: Any, source: str) -> Dimension:
 
 
 def load_dimension(path: str | Path) -> Dimension:
-    """Load and validate one dimension from a YAML file.
+    """Load and validate one dimension from a YAML file (read where the caller runs).
 
     Raises:
         InvalidSpecError: Naming the file and, for a validation problem, the field path
@@ -224,7 +376,7 @@ def default_dimensions() -> tuple[Dimension, ...]:
     """Return the dimensions shipped with the package (EV brochures and a generic one).
 
     Cached: the models are frozen, and a worker extracting from thousands of documents
-    should parse and validate the YAML once.
+    should parse and validate the YAML once. Requests name them; they never send paths.
     """
     folder = resources.files("swarm_ray.documents") / "dimensions"
     dimensions: list[Dimension] = []

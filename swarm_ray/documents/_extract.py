@@ -1,6 +1,8 @@
-"""Rule-based fact extraction from a parsed document, driven by declarative dimensions.
+"""Rule-based fact extraction from a parsed document, driven by field declarations.
 
-Three rules, one per field mode (see `_dimensions`):
+A field declared by name, unit and labels is read from the document's rows and tables
+(`_table`). Fields declared with regexes (the brochure dimensions) use three rules, one
+per mode (see `_dimensions`), suited to marketing prose:
 
 - **synonym**: every number followed by a known unit is a *mention*. A mention fills the
   field of its unit's kind whose synonym is nearest, looking left (to the previous
@@ -26,12 +28,13 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.documents._dimensions import Dimension, DimensionField
-from swarm_ray.documents._entity import EntitySource, detect_entity
-from swarm_ray.documents._facts import ExtractionMethod, Fact, QuantityKind
+from swarm_ray.documents._dimensions import Dimension, FieldSpec
+from swarm_ray.documents._entity import EntitySource, detect_entity, document_parts
+from swarm_ray.documents._facts import ExtractionMethod, Fact
 from swarm_ray.documents._mentions import Mention, find_mentions, parse_number
 from swarm_ray.documents._parse import ParsedDocument
-from swarm_ray.documents._units import lookup_currency, lookup_unit
+from swarm_ray.documents._table import extract_table_facts
+from swarm_ray.documents._units import COUNT, MONEY, lookup_currency, lookup_unit
 
 __all__ = ["ExtractionResult", "extract_facts"]
 
@@ -70,6 +73,8 @@ class ExtractionResult(BaseModel):
     entity_source: EntitySource
     facts: tuple[Fact, ...]
     warnings: tuple[str, ...] = ()
+    parts: tuple[str, ...] = ()
+    """Part numbers the document's title block names, when it covers several."""
 
 
 @dataclass(frozen=True)
@@ -124,14 +129,14 @@ def _left_start(text: str, mention: Mention, floor: int) -> int:
 
 @dataclass(frozen=True)
 class _Choice:
-    field: DimensionField
+    field: FieldSpec
     name: str
     hit: _Hit
     strong: bool
 
 
 def _choose(
-    candidates: Sequence[tuple[str, DimensionField]],
+    candidates: Sequence[tuple[str, FieldSpec]],
     flat: str,
     text: str,
     mention: Mention,
@@ -154,7 +159,7 @@ def _choose(
 
 
 def _qualifier(
-    field: DimensionField, flat: str, text: str, mention: Mention, left: int, right: int
+    field: FieldSpec, flat: str, text: str, mention: Mention, left: int, right: int
 ) -> str | None:
     best: tuple[int, str] | None = None
     for label, patterns in field.qualifiers.items():
@@ -181,10 +186,10 @@ def _evidence(text: str, core: tuple[int, int], left: int, right: int) -> tuple[
 
 
 def _synonym_facts(
-    text: str, page: int, fields: Sequence[tuple[str, DimensionField]], base: dict[str, str]
+    text: str, page: int, fields: Sequence[tuple[str, FieldSpec]], base: dict[str, str]
 ) -> list[Fact]:
     flat = text.replace("\n", " ")  # same length: synonyms may wrap across lines
-    by_kind: dict[QuantityKind, list[tuple[str, DimensionField]]] = {}
+    by_kind: dict[str, list[tuple[str, FieldSpec]]] = {}
     for name, field in fields:
         if field.synonyms:
             by_kind.setdefault(field.kind, []).append((name, field))
@@ -202,7 +207,7 @@ def _synonym_facts(
         gap_start, floor = floor, tail_end
         choice = _choose(by_kind.get(mention.kind, ()), flat, text, mention, left, right)
         coordinated = False
-        if choice is None and last is not None and last[0].kind is mention.kind:
+        if choice is None and last is not None and last[0].kind == mention.kind:
             # `up to 614 km (CLTC) or 572 km (NEDC)`: the second value shares the label.
             coordinated = bool(_COORDINATION.match(text, gap_start, mention.start + 1))
             choice = last[1] if coordinated else None
@@ -230,6 +235,7 @@ def _synonym_facts(
                 kind=mention.kind,
                 value=mention.value,
                 unit=mention.unit,
+                field_unit=choice.field.unit,
                 qualifier=qualifier,
                 value_text=mention.value_text,
                 page=page,
@@ -249,7 +255,7 @@ def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
 
 
 def _pattern_facts(
-    text: str, page: int, fields: Sequence[tuple[str, DimensionField]], base: dict[str, str]
+    text: str, page: int, fields: Sequence[tuple[str, FieldSpec]], base: dict[str, str]
 ) -> tuple[list[Fact], list[str]]:
     flat = text.replace("\n", " ")
     facts: list[Fact] = []
@@ -263,7 +269,7 @@ def _pattern_facts(
                     continue  # two patterns of one field on the same value
                 taken.append(span)
                 unit_text = match.groupdict().get("unit") or ""
-                unit = _pattern_unit(field.kind, unit_text)
+                unit = _pattern_unit(field, unit_text)
                 if unit is None:
                     warnings.append(f"`{name}` page {page}: unknown unit {unit_text!r}")
                     continue
@@ -274,6 +280,7 @@ def _pattern_facts(
                         kind=field.kind,
                         value=parse_number(match["value"]),
                         unit=unit,
+                        field_unit=field.unit,
                         qualifier=_pattern_qualifier(field, flat[left:right]),
                         value_text=" ".join(match.group(0).split()),
                         page=page,
@@ -286,16 +293,17 @@ def _pattern_facts(
     return facts, warnings
 
 
-def _pattern_unit(kind: QuantityKind, unit_text: str) -> str | None:
-    if kind is QuantityKind.MONEY:
+def _pattern_unit(field: FieldSpec, unit_text: str) -> str | None:
+    """The unit a pattern captured (the field's own when it captured none), if it fits."""
+    if field.kind == MONEY:
         return lookup_currency(unit_text)
     if not unit_text:
-        return ""
+        return "" if field.kind == COUNT else field.unit
     unit = lookup_unit(unit_text)
-    return unit.symbol if unit is not None and unit.kind is kind else None
+    return unit.text if unit is not None and unit.kind == field.kind else None
 
 
-def _pattern_qualifier(field: DimensionField, sentence: str) -> str | None:
+def _pattern_qualifier(field: FieldSpec, sentence: str) -> str | None:
     for label, patterns in field.qualifiers.items():
         if any(_word(p).search(sentence) for p in patterns):
             return label
@@ -303,7 +311,7 @@ def _pattern_qualifier(field: DimensionField, sentence: str) -> str | None:
 
 
 def _vocabulary_facts(
-    document: ParsedDocument, fields: Sequence[tuple[str, DimensionField]], base: dict[str, str]
+    document: ParsedDocument, fields: Sequence[tuple[str, FieldSpec]], base: dict[str, str]
 ) -> list[Fact]:
     facts: list[Fact] = []
     for name, field in fields:
@@ -357,16 +365,20 @@ def extract_facts(
     else:
         entity_source = EntitySource.GIVEN
     base = {"entity": entity, "document_id": document.document_id, "source": document.file_name}
-    fields = [(f"{d.name}.{f.name}", f) for d in dimensions for f in d.fields]
+    fields = [(f.key, f) for d in dimensions for f in d.fields]
     facts: list[Fact] = []
     warnings: list[str] = []
-    for page in document.pages:
-        facts.extend(_synonym_facts(page.text, page.number, fields, base))
-        pattern_facts, pattern_warnings = _pattern_facts(page.text, page.number, fields, base)
+    labelled = [f for _, f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
+    facts.extend(extract_table_facts(document, labelled, base))
+    prose = [(n, f) for n, f in fields if f.synonyms or f.patterns]
+    for page in document.pages if prose else ():
+        facts.extend(_synonym_facts(page.text, page.number, prose, base))
+        pattern_facts, pattern_warnings = _pattern_facts(page.text, page.number, prose, base)
         facts.extend(pattern_facts)
         warnings.extend(pattern_warnings)
     facts.extend(_vocabulary_facts(document, [(n, f) for n, f in fields if f.vocabulary], base))
     kept = tuple(f for f in facts if f.confidence >= min_confidence)
+    parts = document_parts(document)
     return ExtractionResult(
         document_id=document.document_id,
         source=document.file_name,
@@ -374,4 +386,5 @@ def extract_facts(
         entity_source=entity_source,
         facts=kept,
         warnings=tuple(warnings),
+        parts=parts,
     )

@@ -13,25 +13,12 @@ from enum import StrEnum
 from pydantic import BaseModel, ConfigDict, Field
 
 
-class QuantityKind(StrEnum):
-    """What a field measures; decides the canonical unit and which units may be compared.
+class Statistic(StrEnum):
+    """Which statistic of a specification a value is: datasheets state limits, not values."""
 
-    Kinds are declared, not inferred from units, because different quantities share a
-    dimensionality: a torque in N·m and an energy in J are the same to pint.
-    """
-
-    ENERGY = "energy"
-    DISTANCE = "distance"
-    LENGTH = "length"
-    POWER = "power"
-    TORQUE = "torque"
-    SPEED = "speed"
-    DURATION = "duration"
-    VOLUME = "volume"
-    MASS = "mass"
-    NUMBER = "number"
-    MONEY = "money"
-    CATEGORY = "category"
+    MIN = "min"
+    TYP = "typ"
+    MAX = "max"
 
 
 class ExtractionMethod(StrEnum):
@@ -41,6 +28,9 @@ class ExtractionMethod(StrEnum):
     """A number with a unit, attributed to a field by a nearby synonym."""
     PATTERN = "pattern"
     """A field-specific regular expression matched the value directly."""
+    LABEL = "label"
+    """A value next to one of the field's labels: in a table row (its column header giving
+    the statistic), in the label's own cell, or in a phrase."""
     VOCABULARY = "vocabulary"
     """A term of a field's vocabulary (a feature name) was mentioned."""
     LLM = "llm"
@@ -57,12 +47,18 @@ class Fact(BaseModel):
     """The product the document is about (brand and model name)."""
     field: str
     """The field as `dimension.field`, e.g. `battery.capacity`."""
-    kind: QuantityKind
-    """The quantity kind the field declares."""
+    kind: str
+    """What the field measures, from its declared unit (`temperature`, `data rate`,
+    `dBm`, `count`, `money`, `text`)."""
     value: float | str
     """The value as written (numbers parsed, units not converted); a term for categories."""
     unit: str
-    """The unit's normalised symbol (`mi`, `kWh`, `EUR`), empty when the value has none."""
+    """The unit as written (`mi`, `kWh`, `°C`, `EUR`), empty when the value has none."""
+    field_unit: str = ""
+    """The unit the field declares (`°C`, `Gb/s`); normalisation converts to it."""
+    statistic: Statistic | None = None
+    """`min`, `typ` or `max` where the document says which (a table column, a range's
+    ends, `up to`); `None` for a value stated plainly."""
     qualifier: str | None = None
     """A label that makes values comparable only among themselves: the test cycle of a range
     (`WLTP`, `EPA`, ...), `DC` or `AC` for charging power, `0-100 km/h` for acceleration."""
@@ -94,15 +90,15 @@ class Conversion(BaseModel):
 
 
 class NormalisedFact(BaseModel):
-    """A fact with its value in the canonical unit of its kind."""
+    """A fact with its value in the unit its field declares."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
     fact: Fact
     """The fact as extracted, value and unit as written."""
     value: float | str
-    """The value in `unit`; categories pass through unchanged."""
+    """The value in `unit`; text passes through unchanged."""
     unit: str
-    """The canonical unit of the fact's kind (the currency code for money)."""
+    """The unit its field declares (the currency code for money, empty for text)."""
     conversion: Conversion | None = None
     """The conversion applied; `None` when the value was already canonical."""

@@ -203,7 +203,8 @@ def chunk_document(
     """Split each page of `document` into overlapping chunks; pure, for tests and previews.
 
     Pages without text (scans, blank covers) give no chunk, but page numbers stay those of
-    the file, so a hit always cites the page a reader will open.
+    the file, so a hit always cites the page a reader will open. A document parsed for
+    given fields is chunked only on its `focus_pages`: what the fields need.
     """
     if max_chars < 1 or not 0 <= overlap_chars * 2 <= max_chars:
         raise InvalidInputError(_SIZES.format(max_chars, overlap_chars))
@@ -211,7 +212,10 @@ def chunk_document(
     make = partial(
         Chunk, document_id=document.document_id, source=document.file_name, watermark=watermark
     )
+    focus = set(document.focus_pages)
     for page in document.pages:
+        if focus and page.number not in focus:
+            continue
         for start, end in _spans(page.text, max_chars, overlap_chars):
             if text := page.text[start:end].strip():
                 chunks.append(make(page=page.number, number=len(chunks), text=text))

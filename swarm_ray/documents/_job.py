@@ -1,10 +1,17 @@
-"""Compare product documents across dimensions: the main batch job.
+"""Compare product documents across fields: the main batch job.
 
 Three ways to run it, one code path:
 
     python jobs/compare_documents.py                       # 100 generated sample brochures
-    swarm-ray compare --input DIR_OR_URI                   # your PDFs
-    ray job submit --working-dir . -- python jobs/compare_documents.py --input s3://b/pdfs
+    swarm-ray compare --input DIR_OR_URI --field "data rate:Gb/s" \
+        --field "case temperature:°C:min,max" --field "form factor"
+    ray job submit --working-dir . -- python jobs/compare_documents.py --input s3://b/pdfs ...
+
+A `--field` is `NAME[|LABEL...][:UNIT[:STATISTICS]]`: the name, other names documents use,
+any unit pint knows or a datasheet spelling (`Gb/s`, `°C`, `KB`, `dBm`; `count` for a
+number of things; none for text), and `min`, `typ`, `max` or `min,max`. Richer
+declarations go in a `--dimension-file` (YAML). Both are read here and sent inline with
+the request; the built-in dimensions (`battery`, `motor`, ...) are named by `--dimensions`.
 
 Without `--input` it generates sample EV brochures (with a ground truth) and, at the end,
 scores the extraction against that ground truth. It joins the cluster in `RAY_ADDRESS` (as
@@ -24,9 +31,17 @@ from pathlib import Path
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
 import swarm_ray
+from swarm_ray._errors import InvalidSpecError
 from swarm_ray._progress import follow_with_progress
-from swarm_ray.documents._capabilities import find_dimensions
 from swarm_ray.documents._compare import Comparison
+from swarm_ray.documents._dimensions import (
+    FIELDS_GROUP,
+    FieldSpec,
+    default_dimensions,
+    field_groups,
+    load_dimensions,
+    parse_field_arg,
+)
 from swarm_ray.documents._report import ReportFiles
 from swarm_ray.documents._sample import GroundTruth, generate_brochures
 from swarm_ray.documents._score import facts_by_file, in_dimensions, score_extraction
@@ -47,25 +62,59 @@ def list_pdfs(source: str) -> list[str]:
     return found
 
 
+def _declarations(
+    parser: argparse.ArgumentParser, args: argparse.Namespace
+) -> tuple[list[FieldSpec], list[str]]:
+    """The inline field declarations and the dimensions to extract, or a parser error."""
+    try:
+        fields = [parse_field_arg(text) for text in args.field]
+        files = load_dimensions(args.dimension_file)
+        inline = fields + [f for d in files for f in d.fields]
+        groups = field_groups(inline)
+    except InvalidSpecError as error:
+        parser.error(error.message)
+    except ValueError as error:  # two `--field`s with one name
+        parser.error(f"`--field`: {' '.join(str(error).split())}")
+    declared = ([FIELDS_GROUP] if fields else []) + [d.name for d in files]
+    dimensions = list(args.dimensions or declared or DEFAULT_DIMENSIONS)
+    known = {d.name for d in default_dimensions()} | set(groups)
+    unknown = [d for d in dimensions if d not in known]
+    if unknown:
+        parser.error(f"unknown dimension(s) {unknown}; known: {', '.join(sorted(known))}")
+    return inline, dimensions
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Parse arguments, run the comparison, print the summary; returns the exit code."""
-    parser = argparse.ArgumentParser(prog="compare_documents", description=__doc__.split("\n\n")[0])
+    parser = argparse.ArgumentParser(
+        prog="swarm-ray compare", description=__doc__.split("\n\n")[0],
+        epilog='example: swarm-ray compare --input DIR --field "data rate:Gb/s" '
+        '--field "case temperature:°C:min,max" --field "form factor"',
+    )  # fmt: skip
     parser.add_argument("--input", help="directory or URI of PDFs (default: generate samples)")
+    parser.add_argument(
+        "--field", action="append", default=[], metavar="NAME[|LABEL...][:UNIT[:STATS]]",
+        help="a field to extract, e.g. 'supply voltage|VCC:V:min,max' (repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dimension-file", action="append", default=[], metavar="YAML",
+        help="a dimension declared in YAML (read here, sent inline; repeatable)",
+    )  # fmt: skip
+    parser.add_argument(
+        "--dimensions", nargs="+", default=None,
+        help="dimensions to extract: built-in ones by name, `fields` for --field ones "
+        f"(default: those declared, else {' '.join(DEFAULT_DIMENSIONS)})",
+    )  # fmt: skip
     parser.add_argument("--samples", type=int, default=100, help="sample brochures to generate")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--out", default="out/compare", help="where the report goes")
-    parser.add_argument("--dimensions", nargs="+", default=list(DEFAULT_DIMENSIONS))
-    parser.add_argument("--dimension-file", action="append", default=[], help="extra YAML")
     parser.add_argument("--address", help="Ray address (default: RAY_ADDRESS or a local cluster)")
     parser.add_argument("--chroma-url", help="a Chroma server (default: embedded, under --out)")
     args = parser.parse_args(argv)
+    inline, dimensions = _declarations(parser, args)
 
     out = Path(args.out).resolve()
     out.mkdir(parents=True, exist_ok=True)
-    known = find_dimensions(tuple(args.dimension_file))
-    unknown = [d for d in args.dimensions if d not in known]
-    if unknown:
-        parser.error(f"unknown dimension(s) {unknown}; known: {', '.join(sorted(known))}")
 
     truth: GroundTruth | None = None
     if args.input:
@@ -81,16 +130,19 @@ def main(argv: Sequence[str] | None = None) -> int:
     swarm = swarm_ray.connect(args.address, state_dir=out / "state")
     task_id = swarm.submit(
         template="compare_documents",
-        query=f"compare {len(paths)} documents on {', '.join(args.dimensions)}",
+        query=f"compare {len(paths)} documents on {', '.join(dimensions)}",
         items=tuple(paths),
-        dimensions=tuple(args.dimensions),
+        dimensions=tuple(dimensions),
         params={
             "out_dir": str(out),
-            "dimension_files": args.dimension_file,
+            **({"fields": [f.model_dump(mode="json") for f in inline]} if inline else {}),
             **({"chroma_url": args.chroma_url} if args.chroma_url else {}),
         },
     )
-    print(f"task {task_id}: {len(paths)} documents x {len(args.dimensions)} dimensions")
+    named = len(inline) if inline else len(dimensions)
+    print(
+        f"task {task_id}: {len(paths)} documents x {named} {'fields' if inline else 'dimensions'}"
+    )
     for _event in follow_with_progress(swarm, task_id):  # bars on a terminal, else lines
         pass
     status = swarm.status(task_id)
@@ -99,7 +151,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"task {task_id} {status['state']}: {status['error']}", file=sys.stderr)
         return 1
     files = ReportFiles.model_validate(swarm.output(task_id))
-    comparison = json.loads(Path(files.json_path).read_text())["comparison"]
+    summary = json.loads(Path(files.json_path).read_text())
+    comparison = summary["comparison"]
     print(
         f"done in {elapsed:.1f} s: {len(comparison['entities'])} entities, "
         f"{len(comparison['cells'])} cells, {files.fact_count} facts, "
@@ -109,13 +162,15 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"  warning: {warning}")
     if len(status["warnings"]) > 10:
         print(f"  ... and {len(status['warnings']) - 10} more warnings")
+    for field in summary.get("unstated_fields", []):
+        print(f"  no document states `{field}` (the report lists it)")
     if truth is not None:
         found = facts_by_file(Comparison.model_validate(comparison))
-        s = score_extraction(truth, found, args.dimensions)
+        s = score_extraction(truth, found, dimensions)
         planted = {
             (c.entity, c.field, c.qualifier)
             for c in truth.conflicts
-            if in_dimensions(c.field, args.dimensions)
+            if in_dimensions(c.field, dimensions)
         }
         flagged = {(c["entity"], c["field"], c["qualifier"]) for c in comparison["conflicts"]}
         print(

@@ -267,9 +267,7 @@ def judge_coherence(
         term's spellings with their counts and the sub-tasks that used a rarer one.
     """
     names = dict(sub_tasks or {})
-    declared = frozenset(
-        f"{d.name}.{f.name}" for d in (dimensions or default_dimensions()) for f in d.fields
-    )
+    declared = frozenset(f.key for d in (dimensions or default_dimensions()) for f in d.fields)
     uses: dict[str, Counter[str]] = {"entity": Counter(), "field": Counter()}
     by_source: dict[tuple[str, str], Counter[str]] = defaultdict(Counter)
     for item in facts:

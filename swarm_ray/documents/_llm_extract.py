@@ -3,9 +3,12 @@
 **Fallback** (`document.extraction.llm`, declared as the `fallback` of the rules
 extractor, whose `confidence_threshold` is `RULES_CONFIDENCE_THRESHOLD`): the scheduler
 switches a document x dimension sub-task to it when the rules' lowest fact confidence is
-under the threshold. It re-runs the rules (milliseconds, deterministic), asks the LLM for
-the synonym fields whose rule facts are under the threshold and for those the rules
-found nothing for, and merges: a rule fact the LLM contradicts with a grounded value is
+under the threshold, or when a field declared by labels is named next to a value of its
+kind that the rules could not place (`unplaced_fields`). It re-runs the rules
+(milliseconds, deterministic), asks the LLM for the unit fields whose rule facts are
+under the threshold and for those the rules found nothing for (a synonym field always, a
+label field where it is named next to such a value: the LLM never guesses a field the
+document does not name), and merges: a rule fact the LLM contradicts with a grounded value is
 replaced, one it confirms is kept, fields it fills are added. Every LLM fact is marked
 `method=llm` at `LLM_CONFIDENCE`, and the result carries a warning saying what changed.
 Rule facts at or above the threshold are never touched.
@@ -28,9 +31,14 @@ from swarm_ray._subtask import TokenUsage
 from swarm_ray.documents._dimensions import Dimension
 from swarm_ray.documents._extract import ExtractionResult
 from swarm_ray.documents._facts import ExtractionMethod, Fact
-from swarm_ray.documents._llm_facts import LLM_CONFIDENCE, ask_llm, asked_fields
+from swarm_ray.documents._llm_facts import (
+    LLM_CONFIDENCE,
+    ask_llm,
+    asked_fields,
+    unplaced_fields,
+)
 from swarm_ray.documents._parse import ParsedDocument
-from swarm_ray.documents._units import convert_value
+from swarm_ray.documents._units import convert
 
 if TYPE_CHECKING:
     from swarm_ray.llm import Engine
@@ -85,8 +93,8 @@ def _same(a: Fact, b: Fact, rel_tolerance: float) -> bool:
     if isinstance(a.value, str) or isinstance(b.value, str):
         return a.value == b.value
     try:
-        x, _ = convert_value(a.value, a.unit, a.kind)
-        y, _ = convert_value(b.value, b.unit, b.kind)
+        x = convert(a.value, a.unit, a.field_unit or a.unit)
+        y = convert(b.value, b.unit, a.field_unit or a.unit)
     except ValueError:
         return a.value == b.value and a.unit == b.unit
     return abs(x - y) <= rel_tolerance * max(abs(x), abs(y), 1e-12)
@@ -112,10 +120,12 @@ def llm_fallback(
     """
     found = {f.field for f in rules.facts}
     weak = {f.field for f in rules.facts if f.confidence < threshold}
+    fields = asked_fields(dimension)
+    unplaced = {f.key for f in unplaced_fields(document, fields, rules.facts)}
     ask = [
         f
-        for f in asked_fields(dimension)
-        if f"{dimension.name}.{f.name}" in weak or f"{dimension.name}.{f.name}" not in found
+        for f in fields
+        if f.key in weak or (f.key not in found and (f.synonyms or f.key in unplaced))
     ]
     label = f"`{rules.source}` `{dimension.name}`"
     if not ask:
@@ -175,7 +185,8 @@ def cross_check_facts(
     usage = TokenUsage()
     model: str | None = None
     for dimension in dimensions:
-        mine = [f for f in rule_facts if f.field.startswith(f"{dimension.name}.")]
+        keys = {f.key for f in dimension.fields}
+        mine = [f for f in rule_facts if f.field in keys]
         fields = asked_fields(dimension, [f.field for f in mine])
         if not fields:
             continue
@@ -187,9 +198,8 @@ def cross_check_facts(
         usage, model = usage + answer.usage, answer.model
         notes += [f"`{document.file_name}`: ungrounded LLM answer {d}" for d in answer.dropped]
         for field in fields:
-            name = f"{dimension.name}.{field.name}"
-            llm = [f for f in answer.facts if f.field == name]
-            rules = [f for f in mine if f.field == name]
+            llm = [f for f in answer.facts if f.field == field.key]
+            rules = [f for f in mine if f.field == field.key]
             if not llm:
                 continue
             checked += 1

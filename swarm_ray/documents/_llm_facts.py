@@ -29,6 +29,7 @@ matched exactly by their rules, at fixed confidence.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -37,18 +38,20 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._errors import InvalidOutputError
 from swarm_ray._subtask import TokenUsage
-from swarm_ray.documents._dimensions import Dimension, DimensionField
+from swarm_ray.documents._dimensions import Dimension, FieldSpec
 from swarm_ray.documents._extract import _word
 from swarm_ray.documents._facts import ExtractionMethod, Fact
+from swarm_ray.documents._labels import label_regex
 from swarm_ray.documents._mentions import find_mentions
 from swarm_ray.documents._parse import ParsedDocument
+from swarm_ray.documents._units import COUNT, MONEY, TEXT
 
 if TYPE_CHECKING:
     # Imported when called: `swarm_ray.llm` brings Ray Serve, which parsing and rule
     # extraction never need.
     from swarm_ray.llm import Engine
 
-__all__ = ["LLM_CONFIDENCE", "LLMFacts", "ask_llm", "keyword_window"]
+__all__ = ["LLM_CONFIDENCE", "LLMFacts", "ask_llm", "keyword_window", "unplaced_fields"]
 
 LLM_CONFIDENCE = 0.5
 """Every LLM fact's confidence: under any rule fact that passes the threshold, so a reader
@@ -92,18 +95,54 @@ class TextWindow:
     text: str
 
 
-def asked_fields(dimension: Dimension, names: Sequence[str] | None = None) -> list[DimensionField]:
-    """The synonym fields of `dimension` (those in `names` when given, as `dim.field`)."""
+def asked_fields(dimension: Dimension, names: Sequence[str] | None = None) -> list[FieldSpec]:
+    """The unit fields of `dimension` found by synonyms or labels (keys in `names`, if given).
+
+    Pattern and vocabulary fields are left out: their rules match exactly.
+    """
     wanted = None if names is None else set(names)
     return [
         f
         for f in dimension.fields
-        if f.synonyms and (wanted is None or f"{dimension.name}.{f.name}" in wanted)
+        if f.kind not in (TEXT, COUNT, MONEY)
+        and not (f.patterns or f.vocabulary)
+        and (wanted is None or f.key in wanted)
     ]
 
 
+def field_patterns(field: FieldSpec) -> list[re.Pattern[str]]:
+    """The regexes that find where a document names `field` (synonyms, else labels)."""
+    if field.synonyms:
+        return [_word(p) for p in (*field.synonyms, *field.weak_synonyms)]
+    return [label_regex(label) for label in field.all_labels]
+
+
+def unplaced_fields(
+    document: ParsedDocument, fields: Sequence[FieldSpec], found: Sequence[Fact]
+) -> list[FieldSpec]:
+    """Label fields the rules missed though a line names them next to a value of their kind.
+
+    There the LLM may place what the rules could not.
+    """
+    have = {f.field for f in found}
+    out: list[FieldSpec] = []
+    for field in fields:
+        if field.key in have or field.synonyms:
+            continue
+        patterns = field_patterns(field)
+        lines = (
+            line
+            for page in document.pages
+            for line in page.text.split("\n")
+            if any(p.search(line) for p in patterns)
+        )
+        if any(m.kind == field.kind for line in lines for m in find_mentions(line)):
+            out.append(field)
+    return out
+
+
 def keyword_window(
-    document: ParsedDocument, fields: Sequence[DimensionField], budget: int = WINDOW_CHARS
+    document: ParsedDocument, fields: Sequence[FieldSpec], budget: int = WINDOW_CHARS
 ) -> list[TextWindow]:
     """Lines naming any of `fields`, each with a line of context either side.
 
@@ -111,7 +150,7 @@ def keyword_window(
         Stretches in page order, at most `budget` characters in all; the document's first
         `budget` characters when no line names a field.
     """
-    patterns = [_word(p) for f in fields for p in (*f.synonyms, *f.weak_synonyms)]
+    patterns = [p for f in fields for p in field_patterns(f)]
     windows: list[TextWindow] = []
     used = 0
     for page in document.pages:
@@ -151,16 +190,20 @@ def keyword_window(
     return windows
 
 
-def _numbers(field: DimensionField) -> int:
-    """Values a field may take in one answer: two where qualifiers tell them apart."""
-    return 2 if field.qualifiers else 1
+def _numbers(field: FieldSpec) -> int:
+    """Values a field may take in one answer.
+
+    Two where qualifiers tell them apart, or as many as the statistics it asks for (the
+    ends of a range).
+    """
+    return max(2 if field.qualifiers else 1, len(field.statistics))
 
 
-def facts_schema(fields: Sequence[DimensionField]) -> dict[str, Any]:
+def facts_schema(fields: Sequence[FieldSpec]) -> dict[str, Any]:
     """The JSON Schema the model's answer is constrained to: an optional key per field."""
     number: dict[str, Any] = {"type": "number"}
     properties = {
-        f.name: {"type": "array", "items": number, "minItems": 1, "maxItems": _numbers(f)}
+        _key_name(f): {"type": "array", "items": number, "minItems": 1, "maxItems": _numbers(f)}
         if _numbers(f) > 1
         else number
         for f in fields
@@ -168,15 +211,22 @@ def facts_schema(fields: Sequence[DimensionField]) -> dict[str, Any]:
     return {"type": "object", "properties": properties, "additionalProperties": False}
 
 
-def answer_tokens(fields: Sequence[DimensionField]) -> int:
+def answer_tokens(fields: Sequence[FieldSpec]) -> int:
     """`max_tokens` for an answer about `fields`: what the longest schema-valid one needs."""
     return 2 + sum(_TOKENS_PER_KEY + _TOKENS_PER_NUMBER * _numbers(f) for f in fields)
 
 
-def _prompt(windows: Sequence[TextWindow], fields: Sequence[DimensionField]) -> str:
-    described = "\n".join(f"- {f.name} ({f.kind.value}): {f.description or f.name}" for f in fields)
+def _prompt(windows: Sequence[TextWindow], fields: Sequence[FieldSpec]) -> str:
+    described = "\n".join(
+        f"- {_key_name(f)} ({f.kind}, in {f.unit}): {f.description or f.name}" for f in fields
+    )
     text = "\n...\n".join(w.text for w in windows)
     return f"Fields:\n{described}\n\nText:\n{text}"
+
+
+def _key_name(field: FieldSpec) -> str:
+    """The JSON key a field is asked under: its name with spaces as underscores."""
+    return re.sub(r"\W+", "_", field.name).strip("_") or "field"
 
 
 def _line(text: str, start: int, end: int) -> str:
@@ -187,15 +237,14 @@ def _line(text: str, start: int, end: int) -> str:
 
 
 def _ground(
-    field: DimensionField,
+    field: FieldSpec,
     value: float,
-    dimension: str,
     windows: Sequence[TextWindow],
     base: dict[str, str],
 ) -> Fact | None:
     for window in windows:
         for mention in find_mentions(window.text):
-            if mention.kind is not field.kind or abs(mention.value - value) > 1e-9 * max(
+            if mention.kind != field.kind or abs(mention.value - value) > 1e-9 * max(
                 1.0, abs(value)
             ):
                 continue
@@ -209,10 +258,11 @@ def _ground(
                 None,
             )
             return Fact(
-                field=f"{dimension}.{field.name}",
+                field=field.key,
                 kind=field.kind,
                 value=mention.value,
                 unit=mention.unit,
+                field_unit=field.unit,
                 qualifier=qualifier,
                 value_text=mention.value_text,
                 page=window.page,
@@ -224,11 +274,24 @@ def _ground(
     return None
 
 
+def _with_statistics(facts: list[Fact], fields: Sequence[FieldSpec]) -> list[Fact]:
+    """A field asking for a range gets its answered values as its ends, low to high."""
+    out = list(facts)
+    for field in fields:
+        if len(field.statistics) < 2:
+            continue
+        mine = sorted((f for f in out if f.field == field.key), key=lambda f: float(f.value))
+        if len(mine) == len(field.statistics):
+            for fact, statistic in zip(mine, field.statistics, strict=True):
+                out[out.index(fact)] = fact.model_copy(update={"statistic": statistic})
+    return out
+
+
 def ask_llm(
     engine: Engine,
     document: ParsedDocument,
     dimension: Dimension,
-    fields: Sequence[DimensionField],
+    fields: Sequence[FieldSpec],
     *,
     entity: str,
 ) -> LLMFacts:
@@ -255,17 +318,18 @@ def ask_llm(
             **reply.error.details,
         )
     assert reply.value is not None
-    by_name = {f.name: f for f in fields}
+    by_name = {_key_name(f): f for f in fields}
     base = {"entity": entity, "document_id": document.document_id, "source": document.file_name}
     facts: list[Fact] = []
     dropped: list[str] = []
     for name, given in reply.value.items():
         for value in given if isinstance(given, list) else [given]:
-            fact = _ground(by_name[name], float(value), dimension.name, windows, base)
+            fact = _ground(by_name[name], float(value), windows, base)
             if fact is None:
-                dropped.append(f"`{dimension.name}.{name}`={value!r}")
+                dropped.append(f"`{by_name[name].key}`={value!r}")
             elif not any(f.field == fact.field and f.value_text == fact.value_text for f in facts):
                 facts.append(fact)
+    facts = _with_statistics(facts, fields)
     return LLMFacts(
         facts=tuple(facts),
         dropped=tuple(dropped),

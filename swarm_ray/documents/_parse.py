@@ -19,6 +19,7 @@ from __future__ import annotations
 import hashlib
 import re
 import threading
+from collections.abc import Callable
 from datetime import UTC, datetime, timedelta, timezone
 from enum import StrEnum
 from pathlib import Path
@@ -29,6 +30,7 @@ import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._errors import InvalidInputError
+from swarm_ray.documents._layout import TextBox, page_boxes
 
 __all__ = [
     "DocumentMetadata",
@@ -88,6 +90,9 @@ class PageText(BaseModel):
     """1-based page number, as people cite pages."""
     text: str
     """Extracted text, lines separated by `\\n`, in PDFium's reading order."""
+    boxes: tuple[TextBox, ...] = ()
+    """The same text in boxes with positions (cells, lines), footnote marks left out;
+    empty for pages made without a PDF (tests) or with no text."""
 
 
 class ParseWarning(BaseModel):
@@ -134,6 +139,9 @@ class ParsedDocument(BaseModel):
     metadata: DocumentMetadata
     pages: tuple[PageText, ...]
     warnings: tuple[ParseWarning, ...] = ()
+    focus_pages: tuple[int, ...] = ()
+    """When parsed for given fields: page 1 and the pages that name one of them (only these
+    have boxes, are read for facts and indexed). Empty: every page is."""
 
     @property
     def text(self) -> str:
@@ -204,15 +212,20 @@ def _clean(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
-def _page_text(pdf: Any, index: int, warnings: list[ParseWarning]) -> str:
+def _page_text(
+    pdf: Any, index: int, warnings: list[ParseWarning], focus: Callable[[str], bool] | None
+) -> tuple[str, tuple[TextBox, ...]]:
     page = textpage = None
     try:
         page = pdf[index]
         textpage = page.get_textpage()
-        return _clean(str(textpage.get_text_range()))
+        text = _clean(str(textpage.get_text_range()))
+        wanted = text.strip() and (focus is None or index == 0 or focus(text))
+        boxes = page_boxes(textpage, float(page.get_height())) if wanted else []
+        return text, tuple(boxes)
     except pdfium.PdfiumError as error:
         warnings.append(ParseWarning(code="page_error", message=str(error), page=index + 1))
-        return ""
+        return "", ()
     finally:
         if textpage is not None:
             textpage.close()
@@ -238,7 +251,12 @@ def _load_error(path: str, error: Any, has_eof: bool) -> DocumentParseError:
 
 
 def _read(
-    name: str, data: bytes, has_eof: bool, max_pages: int | None, warnings: list[ParseWarning]
+    name: str,
+    data: bytes,
+    has_eof: bool,
+    max_pages: int | None,
+    warnings: list[ParseWarning],
+    focus: Callable[[str], bool] | None,
 ) -> tuple[int, DocumentMetadata, list[PageText]]:
     """Everything that touches PDFium, for one document; the caller holds the lock."""
     pdf = None
@@ -261,12 +279,12 @@ def _read(
         limit = page_count if max_pages is None else min(page_count, max_pages)
         pages = []
         for index in range(limit):
-            text = _page_text(pdf, index, warnings)
+            text, boxes = _page_text(pdf, index, warnings, focus)
             if not text.strip():
                 warnings.append(
                     ParseWarning(code="no_text", message="no extractable text", page=index + 1)
                 )
-            pages.append(PageText(number=index + 1, text=text))
+            pages.append(PageText(number=index + 1, text=text, boxes=boxes))
         return page_count, metadata, pages
     finally:
         if pdf is not None:
@@ -285,13 +303,21 @@ def _read_bytes(name: str) -> bytes:
     return data
 
 
-def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocument:
+def parse_pdf(
+    path: str | Path,
+    *,
+    max_pages: int | None = None,
+    focus: Callable[[str], bool] | None = None,
+) -> ParsedDocument:
     """Parse one PDF into text per page, metadata and warnings.
 
     Args:
         path: The PDF file: a local path or any URI pyarrow can open (`s3://...`).
         max_pages: Read at most this many pages (a `truncated_pages` warning says so);
             bounds the time one pathological file can take in a shared worker.
+        focus: Given a page's text, whether it matters (names a field); only page 1 and
+            those pages get boxes, and `focus_pages` lists them. A manual of hundreds of
+            pages then costs little more than its text where the fields are not named.
 
     Returns:
         The parsed document. Pages without extractable text (scans, drawings) are kept,
@@ -319,7 +345,7 @@ def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocume
     warnings: list[ParseWarning] = []
     try:
         with _PDFIUM_LOCK:
-            page_count, metadata, pages = _read(name, data, has_eof, max_pages, warnings)
+            page_count, metadata, pages = _read(name, data, has_eof, max_pages, warnings, focus)
     except DocumentParseError:
         raise
     except Exception as error:
@@ -345,4 +371,7 @@ def parse_pdf(path: str | Path, *, max_pages: int | None = None) -> ParsedDocume
         metadata=metadata,
         pages=tuple(pages),
         warnings=tuple(warnings),
+        focus_pages=()
+        if focus is None
+        else tuple(p.number for p in pages if p.number == 1 or p.boxes),
     )

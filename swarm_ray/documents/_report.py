@@ -2,18 +2,26 @@
 
 One call writes, into an output directory:
 
-- `report.md`: a table per dimension (entities x fields), every conflict with both values,
-  their quotes, sources and watermarks, the facts an LLM fallback supplied (to check),
-  and the warnings fallbacks left;
-- `charts/DIMENSION.png`: one chart per dimension with numeric fields, conflicts in red;
-- `facts.parquet`: one row per fact with its evidence and watermark, for analysis;
-- `report.json`: the comparison and the same metadata, for programs.
+- `report.md`: the sources with short ids (`D3`, watermark `wm:` and 10 characters), a
+  table per dimension (entities x fields, each value in the unit its field declares, a
+  column per statistic), charts, the declared fields no document states, every conflict
+  with both values, their quotes and sources, the facts an LLM fallback supplied (to
+  check), and the warnings fallbacks left;
+- `charts/DIMENSION.png` (`-2`, `-3` ... when a dimension has many fields): one panel per
+  numeric field, of bounded height at any number of entities (see `_charts`);
+- `facts.parquet`: one row per fact with its evidence and its full watermark token;
+- `report.json`: the documents (with full watermark tokens), the same facts as a list, and
+  the comparison, for programs.
+
+The columns of a fact, in both files: `entity`, `source` (file), `field` (the declared
+name; `dimension.name` for fields of a named dimension), `dimension`, `statistic` (`min`,
+`typ`, `max` or null), `qualifier`, `value` (a number in `unit`, the field's declared
+unit) or `term` (text), `unit`, `value_text` (as written), `kind`, `method`, `extractor`
+(`rules` or `llm`), `page`, `quote`, `confidence`, `document` (content id), `watermark`.
 
 Facts do not carry watermarks themselves: the caller maps each source document id to the
 watermark of the sub-task that produced its facts, so a sentence of the report can be
-traced to an agent and an input. Charts are drawn on matplotlib's Agg canvas directly,
-never through `pyplot`, which keeps global state and wants a display: this runs in many
-worker threads and processes at once, headless.
+traced to an agent and an input.
 """
 
 from __future__ import annotations
@@ -21,25 +29,34 @@ from __future__ import annotations
 import json
 import os
 import re
-from collections import defaultdict
+from collections import Counter, defaultdict
 from pathlib import Path
 
 import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
-from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact
+from swarm_ray.documents._dimensions import FIELDS_GROUP, FieldSpec
+from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact, Statistic
+from swarm_ray.documents._units import COUNT, lookup_unit
 
-__all__ = ["ReportFiles", "ReportRequest", "render_report"]
+__all__ = ["ReportFiles", "ReportRequest", "render_report", "short_watermark"]
 
-_Series = tuple[str, str | None, str]
-"""A column of a dimension's table: field, qualifier, unit."""
+_Series = tuple[str, Statistic | None, str | None, str]
+"""A column of a dimension's table: field, statistic, qualifier, unit."""
+_COLUMNS_PER_TABLE = 6
+"""Value columns in one Markdown table; more fields make more tables (readable widths)."""
+_QUOTE_CHARS = 160
 
 _FACTS_SCHEMA = pa.schema(
     [
         ("entity", pa.string()),
+        ("source", pa.string()),
         ("field", pa.string()),
+        ("dimension", pa.string()),
+        ("statistic", pa.string()),
         ("qualifier", pa.string()),
         ("value", pa.float64()),
         ("term", pa.string()),
@@ -52,11 +69,10 @@ _FACTS_SCHEMA = pa.schema(
         ("quote", pa.string()),
         ("confidence", pa.float64()),
         ("document", pa.string()),
-        ("source", pa.string()),
         ("watermark", pa.string()),
     ]
 )
-"""Numbers go to `value` and terms (features, levels) to `term`: one type per column."""
+"""Numbers go to `value` and terms (features, text fields) to `term`: one type per column."""
 
 
 class ReportRequest(BaseModel):
@@ -73,6 +89,11 @@ class ReportRequest(BaseModel):
     """Degradations to show the reader: fallbacks, retries, documents that failed."""
     watermarks: dict[str, str] = {}
     """Source document id -> watermark of the sub-task that produced its facts."""
+    fields: tuple[FieldSpec, ...] = ()
+    """The fields that were asked for: the tables follow their order, and those no
+    document states are listed."""
+    notes: dict[str, str] = {}
+    """Source document id -> a note for the reader (`covers 3 part numbers: ...`)."""
     title: str = "Document comparison"
 
 
@@ -86,19 +107,37 @@ class ReportFiles(BaseModel):
     json_path: str
     parquet_path: str
     chart_paths: dict[str, str]
-    """Dimension -> PNG, for dimensions with at least one numeric field."""
+    """Dimension -> its first PNG, for dimensions with a chart."""
     fact_count: int = Field(ge=0)
     conflict_count: int = Field(ge=0)
+    unstated: tuple[str, ...] = ()
+    """Declared fields no document states."""
+
+
+def short_watermark(token: str) -> str:
+    """A watermark as a report line shows it: `wm:` and its signature's first characters."""
+    signature = token.rsplit(".", 1)[-1]
+    return f"wm:{signature[:10]}"
 
 
 def _dimension(field: str) -> str:
-    return field.split(".", 1)[0]
+    return field.split(".", 1)[0] if "." in field else FIELDS_GROUP
 
 
-def _label(series: _Series) -> str:
-    field, qualifier, unit = series
+def _label(field: str, statistic: Statistic | None, qualifier: str | None, unit: str) -> str:
     name = field.split(".", 1)[-1]
-    return name + (f" ({qualifier})" if qualifier else "") + (f" [{unit}]" if unit else "")
+    return (
+        name
+        + (f" {statistic.value}" if statistic else "")
+        + (f" ({qualifier})" if qualifier else "")
+        + (f" [{unit}]" if unit and not _is_count(unit) else "")
+    )
+
+
+def _is_count(unit: str) -> bool:
+    """A count's unit (`count`, `pins`) says nothing a column of whole numbers does not."""
+    found = lookup_unit(unit)
+    return found is not None and found.kind == COUNT
 
 
 def _number(value: float | str) -> str:
@@ -106,7 +145,9 @@ def _number(value: float | str) -> str:
         return value
     if float(value).is_integer():
         return f"{value:,.0f}"
-    return f"{value:,.2f}".rstrip("0").rstrip(".")
+    if abs(value) >= 1000:
+        return f"{value:,.2f}".rstrip("0").rstrip(".")
+    return f"{value:.6g}"  # 3.465 V stays 3.465 V, 10.3125 Gb/s stays 10.3125
 
 
 def _cell_text(cell: ComparisonCell) -> str:
@@ -122,104 +163,93 @@ def _escape(text: str) -> str:
     return " ".join(text.split()).replace("|", "\\|")
 
 
-def _is_numeric(cell: ComparisonCell) -> bool:
-    return cell.status is not CellStatus.LIST and all(
-        not isinstance(g.value, str) for g in cell.values
-    )
-
-
-def _by_dimension(comparison: Comparison) -> dict[str, dict[_Series, list[ComparisonCell]]]:
+def _by_dimension(
+    comparison: Comparison, order: dict[str, int]
+) -> dict[str, dict[_Series, list[ComparisonCell]]]:
     table: dict[str, dict[_Series, list[ComparisonCell]]] = defaultdict(dict)
     for cell in comparison.cells:
-        series = (cell.field, cell.qualifier, cell.unit)
+        series = (cell.field, cell.statistic, cell.qualifier, cell.unit)
         table[_dimension(cell.field)].setdefault(series, []).append(cell)
-    return {
-        dim: dict(sorted(cols.items(), key=lambda i: (i[0][0], i[0][1] or "", i[0][2])))
-        for dim, cols in sorted(table.items())
-    }
+    rank = {None: 0, Statistic.MIN: 1, Statistic.TYP: 2, Statistic.MAX: 3}
+
+    def key(item: tuple[_Series, list[ComparisonCell]]) -> tuple[object, ...]:
+        field, statistic, qualifier, unit = item[0]
+        return (order.get(field, len(order)), field, rank[statistic], qualifier or "", unit)
+
+    return {dim: dict(sorted(cols.items(), key=key)) for dim, cols in sorted(table.items())}
 
 
-def _chart(dimension: str, columns: dict[_Series, list[ComparisonCell]], path: Path) -> None:
-    """One panel per numeric column: a dot per value, red where the sources disagree."""
-    from matplotlib.backends.backend_agg import FigureCanvasAgg
-    from matplotlib.figure import Figure
-    from matplotlib.font_manager import FontProperties
-
-    # Panels placed by hand, in inches: a panel is 0.3 in per row plus 0.3 in for its
-    # title and 0.3 in for its tick labels, and the left margin fits the longest entity
-    # name. Constrained layout found the same by measuring every tick label of every
-    # panel, about a fifth of the chart's time.
-    heights = [0.3 * len(cells) + 0.8 for cells in columns.values()]
-    width, height = 8.0, sum(heights) + 0.4
-    fig = Figure(figsize=(width, height))
-    renderer = FigureCanvasAgg(fig).get_renderer()  # type: ignore[no-untyped-call]
-    font = FontProperties(size=8)
-    names = {cell.entity for cells in columns.values() for cell in cells}
-    longest = max(renderer.get_text_width_height_descent(n, font, ismath=False)[0] for n in names)
-    left = (longest / fig.dpi + 0.2) / width
-    top = height - 0.4
-    axes = []
-    for panel in heights:
-        top -= panel
-        axes.append(fig.add_axes((left, (top + 0.3) / height, 0.98 - left, (panel - 0.6) / height)))
-    for ax, (series, cells) in zip(axes, columns.items(), strict=True):
-        # One artist per kind of mark, not two per row: drawing and layout cost grows
-        # with the number of artists, and a panel has a row per entity.
-        values = [[float(g.value) for g in cell.values] for cell in cells]
-        ax.hlines(range(len(cells)), 0, [max(v) for v in values], color="0.85", linewidth=3)
-        for review, color in ((False, "C0"), (True, "red")):
-            dots = [
-                (x, y)
-                for y, (cell, row) in enumerate(zip(cells, values, strict=True))
-                if cell.needs_review is review
-                for x in row
-            ]
-            if dots:
-                xs, ys = zip(*dots, strict=True)
-                ax.plot(xs, ys, "o", color=color)
-        ax.set_yticks(range(len(cells)), [cell.entity for cell in cells])
-        ax.set_ylim(len(cells) - 0.5, -0.5)
-        ax.set_title(_label(series), loc="left", fontsize=9)
-        ax.tick_params(labelsize=8)
-        ax.grid(axis="x", alpha=0.3)
-    fig.suptitle(dimension, y=1 - 0.1 / height, va="top")
-    # zlib's fastest level: charts of many entities are tall images, and the default
-    # level spent about a tenth of the chart's time compressing them.
-    fig.savefig(path, format="png", dpi=100, pil_kwargs={"compress_level": 1})
+class _Document(BaseModel):
+    model_config = ConfigDict(frozen=True)
+    short: str
+    source: str
+    entity: str
+    facts: int
 
 
-def _documents(request: ReportRequest) -> dict[str, tuple[str, int]]:
-    """Document id -> (file name, fact count), from the facts and the comparison."""
+def _documents(request: ReportRequest) -> dict[str, _Document]:
+    """Document id -> its short id (`D1`...), file, main entity and fact count."""
     names: dict[str, str] = {}
-    counts: dict[str, int] = defaultdict(int)
+    counts: Counter[str] = Counter()
+    entities: dict[str, Counter[str]] = defaultdict(Counter)
     for fact in request.facts:
         names[fact.fact.document_id] = fact.fact.source
         counts[fact.fact.document_id] += 1
+        entities[fact.fact.document_id][fact.fact.entity] += 1
     for cell in request.comparison.cells:
         for group in cell.values:
             for source in group.sources:
                 names.setdefault(source.document_id, source.source)
-    return {doc: (names[doc], counts[doc]) for doc in sorted(names, key=lambda d: names[d])}
+                entities[source.document_id][cell.entity] += 0
+    ordered = sorted(names, key=lambda d: (names[d], d))
+    return {
+        doc: _Document(
+            short=f"D{index}",
+            source=names[doc],
+            entity=entities[doc].most_common(1)[0][0] if entities[doc] else "",
+            facts=counts[doc],
+        )
+        for index, doc in enumerate(ordered, start=1)
+    }
 
 
 def _stamp(document_id: str, watermarks: dict[str, str]) -> str:
     mark = watermarks.get(document_id)
-    return f"`{mark}`" if mark else "none"
+    return f"`{short_watermark(mark)}`" if mark else "none"
 
 
-def _cite(source: FactSource, watermarks: dict[str, str]) -> str:
+def _cite(source: FactSource, documents: dict[str, _Document]) -> str:
     quote = " ".join(source.quote.split())
-    return (
-        f"`{source.source}` page {source.page} (document `{source.document_id}`, "
-        f"watermark {_stamp(source.document_id, watermarks)}) states "
-        f"`{source.value_text}`: “{quote}”"
-    )
+    if len(quote) > _QUOTE_CHARS:
+        quote = quote[: _QUOTE_CHARS - 1] + "…"
+    short = documents[source.document_id].short if source.document_id in documents else "?"
+    return f"{short} `{source.source}` p. {source.page} states `{source.value_text}`: “{quote}”"
+
+
+def _tables(columns: dict[_Series, list[ComparisonCell]]) -> list[str]:
+    lines: list[str] = []
+    series = list(columns)
+    entities = sorted({c.entity for cells in columns.values() for c in cells})
+    for start in range(0, len(series), _COLUMNS_PER_TABLE):
+        chunk = series[start : start + _COLUMNS_PER_TABLE]
+        lines.append("| Entity | " + " | ".join(_escape(_label(*s)) for s in chunk) + " |")
+        lines.append("| --- |" + " --- |" * len(chunk))
+        for entity in entities:
+            row = [
+                next((_escape(_cell_text(c)) for c in columns[s] if c.entity == entity), "")
+                for s in chunk
+            ]
+            if any(row):
+                lines.append(f"| {_escape(entity)} | " + " | ".join(row) + " |")
+        lines.append("")
+    return lines
 
 
 def _markdown(
     request: ReportRequest,
     tables: dict[str, dict[_Series, list[ComparisonCell]]],
-    charts: dict[str, str],
+    charts: dict[str, list[str]],
+    unstated: list[str],
 ) -> str:
     comparison, marks = request.comparison, request.watermarks
     documents = _documents(request)
@@ -232,32 +262,38 @@ def _markdown(
         "",
         "## Sources",
         "",
-        "| Document | File | Facts | Watermark |",
-        "| --- | --- | ---: | --- |",
+        "| Id | File | Entity | Facts | Watermark |",
+        "| --- | --- | --- | ---: | --- |",
     ]
-    for doc, (name, count) in documents.items():
-        lines.append(f"| `{doc}` | {_escape(name)} | {count} | {_stamp(doc, marks)} |")
+    for doc, info in documents.items():
+        note = f" ({_escape(request.notes[doc])})" if doc in request.notes else ""
+        lines.append(
+            f"| {info.short} | {_escape(info.source)} | {_escape(info.entity)}{note} | "
+            f"{info.facts} | {_stamp(doc, marks)} |"
+        )
+    lines += [
+        "",
+        "Full watermark tokens are in `report.json` (`documents`) and `facts.parquet` "
+        "(`watermark`); `POST /v1/debug/watermark/extract` traces a token to its agent and "
+        "input.",
+    ]
     for dimension, columns in tables.items():
         lines += ["", f"## {dimension}", ""]
-        if dimension in charts:
-            lines += [f"![{dimension}]({charts[dimension]})", ""]
-        entities = sorted({c.entity for cells in columns.values() for c in cells})
-        lines.append("| Entity | " + " | ".join(_escape(_label(s)) for s in columns) + " |")
-        lines.append("| --- |" + " --- |" * len(columns))
-        for entity in entities:
-            row = [
-                next((_escape(_cell_text(c)) for c in cells if c.entity == entity), "")
-                for cells in columns.values()
-            ]
-            lines.append(f"| {_escape(entity)} | " + " | ".join(row) + " |")
+        lines += [f"![{dimension}](charts/{name})" for name in charts.get(dimension, [])]
+        lines.append("")
+        lines += _tables(columns)
+    if unstated:
+        lines += ["", "## Fields no document states", ""]
+        lines += [f"- `{field}`" for field in unstated]
     lines += ["", "## Conflicts", ""]
     if not comparison.conflicts:
         lines.append("No conflicts: every value is stated once or agreed on.")
     for cell in comparison.conflicts:
-        lines += [f"### {cell.entity}: {_label((cell.field, cell.qualifier, cell.unit))}", ""]
+        label = _label(cell.field, cell.statistic, cell.qualifier, cell.unit)
+        lines += [f"### {cell.entity}: {label}", ""]
         for group in cell.values:
             value = f"{_number(group.value)} {cell.unit}".strip()
-            lines += [f"- **{value}**, " + _cite(source, marks) for source in group.sources]
+            lines += [f"- **{value}**, " + _cite(source, documents) for source in group.sources]
         lines.append("")
     llm = [n.fact for n in request.facts if n.fact.method is ExtractionMethod.LLM]
     if llm:
@@ -268,9 +304,10 @@ def _markdown(
         )
         lines.append("")
         for fact in llm:
+            short = documents[fact.document_id].short if fact.document_id in documents else "?"
             lines.append(
                 f"- {fact.entity}: `{fact.field}` = `{fact.value_text}` "
-                f"(confidence {fact.confidence:.2f}), `{fact.source}` page {fact.page}: "
+                f"(confidence {fact.confidence:.2f}), {short} `{fact.source}` p. {fact.page}: "
                 f"“{' '.join(fact.quote.split())}”"
             )
     lines += ["", "## Warnings", ""]
@@ -278,31 +315,41 @@ def _markdown(
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n"
 
 
-def _facts_table(request: ReportRequest) -> pa.Table:
-    rows: dict[str, list[object]] = {name: [] for name in _FACTS_SCHEMA.names}
+def _fact_rows(request: ReportRequest) -> list[dict[str, object]]:
+    rows: list[dict[str, object]] = []
     for normalised in request.facts:
         fact, numeric = normalised.fact, not isinstance(normalised.value, str)
-        row: dict[str, object] = {
-            "entity": fact.entity,
-            "field": fact.field,
-            "qualifier": fact.qualifier,
-            "value": float(normalised.value) if numeric else None,
-            "term": None if numeric else normalised.value,
-            "unit": normalised.unit,
-            "value_text": fact.value_text,
-            "kind": fact.kind.value,
-            "method": fact.method.value,
-            "extractor": "llm" if fact.method is ExtractionMethod.LLM else "rules",
-            "page": fact.page,
-            "quote": fact.quote,
-            "confidence": fact.confidence,
-            "document": fact.document_id,
-            "source": fact.source,
-            "watermark": request.watermarks.get(fact.document_id),
-        }
-        for name, value in row.items():
-            rows[name].append(value)
-    return pa.table(rows, schema=_FACTS_SCHEMA)
+        rows.append(
+            {
+                "entity": fact.entity,
+                "source": fact.source,
+                "field": fact.field,
+                "dimension": fact.field.split(".", 1)[0] if "." in fact.field else "",
+                "statistic": fact.statistic.value if fact.statistic else None,
+                "qualifier": fact.qualifier,
+                "value": float(normalised.value) if numeric else None,
+                "term": None if numeric else normalised.value,
+                "unit": normalised.unit,
+                "value_text": fact.value_text,
+                "kind": fact.kind,
+                "method": fact.method.value,
+                "extractor": "llm" if fact.method is ExtractionMethod.LLM else "rules",
+                "page": fact.page,
+                "quote": fact.quote,
+                "confidence": fact.confidence,
+                "document": fact.document_id,
+                "watermark": request.watermarks.get(fact.document_id),
+            }
+        )
+    return rows
+
+
+def _facts_table(rows: list[dict[str, object]]) -> pa.Table:
+    columns: dict[str, list[object]] = {name: [] for name in _FACTS_SCHEMA.names}
+    for row in rows:
+        for name in _FACTS_SCHEMA.names:
+            columns[name].append(row[name])
+    return pa.table(columns, schema=_FACTS_SCHEMA)
 
 
 def _write_text(path: Path, text: str) -> None:
@@ -310,6 +357,12 @@ def _write_text(path: Path, text: str) -> None:
     partial = path.with_name(path.name + ".partial")
     partial.write_text(text, encoding="utf-8")
     os.replace(partial, path)
+
+
+def unstated_fields(fields: tuple[FieldSpec, ...], comparison: Comparison) -> list[str]:
+    """Declared field keys that no cell of the comparison holds."""
+    stated = {c.field for c in comparison.cells}
+    return [f.key for f in fields if f.key not in stated]
 
 
 def render_report(request: ReportRequest) -> ReportFiles:
@@ -322,24 +375,38 @@ def render_report(request: ReportRequest) -> ReportFiles:
     """
     out = Path(request.out_dir)
     (out / "charts").mkdir(parents=True, exist_ok=True)
-    tables = _by_dimension(request.comparison)
-    charts: dict[str, str] = {}
+    order = {f.key: i for i, f in enumerate(request.fields)}
+    tables = _by_dimension(request.comparison, order)
+    charts: dict[str, list[str]] = {}
     for dimension, columns in tables.items():
-        numeric = {s: cells for s, cells in columns.items() if all(map(_is_numeric, cells))}
-        if numeric:
-            charts[dimension] = f"charts/{dimension}.png"
-            _chart(dimension, numeric, out / charts[dimension])
-    _write_text(out / "report.md", _markdown(request, tables, charts))
-    pq.write_table(_facts_table(request), out / "facts.parquet")
+        found = panels(columns, _label)
+        if found:
+            names = draw_charts(dimension, found, out / "charts", dimension)
+            charts[dimension] = names
+    unstated = unstated_fields(request.fields, request.comparison)
+    _write_text(out / "report.md", _markdown(request, tables, charts, unstated))
+    rows = _fact_rows(request)
+    pq.write_table(_facts_table(rows), out / "facts.parquet")
+    documents = _documents(request)
     summary = {
         "title": request.title,
         "documents": [
-            {"document_id": d, "source": n, "facts": c, "watermark": request.watermarks.get(d)}
-            for d, (n, c) in _documents(request).items()
+            {
+                "id": info.short,
+                "document_id": doc,
+                "source": info.source,
+                "entity": info.entity,
+                "facts": info.facts,
+                "watermark": request.watermarks.get(doc),
+                **({"note": request.notes[doc]} if doc in request.notes else {}),
+            }
+            for doc, info in documents.items()
         ],
-        "charts": charts,
+        "charts": {d: [f"charts/{n}" for n in names] for d, names in charts.items()},
         "warnings": list(request.warnings),
+        "unstated_fields": unstated,
         "fact_count": len(request.facts),
+        "facts": rows,
         "comparison": request.comparison.model_dump(mode="json"),
     }
     _write_text(out / "report.json", json.dumps(summary, indent=2, ensure_ascii=False) + "\n")
@@ -348,7 +415,8 @@ def render_report(request: ReportRequest) -> ReportFiles:
         markdown_path=str(out / "report.md"),
         json_path=str(out / "report.json"),
         parquet_path=str(out / "facts.parquet"),
-        chart_paths={d: str(out / p) for d, p in charts.items()},
+        chart_paths={d: str(out / "charts" / names[0]) for d, names in charts.items()},
         fact_count=len(request.facts),
         conflict_count=len(request.comparison.conflicts),
+        unstated=tuple(unstated),
     )

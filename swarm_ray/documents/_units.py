@@ -1,13 +1,24 @@
-"""Units: how they are spelled in brochures, and conversion to one canonical unit per kind.
+"""Units: any unit pint parses, plus the spellings datasheets use, and conversion.
 
-Brochures write the same unit many ways (`kWh`, `kW·h`, `kilowatt-hours`) and the same
-quantity in different units (`km`, `miles`). Extraction recognises the spellings through
-`unit_regex` and `lookup_unit`; `normalise_facts` converts every value to the canonical
-unit of its `QuantityKind` with pint and records each conversion, so a comparison never
-mixes units and a reviewer can see what was converted.
+A field declares a unit (`Gb/s`, `°C`, `mW`, `KB`); its *kind* comes from the unit's
+dimensionality in pint, so a field accepts any value whose unit converts to its own, and
+nothing else. `lookup_unit` reads a unit as documents write it; `convert` converts a value
+between two units of one kind; `normalise_facts` converts every fact to the unit its field
+declared and records the conversion, so a comparison never mixes units and a reviewer can
+see what was converted.
 
-Qualifiers (test cycles such as WLTP and EPA) are never touched here: a range converted
-from miles keeps its `EPA` label and is only compared with other EPA ranges.
+pint's own definitions are used with a few changes that datasheets need, applied to its
+definition file when the registry is built (see `_PINT_CHANGES`): a bit is information,
+not a pure number (so `Gb/s` is a data rate, not a frequency); an angle and a count are
+their own dimensions (so `142°` never fills a percentage); `b` is a bit, not a barn; `fps`
+is frames per second, not feet per second; `px` is a pixel. Where a datasheet spelling is
+not pint's (`℃`, `deg C`, `Kbytes`, `MP`, `Vpp`) `_normalise` rewrites it first. Memory
+sizes use the binary prefixes datasheets mean (`KB` is 1,024 bytes, `128 Mbit` is 2^27
+bits); rates (`Mb/s`) keep decimal ones.
+
+Decibel units (`dBm`, `dBi`, `dB`) are each their own kind and are never converted:
+`20 dBm` is not `100 mW` in any comparison a reader expects. Currencies are one kind,
+`money`, and are not converted either.
 """
 
 from __future__ import annotations
@@ -16,107 +27,121 @@ import functools
 import re
 from collections.abc import Iterable
 from dataclasses import dataclass
+from importlib import resources
+from typing import Any
 
 import pint
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.documents._facts import Conversion, Fact, NormalisedFact, QuantityKind
+from swarm_ray.documents._facts import Conversion, Fact, NormalisedFact
 
 __all__ = [
-    "CANONICAL_UNITS",
+    "COUNT",
+    "MONEY",
+    "TEXT",
     "NormalisationResult",
-    "UnitDef",
-    "canonical_unit",
-    "convert_value",
+    "Unit",
+    "convert",
     "lookup_currency",
     "lookup_unit",
     "normalise_facts",
-    "unit_regex",
+    "parse_unit",
+    "unit_phrase_regex",
 ]
 
-CANONICAL_UNITS: dict[QuantityKind, str] = {
-    QuantityKind.ENERGY: "kWh",
-    QuantityKind.DISTANCE: "km",
-    QuantityKind.LENGTH: "mm",
-    QuantityKind.POWER: "kW",
-    QuantityKind.TORQUE: "N·m",
-    QuantityKind.SPEED: "km/h",
-    QuantityKind.DURATION: "s",
-    QuantityKind.VOLUME: "L",
-    QuantityKind.MASS: "kg",
-    QuantityKind.NUMBER: "",
-    QuantityKind.CATEGORY: "",
+COUNT = "count"
+"""Kind of a number of things (`18 GPIO pins`, `5 seats`): no unit is written."""
+MONEY = "money"
+"""Kind of prices: currencies are kept apart, never converted."""
+TEXT = "text"
+"""Kind of a field without a unit: a term or a phrase."""
+
+_DIGITS = 9
+"""Significant digits kept after a conversion: enough for any datasheet, no float noise."""
+
+_PINT_CHANGES = {
+    "radian = [] = rad": "radian = [angle] = rad",
+    "bit = []": "bit = [information] = b",
+    "count = []": "count = [count]",
+    "barn = 1e-28 * meter ** 2 = b": "barn = 1e-28 * meter ** 2",
+    "foot_per_second = foot / second = fps": "foot_per_second = foot / second",
+    "css_pixel = inch / 96 = px": "css_pixel = inch / 96",
+    "pixel = [printing_unit] = _ = dot": "pixel = [printing_unit] = px = dot",
 }
-"""Canonical unit symbol per kind. Money has none: currencies are not converted."""
+"""Edits of pint's `default_en.txt` (see the module docstring for why)."""
 
-_DIGITS = 6
-"""Decimal places kept after a conversion; enough for mm, not so many that float noise shows."""
+_PINT_EXTRA = """
+frame = [frame]
+frames_per_second = frame / second = fps = FPS
+metric_horsepower_ps = 735.49875 * watt = PS
+operation = [operation]
+operations_per_second = operation / second = OPS
+floating_point_operations_per_second = operation / second = FLOPS
+"""
+"""Units pint lacks: frames per second (a frame rate, not a clock frequency), `PS` (pint's
+`PS` is a petasiemens), and operations per second (`GOPS`, `TOPS`: not a frequency)."""
 
+_DIMENSION_NAMES = {
+    "[length]": "length",
+    "[mass]": "mass",
+    "[time]": "time",
+    "[temperature]": "temperature",
+    "[current]": "current",
+    "[luminosity]": "luminous intensity",
+    "[substance]": "amount of substance",
+    "[information]": "information",
+    "[angle]": "angle",
+    "[count]": COUNT,
+    "[printing_unit]": "pixels",
+    "[operation] / [time]": "compute rate",
+    "[frame] / [time]": "frame rate",
+    "[information] / [time]": "data rate",
+    "[electric_potential]": "voltage",
+    "[velocity]": "speed",
+    "[frequency]": "frequency",
+}
+"""Readable names where pint has none, or one less familiar (`magnetomotive force` for
+a current); pint's own dimension names name the rest."""
+_SKIPPED_DIMENSIONS = ("gaussian", "esu", "_cgs", "magnetomotive")
+"""pint dimension names from unit systems nobody writes a datasheet in."""
 
-@dataclass(frozen=True)
-class UnitDef:
-    """A unit the extractor recognises.
+_BINARY = {"k": "Ki", "K": "Ki", "M": "Mi", "G": "Gi", "T": "Ti", "P": "Pi"}
 
-    Attributes:
-        symbol: The normalised symbol stored in facts (`mi`, `hp`, `N·m`).
-        pint_expr: The pint expression for the unit. Note `PS` is petasiemens in pint,
-            hence explicit expressions rather than the symbols.
-        kind: The quantity kind; a unit only fills fields of its kind.
-        spellings: Regular expressions for the ways documents write the unit.
-    """
-
-    symbol: str
-    pint_expr: str
-    kind: QuantityKind
-    spellings: tuple[str, ...]
-
-
-_K = QuantityKind
-# `\s` rather than a space inside a spelling: a PDF line may break between its words.
-_UNITS: tuple[UnitDef, ...] = (
-    UnitDef(
-        "kWh",
-        "kilowatt_hour",
-        _K.ENERGY,
-        (r"[kK]Wh", r"[kK]W·h", r"[kK]W\.h", r"[kK]W h", r"[kK]W-h", r"(?i:kilowatt[- ]?hours?)"),
-    ),
-    UnitDef("km", "kilometer", _K.DISTANCE, (r"km", r"(?i:kilomet(?:re|er)s?)")),
-    UnitDef("mi", "mile", _K.DISTANCE, (r"(?i:miles?)", r"mi")),
-    UnitDef("kW", "kilowatt", _K.POWER, (r"[kK]W", r"(?i:kilowatts?)")),
-    UnitDef("hp", "horsepower", _K.POWER, (r"hp", r"bhp", r"(?i:horsepower)")),
-    UnitDef("PS", "metric_horsepower", _K.POWER, (r"PS", r"(?i:metric\shorsepower)")),
-    UnitDef(
-        "N·m",
-        "newton * meter",
-        _K.TORQUE,
-        (r"N·m", r"Nm", r"N m", r"N-m", r"N\.m", r"(?i:newton[- ]?met(?:re|er)s?)"),
-    ),
-    UnitDef(
-        "lbf·ft",
-        "force_pound * foot",
-        _K.TORQUE,
-        (r"lb[- ·]?ft", r"lbf[- ·]?ft", r"(?i:pound[-\s]f(?:ee|oo)t)"),
-    ),
-    UnitDef("km/h", "kilometer / hour", _K.SPEED, (r"km/h", r"km/hr", r"kph")),
-    UnitDef("mph", "mile / hour", _K.SPEED, (r"mph", r"(?i:miles\sper\shour)")),
-    UnitDef("s", "second", _K.DURATION, (r"s", r"secs?", r"(?i:seconds?)")),
-    UnitDef("min", "minute", _K.DURATION, (r"min", r"mins", r"(?i:minutes?)")),
-    UnitDef("h", "hour", _K.DURATION, (r"h", r"hrs?", r"(?i:hours?)")),
-    UnitDef("mm", "millimeter", _K.LENGTH, (r"mm", r"(?i:millimet(?:re|er)s?)")),
-    UnitDef("cm", "centimeter", _K.LENGTH, (r"cm", r"(?i:centimet(?:re|er)s?)")),
-    # Bare `in` only before punctuation or a line end: "5 in two rows" is not inches.
-    UnitDef(
-        "in",
-        "inch",
-        _K.LENGTH,
-        (r"(?i:inch(?:es)?)", r"in\.(?=[\s.,;)]|$)", r"in(?=\s*(?:$|[),;\n]))", r'"'),
-    ),
-    UnitDef("L", "liter", _K.VOLUME, (r"L", r"(?i:lit(?:re|er)s?)")),
-    UnitDef("cu ft", "cubic_foot", _K.VOLUME, (r"cu\.?\s?ft", r"(?i:cubic\sf(?:ee|oo)t)", r"ft³")),
-    UnitDef("kg", "kilogram", _K.MASS, (r"kg", r"(?i:kilo(?:gram)?s)")),
-    UnitDef("lb", "pound", _K.MASS, (r"lbs?", r"(?i:pounds)")),
+# Spellings with a space or a symbol pint cannot read, rewritten to pint expressions.
+_PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(p, re.IGNORECASE if i else 0), r)
+    for p, r, i in (
+        (r"^(?:°|º|˚|deg\.?|degrees?)\s*C(?:elsius)?$", "degC", True),
+        (r"^(?:°|º|˚|deg\.?|degrees?)\s*F(?:ahrenheit)?$", "degF", True),
+        (r"^℃$", "degC", False),
+        (r"^℉$", "degF", False),
+        (r"^frames?\s*(?:/|per)\s*s(?:ec(?:ond)?)?$", "fps", True),
+        (r"^([kKMG]?)(?:sps|SPS|S/s|Sa/s|samples?/s)$", r"\1Hz", False),
+        (r"^(?:cu\.?\s?ft|cubic\s+f(?:ee|oo)t)$", "cubic_foot", True),
+        (r"^(?:lbf?[\s·⋅*.-]?ft|pound[\s-]f(?:ee|oo)t)$", "force_pound * foot", True),
+        (r"^(?:N[\s·⋅*.-]m|newton[\s-]?met(?:re|er)s?)$", "newton * meter", False),
+        (r"^(?:Nm)$", "newton * meter", False),
+        (r"^([kMGT]?)W[\s·⋅*.-]h$", r"\1W * hour", False),
+        (r"^kilowatt[\s-]?hours?$", "kilowatt_hour", True),
+        (r"^metric\s+horsepower$", "metric_horsepower_ps", True),
+        (r"^miles?\s+per\s+hour$", "mile / hour", True),
+        (r"^(?:kph|km/hr)$", "kilometer / hour", False),
+        (r"^bhp$", "horsepower", False),
+        (r'^(?:"|”|″|in\.)$', "inch", False),
+        (r"^(?:M|Mega)\s?(?:P|px|Px|pix|pixels?|Pixels?)$", "megapixel", False),
+        (r"^(?:k|K)\s?(?:px|pix|pixels?)$", "kilopixel", False),
+        (r"^([mµμunk]?)V\s?(?:pp|p-p|rms|RMS|dc|DC|ac|AC|pk)$", r"\1V", False),
+        (r"^([mµμun]?)A\s?(?:rms|RMS|dc|DC|pk)$", r"\1A", False),
+        (r"^(?:pcs|pieces?|pins?|channels?|lanes?|ports?|I/Os?|GPIOs?|units?)$", "count", True),
+        (r"^%\s?RH$", "percent", False),
+        (r"^([kMm]?)(?:Ohm|OHM|ohm)s?$", r"\1ohm", False),
+    )
 )
-
+_LEVEL = re.compile(r"^(?:dB|db|DB)(?P<suffix>[A-Za-zµμ~]*(?:\(\w+\))?)$")
+_BYTES = re.compile(r"^(?P<prefix>[kKMGTP])(?:B|[Bb]ytes?)$")
+_BITS = re.compile(r"^(?P<prefix>[kKMGTP])(?:b|bits?|Bits?)$")
+_TOKEN = re.compile(r"[A-Za-z_°µμΩ%‰][\w°µμΩ%‰]*")
+_SUPERSCRIPT_POWER = re.compile(r"^((?:[mckuµμ]?m|in|ft|yd))([23])$")
 _CURRENCIES: dict[str, str] = {
     "€": "EUR",
     "EUR": "EUR",
@@ -129,100 +154,296 @@ _CURRENCIES: dict[str, str] = {
     "CNY": "CNY",
     "RMB": "CNY",
 }
+_NOT_UNITS = frozenset(
+    [
+        "a",
+        "an",
+        "at",
+        "are",
+        "as",
+        "point",
+        "points",
+        "line",
+        "lines",
+        "hand",
+        "hands",
+        "drop",
+        "drops",
+        "cup",
+        "cups",
+        "stone",
+        "knot",
+        "light",
+        "pi",
+        "tex",
+        "denier",
+        "cord",
+        "dozen",
+        "score",
+        "gross",
+        "mil",
+        "has",
+        "galileo",
+        "nit",
+        "stere",
+        "bag",
+        "barrel",
+        "bbl",
+        "pint",
+        "ounce",
+        "second_radiation_constant",
+        "x",
+        "X",
+        "bus",
+        "frame",
+        "frames",
+    ]
+)
+"""Words pint reads as units that a document almost always means as words (`2 are`, `at`)."""
 
 
-@functools.cache
-def unit_regex() -> str:
-    """Return one regex alternation of every known unit spelling.
+@dataclass(frozen=True)
+class Unit:
+    """A unit as a document or a declaration writes it.
 
-    Longer spellings come first so that `kW·h` wins over `kW` and `lb-ft` over `lb`. The
-    caller adds the boundary after the unit.
+    Attributes:
+        text: As written (`Gb/s`, `°C`); what a report shows.
+        expr: The pint expression (`gigabit / second`); empty for levels and money.
+        kind: What it measures (`data rate`, `temperature`, `dBm`, `money`, `count`).
     """
-    spellings = [s for unit in _UNITS for s in unit.spellings]
-    spellings.sort(key=len, reverse=True)
-    return "(?:" + "|".join(spellings) + ")"
 
-
-@functools.cache
-def _compiled_spellings() -> tuple[tuple[re.Pattern[str], UnitDef], ...]:
-    return tuple((re.compile(s), unit) for unit in _UNITS for s in unit.spellings)
-
-
-def lookup_unit(text: str) -> UnitDef | None:
-    """Return the unit that `text` spells, or `None` when it is not a known spelling."""
-    text = text.strip()
-    for pattern, unit in _compiled_spellings():
-        # Some spellings look ahead (`in.` must be followed by a space or a line end):
-        # give them the line end that the isolated text lost.
-        match = pattern.match(text + "\n")
-        if match is not None and match.end() == len(text):
-            return unit
-    return None
-
-
-def lookup_currency(text: str) -> str | None:
-    """Return the ISO code for a currency symbol or code (`€` -> `EUR`), else `None`."""
-    return _CURRENCIES.get(text.strip().upper() if text.isalpha() else text.strip())
-
-
-def canonical_unit(kind: QuantityKind) -> str | None:
-    """Return the canonical unit symbol of `kind`; `None` for money, which has none."""
-    return CANONICAL_UNITS.get(kind)
+    text: str
+    expr: str
+    kind: str
 
 
 @functools.cache
 def _registry() -> pint.UnitRegistry[float]:
-    # Building a registry parses pint's definition files (about half a second): do it once
-    # per process, lazily, so importing the package stays cheap.
-    return pint.UnitRegistry()
+    """Pint's registry with the datasheet changes; built once per process (~0.1 s)."""
+    text = (resources.files("pint") / "default_en.txt").read_text(encoding="utf-8")
+    constants = (resources.files("pint") / "constants_en.txt").read_text(encoding="utf-8")
+    for old, new in _PINT_CHANGES.items():
+        if old not in text:  # a pint release that changed its definitions: fail loudly
+            raise RuntimeError(f"pint's definitions no longer contain {old!r}")
+        text = text.replace(old, new)
+    text = text.replace("@import constants_en.txt", constants) + _PINT_EXTRA
+    registry: pint.UnitRegistry[float] = pint.UnitRegistry(None)
+    registry.load_definitions(text.splitlines())
+    return registry
 
 
 @functools.cache
-def _symbol_to_unit() -> dict[str, UnitDef]:
-    return {unit.symbol: unit for unit in _UNITS}
+def _dimension_names() -> dict[Any, str]:
+    """Dimensionality -> a readable kind name, from the dimensions pint itself defines."""
+    registry = _registry()
+    names: dict[Any, str] = {}
+    text = (resources.files("pint") / "default_en.txt").read_text(encoding="utf-8")
+    for match in re.finditer(r"^\[(\w+)\]\s*=", text, re.MULTILINE):
+        name = match.group(1)
+        if not any(skip in name for skip in _SKIPPED_DIMENSIONS):
+            names.setdefault(registry.get_dimensionality(f"[{name}]"), name.replace("_", " "))
+    for expression, name in _DIMENSION_NAMES.items():
+        names[registry.get_dimensionality(expression)] = name
+    return names
 
 
-def convert_value(value: float, unit: str, kind: QuantityKind) -> tuple[float, str]:
-    """Convert `value` in `unit` to the canonical unit of `kind`.
+def _normalise(text: str) -> str:
+    """Rewrite a datasheet spelling into a pint expression (see the module docstring)."""
+    text = " ".join(text.replace("\u00a0", " ").split())
+    for pattern, replacement in _PHRASES:
+        if pattern.match(text):
+            return pattern.sub(replacement, text)
+    text = re.sub(r"\s*(?:/|\bper\b)\s*", "/", text)
+    text = re.sub(r"\s*[·⋅•*]\s*|(?<=[A-Za-z])[- ](?=[A-Za-z])", "*", text)
+    per_time = "/" in text
+    parts = re.split(r"([/*])", text)
+    out: list[str] = []
+    for part in parts:
+        if part in ("/", "*"):
+            out.append(part)
+            continue
+        part = _SUPERSCRIPT_POWER.sub(r"\1**\2", part)
+        if (m := _BYTES.match(part)) is not None:
+            prefix = m["prefix"]
+            part = (
+                (prefix.lower() if prefix == "K" else prefix) + "B"
+                if per_time
+                else (_BINARY[prefix] + "B")
+            )
+        elif (m := _BITS.match(part)) is not None:
+            prefix = m["prefix"]
+            part = (
+                (prefix.lower() if prefix == "K" else prefix) + "bit"
+                if per_time
+                else _BINARY[prefix] + "bit"
+            )
+        elif part in ("°C", "ºC", "℃"):
+            part = "degC"
+        out.append(part)
+    expr = "".join(out)
+    if "degC" in expr and expr != "degC":
+        expr = expr.replace("degC", "delta_degC")  # a rate per degree is a difference
+    return expr
 
-    Args:
-        value: The magnitude as written.
-        unit: A unit symbol (`UnitDef.symbol`), any spelling the lexicon knows
-            (`kW·h`, `miles`), or for money a currency code or symbol.
-        kind: The kind the value must have; guards against pint happily converting
-            N·m to kWh, which share a dimensionality.
 
-    Returns:
-        The converted value and the canonical unit.
+@functools.cache
+def unit_phrase_regex() -> str:
+    """An alternation of the spellings above that a text scanner must read as one unit.
+
+    They contain spaces or symbols (`kW h`, `deg C`, `in.`, `Vpp`) where a scan for a
+    unit token would stop early; `lookup_unit` reads each of them.
+    """
+    parts = []
+    for pattern, _ in _PHRASES:
+        body = pattern.pattern.removeprefix("^").removesuffix("$")
+        parts.append(f"(?i:{body})" if pattern.flags & re.IGNORECASE else f"(?:{body})")
+    parts.append(r"(?:dB|db)[A-Za-zµμ]*")
+    return "(?:" + "|".join(parts) + ")"
+
+
+def _kind(quantity: Any) -> str:
+    dimensionality = quantity.dimensionality
+    if not dimensionality:
+        return "ratio"
+    name = _dimension_names().get(dimensionality)
+    if name == "energy":
+        # A force times a length is a torque (N·m, lbf·ft), whatever pint's dimensions say:
+        # comparing a motor's torque with a battery's energy would be nonsense.
+        registry = _registry()
+        parts = [registry.get_dimensionality(u) for u in quantity.units._units]
+        force = registry.get_dimensionality("[force]")
+        length = registry.get_dimensionality("[length]")
+        if force in parts and length in parts:
+            return "torque"
+    return name or str(dimensionality)
+
+
+def _words_only(text: str) -> bool:
+    """A lower-case word of four letters or more: a unit only if it names one."""
+    return text.isalpha() and text.islower() and len(text) > 3
+
+
+@functools.cache
+def lookup_unit(text: str) -> Unit | None:
+    """Read a unit as written (`Gb/s`, `℃`, `kW·h`, `Kbytes`), or `None` if it is not one.
+
+    Words that pint happens to know but documents use as words (`at`, `are`) are not units.
+    """
+    text = text.strip()
+    if not text or len(text) > 40:
+        return None
+    if (code := lookup_currency(text)) is not None:
+        return Unit(text=text, expr=code, kind=MONEY)
+    if (level := _LEVEL.match(text)) is not None:
+        return Unit(text=text, expr="", kind="dB" + level["suffix"])
+    if text in _NOT_UNITS:
+        return None
+    expr = _normalise(text)
+    if not expr or re.fullmatch(r"[\d.\s]+", expr):
+        return None
+    if expr == COUNT:
+        return Unit(text=text, expr=COUNT, kind=COUNT)
+    registry = _registry()
+    try:
+        quantity = registry.Quantity(1, expr)
+    except Exception:  # pint raises several types for text that is not a unit
+        return None
+    if _words_only(text) and text not in _KNOWN_WORDS and not _is_plain_unit_word(text):
+        return None
+    return Unit(text=text, expr=expr, kind=_kind(quantity))
+
+
+_KNOWN_WORDS = frozenset(
+    [
+        "secs",
+        "mins",
+        "kbps",
+        "mbps",
+        "gbps",
+        "kbit",
+        "mbit",
+        "gbit",
+        "kohm",
+        "mohm",
+        "kwh",
+        "mwh",
+        "msps",
+        "ksps",
+    ]
+)
+"""Lower-case symbols of four letters or more that are units, not words."""
+
+
+@functools.cache
+def _is_plain_unit_word(word: str) -> bool:
+    """Whether a lower-case word names a unit (`volts`, `kilometres`, `degrees`)."""
+    registry = _registry()
+    try:
+        name = str(registry.Unit(word))
+    except Exception:
+        return False
+    stem = word.rstrip("s").replace("re", "er")
+    return stem[:4] in name.replace("re", "er") or name.endswith(stem[-4:])
+
+
+def parse_unit(text: str) -> Unit:
+    """Read a declared unit; raises `ValueError` naming it when it is not a unit.
+
+    Besides pint's units and the datasheet spellings, two words declare kinds without a
+    unit: `count` (a number of things) and `currency` (a price in any currency).
+    """
+    clean = text.strip()
+    if clean.lower() == "currency":
+        return Unit(text="", expr="", kind=MONEY)
+    unit = lookup_unit(clean)
+    if unit is None:
+        raise ValueError(
+            f"unknown unit {text!r}: not a unit pint knows (`Gb/s`, `°C`, `mW`, `dBm`, "
+            "`KB`, ...), `count` for a number of things or `currency` for a price"
+        )
+    return unit
+
+
+def lookup_currency(text: str) -> str | None:
+    """Return the ISO code for a currency symbol or code (`€` -> `EUR`), else `None`."""
+    text = text.strip()
+    return _CURRENCIES.get(text.upper() if text.isalpha() else text)
+
+
+def _round(value: float) -> float:
+    return float(f"{value:.{_DIGITS}g}")
+
+
+def convert(value: float, unit: str, to_unit: str) -> float:
+    """Convert `value` from `unit` to `to_unit` (both as written, e.g. `mi` to `km`).
 
     Raises:
-        ValueError: When the unit is unknown or not of `kind`.
+        ValueError: When either is not a unit, or the two measure different kinds.
     """
-    if kind is QuantityKind.MONEY:
-        code = lookup_currency(unit)
-        if code is None:
-            raise ValueError(f"unknown currency `unit`={unit!r}")
-        return value, code
-    target = CANONICAL_UNITS[kind]
-    if kind in (QuantityKind.NUMBER, QuantityKind.CATEGORY):
-        if unit:
-            raise ValueError(f"`unit`={unit!r} given for a {kind.value!r} value")
-        return value, target
-    unit_def = _symbol_to_unit().get(unit) or lookup_unit(unit)
-    if unit_def is None:
+    source, target = lookup_unit(unit), lookup_unit(to_unit)
+    if source is None:
         raise ValueError(f"unknown `unit`={unit!r}")
-    if unit_def.kind is not kind:
-        raise ValueError(f"`unit`={unit!r} measures {unit_def.kind.value!r}, not {kind.value!r}")
-    if unit_def.symbol == target:
-        return value, target
-    target_def = _symbol_to_unit()[target]
+    if target is None:
+        raise ValueError(f"unknown `unit`={to_unit!r}")
+    if source.kind != target.kind:
+        raise ValueError(f"`unit`={unit!r} measures {source.kind!r}, not {target.kind!r}")
+    if source.kind == MONEY:
+        if source.expr != target.expr and target.expr:
+            raise ValueError(f"currencies are not converted ({unit!r} to {to_unit!r})")
+        return value
+    if not source.expr:  # a level (dBm): only ever the same level
+        if source.text != target.text:
+            raise ValueError(f"{unit!r} is not converted to {to_unit!r}")
+        return value
+    if source.expr == target.expr:
+        return value
     registry = _registry()
-    converted = registry.Quantity(value, unit_def.pint_expr).to(target_def.pint_expr)
-    return round(float(converted.magnitude), _DIGITS), target
+    converted = registry.Quantity(value, source.expr).to(target.expr)
+    return _round(float(converted.magnitude))
 
 
 class NormalisationResult(BaseModel):
-    """Facts in canonical units, and what could not be normalised."""
+    """Facts in their fields' declared units, and what could not be normalised."""
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
@@ -230,40 +451,45 @@ class NormalisationResult(BaseModel):
     """One entry per input fact that could be normalised, in input order."""
     warnings: tuple[str, ...] = ()
     """One line per fact left out (unknown unit, unit of the wrong kind)."""
+    notes: dict[str, str] = {}
+    """Source document id -> a note for the report (the part numbers it covers)."""
+
+
+def _target(fact: Fact) -> str:
+    """The unit a fact is reported in: its field's declared unit; money keeps its currency."""
+    if fact.kind == MONEY:
+        return lookup_currency(fact.unit) or fact.unit
+    return fact.field_unit or fact.unit  # a count keeps its declared word (`count`, `pins`)
 
 
 def normalise_facts(facts: Iterable[Fact]) -> NormalisationResult:
-    """Convert every fact to the canonical unit of its kind, recording each conversion.
+    """Convert every fact to the unit its field declared, recording each conversion.
 
     A fact whose unit cannot be converted is left out with a warning rather than raising,
-    because one odd unit in one brochure should not sink a comparison of a hundred.
-
-    Args:
-        facts: Extracted facts, values and units as written.
-
-    Returns:
-        The normalised facts (qualifiers untouched) and a warning per fact left out.
+    because one odd unit in one datasheet should not sink a comparison of a hundred.
     """
     out: list[NormalisedFact] = []
     warnings: list[str] = []
     for fact in facts:
         if isinstance(fact.value, str):
-            if fact.kind is not QuantityKind.CATEGORY:
+            if fact.kind != TEXT:
                 warnings.append(
                     f"`{fact.field}` in `{fact.source}`: non-numeric value {fact.value!r} skipped"
                 )
                 continue
             out.append(NormalisedFact(fact=fact, value=fact.value, unit=""))
             continue
+        target = _target(fact)
+        if fact.kind == COUNT or fact.unit == target:
+            out.append(NormalisedFact(fact=fact, value=fact.value, unit=target))
+            continue
         try:
-            value, unit = convert_value(fact.value, fact.unit, fact.kind)
+            value = convert(fact.value, fact.unit, target)
         except ValueError as error:
             warnings.append(f"`{fact.field}` in `{fact.source}` page {fact.page}: {error}")
             continue
-        conversion = None
-        if unit != fact.unit or value != fact.value:
-            conversion = Conversion(
-                from_value=fact.value, from_unit=fact.unit, to_value=value, to_unit=unit
-            )
-        out.append(NormalisedFact(fact=fact, value=value, unit=unit, conversion=conversion))
+        conversion = Conversion(
+            from_value=fact.value, from_unit=fact.unit, to_value=value, to_unit=target
+        )
+        out.append(NormalisedFact(fact=fact, value=value, unit=target, conversion=conversion))
     return NormalisationResult(facts=tuple(out), warnings=tuple(warnings))

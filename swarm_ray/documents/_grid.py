@@ -1,0 +1,209 @@
+"""A page as a grid: rows of cells, each table's header, and what each column holds.
+
+`page_rows` reads a page's boxes (`_layout`) as rows; `header_of` finds the header row a
+table row sits under (a row naming `Min`/`Typ`/`Max`, `Unit`, `Value`, or several part
+numbers), `column_of` the header cell above a cell (by horizontal overlap), and `role`
+what a header cell's column holds: a statistic, units, values, conditions, symbols or
+labels. A table titled as limits (`Absolute Maximum Ratings`) is told apart from one of
+operating conditions, and rows repeated on several pages (running headers and footers)
+are found so that they are not read as content.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._layout import Row, TextBox, rows
+from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._units import Unit, lookup_unit
+from swarm_ray.documents._values import read_values, strip_footnotes
+
+__all__ = [
+    "PART_NUMBER",
+    "STAT_ROLES",
+    "Grid",
+    "bracket_unit",
+    "column_of",
+    "header_of",
+    "in_limits_table",
+    "is_dash",
+    "page_rows",
+    "role",
+    "row_unit",
+    "running_key",
+    "running_rows",
+]
+
+_ROLES: dict[str, tuple[str, ...]] = {
+    "min": ("min", "minimum", "min."),
+    "typ": ("typ", "typical", "typ.", "nom", "nominal", "nom."),
+    "max": ("max", "maximum", "max."),
+    "unit": ("unit", "units", "unit(s)", "units of measure"),
+    "value": ("value", "values", "rating", "ratings", "spec", "specs", "specification",
+              "specifications", "data", "limit", "limits", "details", "detail"),
+    "conditions": ("conditions", "condition", "test conditions", "test condition", "notes",
+                   "note", "comments", "comment", "remarks", "remark", "footnote"),
+    "symbol": ("symbol", "symbols", "sym", "sym.", "pin", "pins", "ref", "ref."),
+    "label": ("parameter", "parameters", "characteristic", "characteristics", "description",
+              "item", "items", "feature", "features", "property", "properties", "name",
+              "dimension", "dimensions", "specification item", "field", "component"),
+}  # fmt: skip
+_ROLE_OF = {word: role for role, words in _ROLES.items() for word in words}
+STAT_ROLES = {"min": Statistic.MIN, "typ": Statistic.TYP, "max": Statistic.MAX}
+PART_NUMBER = re.compile(r"^(?=[^ ]*\d)(?=[^ ]*[A-Z])[A-Z0-9][A-Za-z0-9\-_/.+#]{2,24}$")
+_DASHES = re.compile(
+    r"^[\s\-\u2013—\u2212/]*(?:n/?a|tbd|—|-)?[\s\-\u2013—\u2212/]*$", re.IGNORECASE
+)
+_BRACKET_UNIT = re.compile(r"[(\[]\s*(?:in\s+)?([^()\[\]]{1,14}?)\s*[)\]]")
+_HEADER_LOOKBACK = 30
+"""Rows above a row searched for its table's header."""
+_LIMITS_TABLE = re.compile(
+    r"absolute\s+maxim|maximum\s+ratings|stress\s+ratings|limiting\s+values|abs\.?\s*max",
+    re.IGNORECASE,
+)
+"""Titles of tables of limits the part survives, not the conditions it works in."""
+
+
+@dataclass
+class Grid:
+    """One page's rows with their headers, computed once for every field."""
+
+    number: int
+    rows: list[Row]
+    headers: dict[int, Row | None] = field(default_factory=dict)
+    limits: dict[int, bool] = field(default_factory=dict)
+    """Header row index -> whether its table lists limits (absolute maximum ratings)."""
+
+
+def page_rows(page: PageText) -> list[Row]:
+    """The page's rows: from its boxes, or from its text lines when it has none.
+
+    Without boxes (a document built in memory) a line's cells are the runs of text between
+    tabs or two spaces, placed by character offset.
+    """
+    if page.boxes:
+        return rows(page.boxes)
+    out: list[Row] = []
+    for number, line in enumerate(page.text.splitlines()):
+        cells: list[TextBox] = []
+        for match in re.finditer(r"[^\t]+?(?=\t| {2,}|$)", line):
+            text = match.group(0).strip()
+            if text:
+                x0 = 6.0 * match.start()
+                cells.append(
+                    TextBox(x0=x0, top=12.0 * number, x1=x0 + 6.0 * len(text),
+                            bottom=12.0 * number + 10, size=10.0, text=text)
+                )  # fmt: skip
+        if cells:
+            out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
+    return out
+
+
+def role(text: str) -> str | None:
+    clean = " ".join(strip_footnotes(text).lower().split()).strip(" :")
+    clean = re.sub(r"\s*[(\[][^()\[\]]*[)\]]$", "", clean)  # `Max (°C)`
+    return _ROLE_OF.get(clean)
+
+
+def _is_header(row: Row) -> bool:
+    roles = [role(c.text) for c in row.cells]
+    named = [r for r in roles if r is not None]
+    stats = [r for r in named if r in STAT_ROLES]
+    if stats and len(named) >= 2:
+        return True
+    if len(named) >= 2 and any(r in ("value", "unit") for r in named):
+        return True
+    parts = [c for c in row.cells[1:] if PART_NUMBER.match(c.text.strip())]
+    return len(parts) >= 2 and not any(read_values(c.text) for c in row.cells[:1])
+
+
+def header_of(page: Grid, index: int) -> Row | None:
+    """The header of the table row `index` belongs to: the nearest header row above."""
+    if index in page.headers:
+        return page.headers[index]
+    found: Row | None = None
+    row = page.rows[index]
+    for back in range(index - 1, max(-1, index - _HEADER_LOOKBACK), -1):
+        above = page.rows[back]
+        if _is_header(above):
+            found = above
+            break
+        if len(above.cells) == 1 and above.cells[0].size > 1.25 * row.cells[0].size:
+            break  # a heading: the table above is another one
+    page.headers[index] = found
+    return found
+
+
+def in_limits_table(page: Grid, index: int) -> bool:
+    """Whether row `index` sits in a table titled as limits (`Absolute Maximum Ratings`)."""
+    header = header_of(page, index)
+    if header is None:
+        return False
+    start = page.rows.index(header)
+    if start not in page.limits:
+        above = page.rows[max(0, start - 3) : start]
+        page.limits[start] = any(
+            _LIMITS_TABLE.search(" ".join(c.text for c in row.cells)) for row in above
+        ) or bool(_LIMITS_TABLE.search(header.cells[0].text))
+    return page.limits[start]
+
+
+def column_of(header: Row, cell: TextBox) -> TextBox | None:
+    """The header cell above `cell`: the most overlapping one, else the nearest centre."""
+    best: tuple[float, TextBox] | None = None
+    for head in header.cells:
+        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
+        if best is None or overlap > best[0]:
+            best = (overlap, head)
+    if best is not None and best[0] > 0:
+        return best[1]
+    centre = (cell.x0 + cell.x1) / 2
+    nearest = min(header.cells, key=lambda h: abs((h.x0 + h.x1) / 2 - centre))
+    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
+    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
+
+
+def bracket_unit(text: str) -> Unit | None:
+    for match in _BRACKET_UNIT.finditer(text):
+        unit = lookup_unit(match.group(1))
+        if unit is not None:
+            return unit
+    return None
+
+
+def row_unit(row: Row, header: Row | None, label: int) -> Unit | None:
+    """The unit for bare numbers in a row: its unit column, last cell, or label's `(V)`."""
+    if header is not None:
+        for cell in row.cells[label + 1 :]:
+            column = column_of(header, cell)
+            if column is not None and role(column.text) == "unit":
+                return lookup_unit(strip_footnotes(cell.text))
+    if len(row.cells) > label + 1:
+        last = lookup_unit(strip_footnotes(row.cells[-1].text))
+        if last is not None and not read_values(row.cells[-1].text):
+            return last
+    return bracket_unit(row.cells[label].text)
+
+
+def is_dash(text: str) -> bool:
+    return bool(_DASHES.match(strip_footnotes(text)))
+
+
+def running_key(row: Row) -> str:
+    return re.sub(r"\d+", "#", " ".join(c.text for c in row.cells)).casefold()
+
+
+def running_rows(document: ParsedDocument) -> set[str]:
+    """Rows repeated on several pages (headers, footers, page numbers aside): not content."""
+    if len(document.pages) < 3:
+        return set()
+    seen: dict[str, set[int]] = {}
+    for page in document.pages:
+        if not page.boxes:
+            continue
+        candidates = rows(page.boxes)
+        for row in candidates[:3] + candidates[-3:]:
+            seen.setdefault(running_key(row), set()).add(page.number)
+    return {key for key, pages in seen.items() if len(pages) >= 2}

@@ -1,0 +1,173 @@
+"""Page layout: text in boxes with positions, so a value can be tied to its row and column.
+
+Plain page text loses what a datasheet's tables say by position: which row label a value
+sits next to, under which column header (`Min`, `Typ`, `Max`, a part number), whether a
+small raised `1` is a footnote mark or a digit. `page_boxes` reads PDFium's character
+boxes (a few microseconds a character, about what reading the text costs) and groups
+characters into `TextBox`es: runs of text on one line with no wide gap inside, which is
+what a table cell or a line of prose looks like. A character set smaller and raised after
+a digit or a letter is a footnote or superscript mark and is left out of the box, so
+`85¹` reads `85`. `rows` groups boxes into visual rows, left to right.
+
+Coordinates are PDF points from the page's top-left corner, y growing downwards.
+"""
+
+from __future__ import annotations
+
+import ctypes
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
+from pydantic import BaseModel, ConfigDict
+
+__all__ = ["Row", "TextBox", "page_boxes", "rows"]
+
+_CELL_GAP = 0.8
+"""A horizontal gap wider than this many font heights starts a new box (a new cell)."""
+_WORD_GAP = 0.15
+"""A gap wider than this many font heights is a word space, when the PDF has none."""
+_MARK_SIZE = 0.8
+"""A glyph smaller than this share of the box's height may be a footnote mark."""
+_SPACES = frozenset(" \t\u00a0\u2002\u2003\u2009\u200b")
+_MARKS = frozenset("0123456789*†‡§¶#")
+"""What a footnote mark is made of; a raised small `°` or letter stays (`85 °C`)."""
+
+
+class TextBox(BaseModel):
+    """A run of text on one line: a table cell, a heading, a line of prose."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+    size: float
+    """Line height in points: the height of the font's box, not of the glyphs."""
+    text: str
+
+
+@dataclass
+class _Open:
+    x0: float
+    top: float
+    x1: float
+    bottom: float
+    size: float
+    chars: list[str]
+    space: bool = False
+
+
+def _close(box: _Open | None, out: list[TextBox]) -> None:
+    if box is None:
+        return
+    text = "".join(box.chars).strip()
+    if text:
+        out.append(
+            TextBox(
+                x0=round(box.x0, 1),
+                top=round(box.top, 1),
+                x1=round(box.x1, 1),
+                bottom=round(box.bottom, 1),
+                size=round(box.size, 1),
+                text=text,
+            )
+        )
+
+
+def page_boxes(textpage: Any, page_height: float) -> list[TextBox]:
+    """Group a PDFium text page's characters into boxes (the caller holds PDFium's lock).
+
+    Args:
+        textpage: A `pypdfium2.PdfTextPage` (its `raw` handle is read).
+        page_height: The page's height in points, to measure y from the top.
+    """
+    raw = textpage.raw
+    count = pdfium_c.FPDFText_CountChars(raw)
+    rect = pdfium_c.FS_RECTF()
+    out: list[TextBox] = []
+    box: _Open | None = None
+    for index in range(count):
+        code = pdfium_c.FPDFText_GetUnicode(raw, index)
+        # Control characters and lone surrogates (broken font encodings) are not text.
+        usable = 0x20 <= code < 0x110000 and not 0xD800 <= code < 0xE000 and code != 0xFFFE
+        char = chr(code) if usable or code in (10, 13) else ""
+        if char in ("\r", "\n", "\x02", "") or char in _SPACES:
+            if box is not None:
+                if char in ("\r", "\n"):
+                    _close(box, out)
+                    box = None
+                else:
+                    box.space = True
+            continue
+        if not pdfium_c.FPDFText_GetLooseCharBox(raw, index, ctypes.byref(rect)):
+            continue
+        top, bottom = page_height - rect.top, page_height - rect.bottom
+        left, right = rect.left, rect.right
+        size = max(bottom - top, 0.1)
+        if box is not None:
+            gap = left - box.x1
+            middle = (top + bottom) / 2
+            same_line = box.top - 0.3 * box.size <= middle <= box.bottom + 0.3 * box.size
+            small = (
+                char in _MARKS
+                and size < _MARK_SIZE * box.size
+                and bottom < box.bottom - 0.2 * box.size
+            )
+            if same_line and small and -0.2 * box.size <= gap < _WORD_GAP * box.size:
+                continue  # a raised footnote or superscript mark: `85¹`, `VCC(1)`
+            if same_line and -0.5 * box.size <= gap <= _CELL_GAP * max(box.size, size):
+                if box.space or gap > _WORD_GAP * box.size:
+                    box.chars.append(" ")
+                box.chars.append(char)
+                box.x1 = max(box.x1, right)
+                box.top, box.bottom = min(box.top, top), max(box.bottom, bottom)
+                box.space = False
+                continue
+            _close(box, out)
+        box = _Open(left, top, right, bottom, size, [char])
+    _close(box, out)
+    return out
+
+
+@dataclass(frozen=True)
+class Row:
+    """Boxes on one visual line of a page, left to right."""
+
+    top: float
+    bottom: float
+    cells: tuple[TextBox, ...]
+
+    @property
+    def text(self) -> str:
+        """The row's cells joined by a tab: cell boundaries stay visible."""
+        return "\t".join(cell.text for cell in self.cells)
+
+
+def rows(boxes: Sequence[TextBox]) -> list[Row]:
+    """Group boxes into rows: boxes whose vertical middles lie within each other's band."""
+    ordered = sorted(boxes, key=lambda b: (b.top + b.bottom) / 2)
+    out: list[list[TextBox]] = []
+    for box in ordered:
+        middle = (box.top + box.bottom) / 2
+        if out:
+            last = out[-1]
+            top = min(b.top for b in last)
+            bottom = max(b.bottom for b in last)
+            band = 0.35 * min(b.size for b in last)
+            if top + band <= middle <= bottom - band or abs(
+                middle - (top + bottom) / 2
+            ) <= 0.5 * min(box.size, min(b.size for b in last)):
+                last.append(box)
+                continue
+        out.append([box])
+    return [
+        Row(
+            top=min(b.top for b in group),
+            bottom=max(b.bottom for b in group),
+            cells=tuple(sorted(group, key=lambda b: b.x0)),
+        )
+        for group in out
+    ]

@@ -1,0 +1,526 @@
+"""Table-aware extraction of fields declared by name, unit and labels.
+
+Datasheets state most values in tables: a row label, perhaps a symbol and test
+conditions, then `Min / Typ / Max` columns and a unit column, or a value with its unit.
+This extractor reads a page as rows of cells under their headers (`_grid`) and, for
+every cell naming a field (`_labels`), takes values from the same row:
+
+- a value cell is placed under its column header by position, so `Min`, `Typ` and `Max`
+  columns give the statistic, a `Unit` column gives bare numbers their unit, and columns
+  of conditions, symbols or descriptions are skipped; columns headed by part numbers
+  give each value its own entity (several products in one table);
+- a range (`-40 to +85 °C`, `3.6-5 V`) gives a minimum and a maximum, `up to` a maximum;
+- a label with its value in one cell (`Operating temperature: -40 to 85 °C`) or in a
+  phrase (`core running at 800 MHz`, `50 µA deep sleep current`) counts too, as weaker
+  evidence.
+
+Only values of the field's kind count (its unit's dimensionality), so `45 mA @ 5 V` gives a
+current field 45 mA and a voltage field nothing (a value after `@` is a condition). Per
+document and field the strongest evidence wins: a cell naming exactly the field beats a
+cell with more words (`Back focal length` for `focal length`), which beats a phrase. The
+statistics the field declares are kept (`min,max`: the range's ends).
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+
+from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
+from swarm_ray.documents._grid import (
+    PART_NUMBER,
+    STAT_ROLES,
+    Grid,
+    bracket_unit,
+    column_of,
+    header_of,
+    in_limits_table,
+    is_dash,
+    page_rows,
+    role,
+    row_unit,
+    running_key,
+    running_rows,
+)
+from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
+from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
+from swarm_ray.documents._values import Value, read_values, strip_footnotes
+
+__all__ = ["extract_table_facts", "names_a_field"]
+
+_INLINE_LEAD = re.compile(
+    r"^\s*(?:\([^()]{0,16}\))?\s*(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
+    r"(?:up\s+to|max\.?|min\.?|typ\.?|approx\.?|~|<|>|≤|≥)?\s*",
+    re.I,
+)
+_SENTENCE_END = re.compile(r"[.;!?](?:\s|$)")
+_PHRASE_AFTER = 60
+"""Characters after a label in a phrase where its value may stand."""
+_PHRASE_BEFORE = 14
+"""Characters between a value and the label after it (`50 µA deep sleep current`)."""
+_ROWS_BELOW = 30
+"""Rows under a column's label read for values (a product table's rows)."""
+_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
+"""Per tier: the exact label cell, a label cell with more words, a phrase; then the
+first two again in a table of limits (absolute maximum ratings)."""
+
+
+@dataclass(frozen=True)
+class _Hit:
+    """A cell of a row that names a field."""
+
+    cell: int
+    span: tuple[int, int]
+
+
+@dataclass(frozen=True)
+class _Candidate:
+    key: str
+    tier: int
+    value: float | str
+    unit: str
+    statistic: Statistic | None
+    value_text: str
+    page: int
+    row: int
+    quote: str
+    entity: str | None = None
+
+
+def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
+    if field.kind == COUNT:
+        return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
+    return unit is not None and unit.kind == field.kind
+
+
+def _prose(text: str) -> bool:
+    """A cell of running text, not of values: only its first value of a kind counts.
+
+    `32 MB flash, 100 MHz 8-bit DDR mode` states one memory size; `8-bit` is a width.
+    """
+    words = [w for w in re.findall(r"[A-Za-z]{3,}", text) if lookup_unit(w) is None]
+    return len(words) > 2
+
+
+class _Reader:
+    """Candidates of one document for its label fields."""
+
+    def __init__(self, fields: Sequence[FieldSpec]) -> None:
+        self.fields = fields
+        self.regexes = [labels_regex(f.all_labels) for f in fields]
+        self.all_labels = labels_regex(tuple(label for f in fields for label in f.all_labels))
+
+    def names_a_field(self, text: str) -> bool:
+        """Whether a page's text names any of the fields (else it has nothing to read)."""
+        return self.all_labels.search(text.replace("\n", " ")) is not None
+
+    def states_a_field(self, text: str) -> bool:
+        """Whether a page may state a field, so is worth laying out.
+
+        A line names a field next to a value of its kind; for a text field, a short line
+        or a `Label:` starts with its name. Prose that merely uses a word (`Mount the unit
+        on a rigid bracket`) is not laid out.
+        """
+        checked: set[int] = set()
+        for found in self.all_labels.finditer(text):
+            start = text.rfind("\n", 0, found.start()) + 1
+            if start in checked:
+                continue
+            checked.add(start)
+            end = text.find("\n", found.end())
+            line = text[start : end if end != -1 else len(text)]
+            after = text.find("\n", end + 1) if end != -1 else -1
+            near = text[start : after if after != -1 else len(text)]
+            for spec, regex in zip(self.fields, self.regexes, strict=True):
+                match = regex.search(line)
+                if match is None:
+                    continue
+                if spec.kind == TEXT:
+                    labelled = ":" in line[match.end() : match.end() + 3] or len(line) <= 60
+                    if match.start() <= 2 and labelled:
+                        return True
+                elif any(_fits(spec, v.unit, v) for v in read_values(near)):
+                    return True
+        return False
+
+    def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
+        if not self.names_a_field(page.text):
+            return []  # no field named on this page: nothing to read (big manuals)
+        info = Grid(page.number, page_rows(page))
+        found: list[_Candidate] = []
+        for index, row in enumerate(info.rows):
+            if running_key(row) in running:
+                continue
+            header = header_of(info, index)
+            for spec, regex in zip(self.fields, self.regexes, strict=True):
+                for cell_index, cell in enumerate(row.cells):
+                    column = column_of(header, cell) if header is not None else None
+                    if column is not None and role(column.text) == "conditions":
+                        continue  # `VDD = 3.3 V` there is another row's test condition
+                    for match in regex.finditer(cell.text):
+                        if self._longer_label_elsewhere(spec, cell.text, match.span()):
+                            continue
+                        hit = _Hit(cell_index, match.span())
+                        found.extend(self._read(spec, info, index, hit))
+        return found
+
+    def _longer_label_elsewhere(self, spec: FieldSpec, text: str, span: tuple[int, int]) -> bool:
+        """Whether another field's label covers this match and more (`focal length`)."""
+        for other, regex in zip(self.fields, self.regexes, strict=True):
+            if other is spec:
+                continue
+            for match in regex.finditer(text):
+                if (
+                    match.start() <= span[0]
+                    and span[1] <= match.end()
+                    and match.end() - match.start() > span[1] - span[0]
+                ):
+                    return True
+        return False
+
+    def _read(self, spec: FieldSpec, page: Grid, index: int, hit: _Hit) -> list[_Candidate]:
+        row = page.rows[index]
+        cell = row.cells[hit.cell]
+        text = strip_footnotes(cell.text)
+        start, end = _footnote_free_span(cell.text, text, hit.span)
+        after = text[end:]
+        lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
+        inline_values = read_values(after)
+        before_values = [v for v in read_values(text[:start]) if not v.condition]
+        quote = " | ".join(c.text for c in row.cells)[:240]
+        base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
+        if spec.kind == TEXT:
+            return self._text(spec, page, index, hit, after, lead_end, base)
+        stated_inline = (
+            bool(inline_values)
+            and not before_values
+            and inline_values[0].start <= lead_end
+            and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
+        )
+        if not inline_values and not before_values:
+            tier = 0 if not extra_words(text, (start, end)) else 1
+            if in_limits_table(page, index):
+                tier += 3  # a limit the part survives gives way to what it works in
+            found = self._right(spec, page, index, hit, tier, base) or self._below(
+                spec, page, index, hit, tier, base
+            )
+            limit = _label_statistic(text)
+            return [
+                c if c.statistic is not None or limit is None else _with(c, statistic=limit)
+                for c in found
+            ]
+        if stated_inline:
+            tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
+            unit = bracket_unit(text[:end])
+            return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
+        return self._phrase(spec, text, (start, end), base)
+
+    def _right(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        hit: _Hit,
+        tier: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        row = page.rows[index]
+        header = header_of(page, index)
+        unit = row_unit(row, header, hit.cell)
+        out: list[_Candidate] = []
+        skipped_text = 0
+        for cell in row.cells[hit.cell + 1 :]:
+            column = column_of(header, cell) if header is not None else None
+            held = role(column.text) if column is not None else None
+            if held in ("conditions", "symbol", "label", "unit"):
+                continue
+            if is_dash(cell.text):
+                continue
+            values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            if not values:
+                if lookup_unit(strip_footnotes(cell.text)) is not None:
+                    continue
+                if out or skipped_text >= 1:
+                    break  # the next label of a row holding two label-value pairs
+                skipped_text += 1
+                continue
+            entity = None
+            if column is not None and held is None and PART_NUMBER.match(column.text.strip()):
+                entity = column.text.strip()
+            column_unit = bracket_unit(column.text) if column is not None else None
+            statistic = STAT_ROLES.get(held or "")
+            got = self._values(
+                spec, values, column_unit or unit, statistic, tier, base,
+                first_only=_prose(cell.text), entity=entity,
+            )  # fmt: skip
+            out.extend(got)
+            if not got and out:
+                break
+        return out
+
+    def _below(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        hit: _Hit,
+        tier: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        """The label heads a column: values below it, one row per product or one below.
+
+        A table whose rows are products (`Part number | Data rate | Reach`) gives each
+        row's value its part number; a label with its value on the next line (a spec
+        box) gives that value, as weaker evidence.
+        """
+        row = page.rows[index]
+        label = row.cells[hit.cell]
+        if len(label.text.split()) > 6 or any(read_values(c.text) for c in row.cells):
+            return []  # a phrase, or a row of values: not a header
+        unit = bracket_unit(label.text)
+        out: list[_Candidate] = []
+        for below in page.rows[index + 1 : index + 1 + _ROWS_BELOW]:
+            cell = next((c for c in below.cells if min(c.x1, label.x1) > max(c.x0, label.x0)), None)
+            first = below.cells[0]
+            if cell is None or (len(below.cells) == 1 and first.size > 1.2 * label.size):
+                break
+            part = first.text.strip() if PART_NUMBER.match(first.text.strip()) else None
+            if cell is first:
+                part = None
+            if part is None and out:
+                break  # past the one value under a label that no product table has
+            values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            got = self._values(
+                spec, values, unit, None, tier + (0 if part else 1), base,
+                first_only=_prose(cell.text), entity=part,
+            )  # fmt: skip
+            if not got:
+                break
+            out.extend(got)
+            if part is None:
+                break
+        return out
+
+    def _values(
+        self,
+        spec: FieldSpec,
+        values: Sequence[Value],
+        unit: Unit | None,
+        statistic: Statistic | None,
+        tier: int,
+        base: dict[str, object],
+        *,
+        first_only: bool,
+        entity: str | None = None,
+    ) -> list[_Candidate]:
+        out: list[_Candidate] = []
+        plain = [v for v in values if not v.adjective and _fits(spec, v.unit or unit, v)]
+        for value in values:
+            if value.condition or (value.adjective and plain):
+                continue
+            own = value.unit or unit
+            if not _fits(spec, own, value):
+                continue
+            out.append(
+                _Candidate(
+                    value=value.value,
+                    unit="" if own is None or spec.kind == COUNT else own.text,
+                    statistic=statistic or value.statistic,
+                    value_text=value.text
+                    if value.unit or own is None
+                    else f"{value.text} {own.text}",
+                    tier=tier,
+                    entity=entity,
+                    **base,  # type: ignore[arg-type]
+                )
+            )
+            if first_only:
+                break
+        return out
+
+    def _phrase(
+        self, spec: FieldSpec, text: str, span: tuple[int, int], base: dict[str, object]
+    ) -> list[_Candidate]:
+        """A label in running text: the value right before it, or after it in the sentence.
+
+        `32 MB SDRAM`; `running at 800 MHz`.
+        """
+        before = read_values(text[: span[0]])
+        if before:
+            last = before[-1]
+            gap = text[last.end : span[0]]
+            words = re.findall(r"[^\W_]+", gap)
+            if (
+                len(gap) <= _PHRASE_BEFORE
+                and not re.search(r"[,;:.()]", gap)
+                and len(words) <= 1
+                and _fits(spec, last.unit, last)
+            ):
+                stated = [last]
+                if last.statistic is Statistic.MAX and len(before) > 1:
+                    low = before[-2]  # `1.7 V to 3.6 V supply`: both ends of the range
+                    if low.statistic is Statistic.MIN and low.unit == last.unit:
+                        stated.insert(0, low)
+                return self._values(spec, stated, last.unit, None, 2, base, first_only=False)
+        if spec.kind == COUNT:
+            return []  # `GPIO 3` names a pin; a count stands before its noun
+        stop = _SENTENCE_END.search(text, span[1])
+        window_end = min(len(text), span[1] + _PHRASE_AFTER, stop.start() if stop else len(text))
+        after = [v for v in read_values(text[span[1] : window_end]) if _fits(spec, v.unit, v)]
+        return self._values(spec, after, None, None, 2, base, first_only=True)
+
+    def _text(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        hit: _Hit,
+        after: str,
+        lead_end: int,
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        row = page.rows[index]
+        cell_text = strip_footnotes(row.cells[hit.cell].text)
+        start, end = hit.span
+        value = ""
+        if re.search(r"[:=]", after[:lead_end]) and after[lead_end:].strip():
+            value = after[lead_end:]
+            tier = 0 if not extra_words(cell_text[:end], (start, end)) else 1
+        else:
+            tier = 0 if not extra_words(cell_text, (start, end)) else 1
+            header = header_of(page, index)
+            for cell in row.cells[hit.cell + 1 :]:
+                column = column_of(header, cell) if header is not None else None
+                if column is not None and role(column.text) in ("conditions", "symbol", "unit"):
+                    continue
+                if not is_dash(cell.text):
+                    value = strip_footnotes(cell.text)
+                    break
+        value = " ".join(value.split()).strip(" .;:")
+        if not value or len(value) > 120 or re.match(r"(?:https?://|www\.)|\S+@\S+\.", value):
+            return []  # a link or an address is where to read more, not the value
+        return [
+            _Candidate(
+                value=value, unit="", statistic=None, value_text=value, tier=tier,
+                **base,  # type: ignore[arg-type]
+            )
+        ]  # fmt: skip
+
+
+_LABEL_LIMIT = re.compile(
+    r"\b(?P<word>max(?:imum)?|min(?:imum)?|typ(?:ical)?|nom(?:inal)?)\b\.?", re.I
+)
+
+
+def _label_statistic(text: str) -> Statistic | None:
+    """`Max frame rate`, `Supply voltage (min)`: the statistic a label cell names."""
+    match = _LABEL_LIMIT.search(text)
+    if match is None:
+        return None
+    word = match["word"].lower()[:3]
+    return {"max": Statistic.MAX, "min": Statistic.MIN}.get(word, Statistic.TYP)
+
+
+def _with(candidate: _Candidate, **changes: object) -> _Candidate:
+    from dataclasses import replace
+
+    return replace(candidate, **changes)  # type: ignore[arg-type]
+
+
+def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[int, int]:
+    """Map a label's span in a cell to the cell without footnote marks."""
+    label = raw[span[0] : span[1]]
+    position = clean.find(label)
+    if position == -1:
+        match = label_regex(label).search(clean)
+        return match.span() if match else (0, 0)
+    return position, position + len(label)
+
+
+def _select(spec: FieldSpec, found: list[_Candidate]) -> list[_Candidate]:
+    """The strongest evidence for a field, with the statistics it declares."""
+    if not found:
+        return []
+    best = min(c.tier for c in found)
+    found = [c for c in found if c.tier == best]
+    wanted = set(spec.statistics)
+    if wanted:
+        stated = [c for c in found if c.statistic in wanted]
+        return stated or [c for c in found if c.statistic is None]
+    # No statistic asked for: the value as stated (the typical one of a Min/Typ/Max row, an
+    # `up to` limit), no statistic reported; a range with no such value keeps both ends.
+    by_row: dict[tuple[int, int], list[_Candidate]] = {}
+    for candidate in found:
+        by_row.setdefault((candidate.page, candidate.row), []).append(candidate)
+    kept: list[_Candidate] = []
+    for group in by_row.values():
+        plain = [c for c in group if c.statistic in (None, Statistic.TYP)]
+        stats = {c.statistic for c in group}
+        if plain:
+            kept.extend(_with(c, statistic=None) for c in plain)
+        elif {Statistic.MIN, Statistic.MAX} <= stats:
+            kept.extend(group)
+        else:
+            kept.extend(_with(c, statistic=None) for c in group)
+    return kept
+
+
+def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
+    """A test of a page's text: may it state one of `fields`? `None` without label fields.
+
+    What `parse_pdf(focus=...)` takes, so only pages that matter are laid out and indexed.
+    """
+    labelled = [f for f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
+    return _Reader(labelled).states_a_field if labelled else None
+
+
+def extract_table_facts(
+    document: ParsedDocument, fields: Sequence[FieldSpec], base: dict[str, str]
+) -> list[Fact]:
+    """Facts for `fields` (declared by labels) from the rows and tables of `document`.
+
+    Args:
+        document: A parsed document (boxes used where pages have them).
+        fields: Label fields (no synonyms, patterns or vocabulary).
+        base: `entity`, `document_id` and `source` for every fact.
+    """
+    if not fields:
+        return []
+    reader = _Reader(fields)
+    running = running_rows(document)
+    focus = set(document.focus_pages)
+    found: list[_Candidate] = []
+    for page in document.pages:
+        if not focus or page.number in focus:
+            found.extend(reader.page(page, running))
+    facts: list[Fact] = []
+    for spec in fields:
+        seen: set[tuple[object, ...]] = set()
+        for candidate in _select(spec, [c for c in found if c.key == spec.key]):
+            entity = candidate.entity or base["entity"]
+            key = (entity, candidate.statistic, candidate.value, candidate.unit, candidate.page)
+            if key in seen:
+                continue
+            seen.add(key)
+            facts.append(
+                Fact(
+                    field=spec.key,
+                    kind=spec.kind,
+                    value=candidate.value,
+                    unit=candidate.unit,
+                    field_unit=spec.unit,
+                    statistic=candidate.statistic,
+                    value_text=candidate.value_text,
+                    page=candidate.page,
+                    quote=candidate.quote,
+                    confidence=_CONFIDENCE[candidate.tier],
+                    method=ExtractionMethod.LABEL,
+                    entity=entity,
+                    document_id=base["document_id"],
+                    source=base["source"],
+                )
+            )
+    return facts

@@ -1,0 +1,217 @@
+"""Values as datasheets write them in a cell or a phrase: signs, ranges, limits, footnotes.
+
+`read_values("-40°C to +85°C")` gives two values, -40 °C as the `min` and 85 °C as the
+`max`; so do `-5 to +70 °C`, `0~70℃`, `4.0V to 5.5V` and `3.6-5 V` (a unit written once
+applies to both ends). `±10 %` is a range too. `up to 120 FPS`, `< 50 µA` and `max. 85`
+are maxima, `at least 2`, `> 1 Gb/s` and `30+ FPS` minima, `typ. 3.3 V` a typical value.
+`120/240/480 FPS` states three values in one unit. A number with no unit of its own is
+returned bare (`unit` `None`) for the caller to place: a table's unit column, a label's
+`(V)`. Footnote references are not numbers: `85 (1)`, `85[2]`, `85¹`, `85*` read `85`.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._mentions import parse_number, read_unit
+from swarm_ray.documents._units import Unit
+
+__all__ = ["Value", "read_values", "strip_footnotes"]
+
+_FOOTNOTES = re.compile(
+    r"\s?[(\[]\s?(?:\d{1,2}|[a-h]|[ivx]{1,3})\s?[)\]](?!\s*[A-Za-z°µΩ%])"
+    r"|[¹²³⁴⁵⁶⁷⁸⁹⁰†‡§¶]+|(?<=\d)\*+|\bNotes?\s?\d+\b"
+)
+_NUMBER = re.compile(
+    r"(?P<sign>(?<![\w.,/)+\-\u2212\u2013])[-\u2212\u2013+]|±\s?)?"
+    r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d*\.\d+|\d+(?:,\d+)?)"
+    r"(?P<plus>\+(?![\d]))?"
+)
+_RANGE_SEP = re.compile(r"\s*(?:to|~|\u223c|…|\.\.\.?|-|\u2212|\u2013|—|and)\s*", re.I)
+_OFFSET = re.compile(r"[A-Za-z][+\-\u2212\u2013]$")
+_LIST_SEP = re.compile(r"\s*/\s*")
+_MAX_WORDS = re.compile(
+    r"(?:\bmax(?:imum)?\.?|\bup\s+to|<|≤|=<|\bless\s+than|\bbelow|\bunder|\bat\s+most|\bwithin)"
+    r"\s*:?\s*$",
+    re.I,
+)
+_MIN_WORDS = re.compile(
+    r"(?:\bmin(?:imum)?\.?|\bat\s+least|>|≥|=>|\bgreater\s+than|\bmore\s+than|\babove|\bover"
+    r"|\bfrom)\s*:?\s*$",
+    re.I,
+)
+_TYP_WORDS = re.compile(r"(?:\btyp(?:ical(?:ly)?)?\.?|\bnom(?:inal)?\.?)\s*:?\s*$", re.I)
+
+
+@dataclass(frozen=True)
+class Value:
+    """One number a text states, with its unit if written next to it."""
+
+    value: float
+    unit: Unit | None
+    """`None` for a bare number."""
+    text: str
+    """The number (and unit) as written."""
+    start: int
+    end: int
+    statistic: Statistic | None = None
+    """From a range's end, a limit word (`up to`, `<`), or `typ.` before the number."""
+    condition: bool = False
+    """Written after `@` or `=`: a test condition (`45 mA @ 5 V`), not the value."""
+    adjective: bool = False
+    """Hyphenated before a word (`16-bit bus`, `15.4-inch screen`): describes a thing."""
+
+
+def strip_footnotes(text: str) -> str:
+    """Remove footnote references (`(1)`, `[2]`, `¹`, `85*`, `Note 3`) from a cell."""
+    return _FOOTNOTES.sub("", text)
+
+
+@dataclass
+class _Number:
+    value: float
+    start: int
+    end: int
+    unit: Unit | None
+    unit_end: int
+    plus: bool
+    fixed: Statistic | None = None
+    """Set for the three values of `centre ± tolerance`: never grouped again."""
+
+
+_PIXELS = re.compile(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(\d+)\s*(?=(?:pixels?|px)\b)", re.IGNORECASE)
+
+
+def _numbers(text: str) -> list[_Number]:
+    found: list[_Number] = []
+    for match in _PIXELS.finditer(text):  # `320x320 pixels` is 102,400 pixels
+        read = read_unit(text, match.end())
+        if read is not None:
+            count = float(match.group(1)) * float(match.group(2))
+            found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
+    taken = [(n.start, n.unit_end) for n in found]
+    for match in _NUMBER.finditer(text):
+        if any(a <= match.start() < b for a, b in taken):
+            continue
+        sign = (match["sign"] or "").strip()
+        if _OFFSET.search(text[max(0, match.start() - 2) : match.start()]):
+            continue  # `VCC+0.3 V`: an offset from another quantity, not a value
+        start = match.start("sign") if sign else match.start("num")
+        number = parse_number(sign.replace("±", "") + match["num"])
+        end = match.end()
+        read = read_unit(text, end)
+        unit, unit_end = (read[0], read[1]) if read is not None else (None, end)
+        found.append(
+            _Number(
+                number, start, end, unit, unit_end if unit else match.end(), bool(match["plus"])
+            )
+        )
+        if sign == "±":
+            low = found.pop()
+            tolerance = abs(number)
+            centre = found[-1] if found else None
+            if centre is not None and centre.unit is None and not text[centre.end : start].strip():
+                # `1310 ± 20 nm`: typically 1310, from 1290 to 1330
+                found.pop()
+                for value, statistic in (
+                    (centre.value, Statistic.TYP),
+                    (centre.value - tolerance, Statistic.MIN),
+                    (centre.value + tolerance, Statistic.MAX),
+                ):
+                    found.append(
+                        _Number(value, centre.start, end, unit, low.unit_end, False, statistic)
+                    )
+                continue
+            low.value = -tolerance
+            found.append(low)
+            found.append(_Number(tolerance, start, end, unit, low.unit_end, False))
+    found.sort(key=lambda n: n.start)
+    return found
+
+
+def _limit(text: str, start: int) -> Statistic | None:
+    before = text[max(0, start - 16) : start]
+    if _MAX_WORDS.search(before):
+        return Statistic.MAX
+    if _MIN_WORDS.search(before):
+        return Statistic.MIN
+    if _TYP_WORDS.search(before):
+        return Statistic.TYP
+    return None
+
+
+def read_values(text: str) -> list[Value]:
+    """Every number `text` states, as `Value`s in text order (see the module docstring)."""
+    numbers = _numbers(text)
+    values: list[Value] = []
+    index = 0
+    while index < len(numbers):
+        first = numbers[index]
+        group = [first]
+        kind = "single"
+        if first.fixed is not None:
+            values.append(_value(text, first, first.unit, first.fixed, False))
+            index += 1
+            continue
+        if index + 1 < len(numbers) and numbers[index + 1].start == first.start:
+            kind, group = "plusminus", [first, numbers[index + 1]]
+        else:
+            for sep, label, most in ((_RANGE_SEP, "range", 2), (_LIST_SEP, "list", 8)):
+                members = [first]
+                while len(members) < most and index + len(members) < len(numbers):
+                    nxt = numbers[index + len(members)]
+                    if sep.fullmatch(text, members[-1].unit_end, nxt.start) is None:
+                        break
+                    members.append(nxt)
+                if len(members) > 1:
+                    kind, group = label, members
+                    break
+        unit = next((n.unit for n in reversed(group) if n.unit is not None), None)
+        first_unit = group[0].unit
+        if (
+            kind == "range"
+            and unit is not None
+            and first_unit is not None
+            and first_unit.kind != unit.kind  # `5 V to 10 mA` is not a range
+        ):
+            kind, group = "single", [first]
+        group_units: list[Unit | None] = [
+            (n.unit or unit) if kind != "single" else n.unit for n in group
+        ]
+        condition = bool(re.search(r"[@=]\s*$", text[max(0, first.start - 3) : first.start]))
+        if kind in ("range", "plusminus") and len(group) == 2:
+            low, high = sorted(zip(group, group_units, strict=True), key=lambda p: p[0].value)
+            for number, number_unit, end in (
+                (low[0], low[1], Statistic.MIN),
+                (high[0], high[1], Statistic.MAX),
+            ):
+                values.append(_value(text, number, number_unit, end, condition))
+        else:
+            for number, number_unit in zip(group, group_units, strict=True):
+                stat: Statistic | None = _limit(text, first.start) if number is first else None
+                if number.plus and stat is None:
+                    stat = Statistic.MIN
+                values.append(_value(text, number, number_unit, stat, condition))
+        index += len(group)
+    return values
+
+
+def _value(
+    text: str, number: _Number, unit: Unit | None, statistic: Statistic | None, condition: bool
+) -> Value:
+    end = number.unit_end if number.unit is not None else number.end
+    adjective = number.unit is not None and bool(
+        re.match(r"\d[-\u2011]\S+\s+[A-Za-z]", text[number.end - 1 : end + 2])
+    )
+    return Value(
+        adjective=adjective,
+        value=number.value,
+        unit=unit,
+        text=text[number.start : end].strip(),
+        start=number.start,
+        end=end,
+        statistic=statistic,
+        condition=condition,
+    )
