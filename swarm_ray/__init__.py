@@ -16,7 +16,7 @@ from swarm_ray._capability import (
     capability_maker,
 )
 from swarm_ray._catalog import Catalog
-from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, connect
+from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
     AgentExecutionError,
@@ -100,6 +100,7 @@ from swarm_ray._template import (
 )
 from swarm_ray._trace import short_id
 from swarm_ray._uploads import UploadInfo
+from swarm_ray._views import SubTaskView, TaskStatus, UsageView
 from swarm_ray._watermark import (
     WatermarkClaims,
     WatermarkKey,
@@ -191,6 +192,7 @@ __all__ = [
     "SubTaskStatus",
     "SubTaskTimedOut",
     "SubTaskTimeoutError",
+    "SubTaskView",
     "SwarmClient",
     "SwarmError",
     "SwarmRuntimeError",
@@ -198,11 +200,13 @@ __all__ = [
     "TaskConflictError",
     "TaskDriver",
     "TaskEvent",
+    "TaskHandle",
     "TaskMachine",
     "TaskNotFoundError",
     "TaskRecord",
     "TaskRequest",
     "TaskState",
+    "TaskStatus",
     "TaskTemplate",
     "TemplateRouter",
     "Tick",
@@ -210,6 +214,7 @@ __all__ = [
     "TokenUsage",
     "UnknownCapabilityError",
     "UploadInfo",
+    "UsageView",
     "Warn",
     "WatermarkClaims",
     "WatermarkKey",

@@ -10,18 +10,21 @@ from __future__ import annotations
 import contextlib
 import os
 import time
-from collections.abc import Iterator, Sequence
-from typing import Any
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar, overload
 
 import ray
+from pydantic import BaseModel
 from ray._common.constants import HEAD_NODE_RESOURCE_NAME
 from ray.exceptions import RayActorError
 
+from swarm_ray._errors import SwarmRuntimeError
 from swarm_ray._orchestrator import Orchestrator
 from swarm_ray._record import TaskRecord
 from swarm_ray._task import TaskEvent, TaskRequest
+from swarm_ray._views import TaskStatus
 
-__all__ = ["NAMESPACE", "ORCHESTRATOR_NAME", "SwarmClient", "connect"]
+__all__ = ["NAMESPACE", "ORCHESTRATOR_NAME", "SwarmClient", "TaskHandle", "connect"]
 
 ORCHESTRATOR_NAME = "swarm-ray-orchestrator"
 """Name of the detached orchestrator actor."""
@@ -97,17 +100,20 @@ def connect(
 
 
 class SwarmClient:
-    """A thin synchronous handle on the orchestrator (picklable: pass it to tasks)."""
+    """A synchronous handle on the orchestrator (picklable: pass it to tasks).
+
+    Every call rides out a restart of the orchestrator (Ray retries it on the new one).
+    """
 
     def __init__(self, actor: Any) -> None:
         self.actor = actor
 
-    def _call(self, method: str, *args: Any, timeout_s: float | None = None) -> Any:
-        """Call the orchestrator, riding out its restarts (Ray retries the call)."""
+    def _call(self, call: Callable[[Any], Any], timeout_s: float | None = None) -> Any:
+        """`ray.get(call(actor))`, again while the orchestrator restarts."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             try:
-                return ray.get(getattr(self.actor, method).remote(*args), timeout=timeout_s)
+                return ray.get(call(self.actor), timeout=timeout_s)
             except RayActorError:
                 if deadline is not None and time.monotonic() > deadline:
                     raise
@@ -119,17 +125,30 @@ class SwarmClient:
             request = TaskRequest(**fields)
         elif isinstance(request, dict):
             request = TaskRequest.model_validate({**request, **fields})
-        task_id: str = self._call("submit", request)
+        task_id: str = self._call(lambda a: a.submit.remote(request))
         return task_id
+
+    def start(
+        self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any
+    ) -> TaskHandle:
+        """Submit a task and return its handle (`submit` returns the id alone)."""
+        return TaskHandle(self, self.submit(request, **fields))
+
+    def task(self, task_id: str) -> TaskHandle:
+        """A handle on a task submitted earlier (by this client or another)."""
+        return TaskHandle(self, task_id)
 
     def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
         """Block until the task ends; returns its record."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         while True:
             left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            record: TaskRecord = self._call(
-                "wait", task_id, 5.0 if left is None else min(5.0, left)
-            )
+            step = 5.0 if left is None else min(5.0, left)
+
+            def call(actor: Any, step: float = step) -> Any:
+                return actor.wait.remote(task_id, step)
+
+            record: TaskRecord = self._call(call)
             if record.machine.state.terminal or (
                 deadline is not None and time.monotonic() >= deadline
             ):
@@ -141,27 +160,27 @@ class SwarmClient:
 
     def output(self, task_id: str) -> dict[str, Any] | None:
         """The task's output, fetched from the result store when it was large."""
-        output: dict[str, Any] | None = self._call("output", task_id)
+        output: dict[str, Any] | None = self._call(lambda a: a.output.remote(task_id))
         return output
 
-    def status(self, task_id: str) -> dict[str, Any]:
-        """State, progress, sub-task statuses, warnings, usage and output."""
-        status: dict[str, Any] = self._call("status", task_id)
+    def status(self, task_id: str) -> TaskStatus:
+        """State, progress, sub-tasks, warnings, usage and output (the gateway's model)."""
+        status: TaskStatus = self._call(lambda a: a.status.remote(task_id))
         return status
 
     def record(self, task_id: str) -> TaskRecord:
         """The full record: plan, audit log, scheduler log."""
-        record: TaskRecord = self._call("record", task_id)
+        record: TaskRecord = self._call(lambda a: a.record.remote(task_id))
         return record
 
-    def tasks(self, limit: int = 100) -> list[dict[str, Any]]:
-        """Newest tasks first."""
-        tasks: list[dict[str, Any]] = self._call("tasks", limit)
+    def tasks(self, limit: int = 100) -> list[TaskStatus]:
+        """Newest tasks first, in brief."""
+        tasks: list[TaskStatus] = self._call(lambda a: a.tasks.remote(limit))
         return tasks
 
     def events(self, task_id: str, after_seq: int = 0, wait_s: float = 0.0) -> list[TaskEvent]:
         """Events after `after_seq` (long-polls up to `wait_s` when there are none)."""
-        events: list[TaskEvent] = self._call("events", task_id, after_seq, wait_s)
+        events: list[TaskEvent] = self._call(lambda a: a.events.remote(task_id, after_seq, wait_s))
         return events
 
     def follow(self, task_id: str, after_seq: int = 0) -> Iterator[TaskEvent]:
@@ -171,20 +190,81 @@ class SwarmClient:
             for event in batch:
                 after_seq = event.seq
                 yield event
-            if not batch and self.status(task_id)["state"] in ("completed", "failed", "cancelled"):
+            if not batch and self.status(task_id).ended:
                 return
 
     def cancel(self, task_id: str) -> TaskRecord:
         """Cancel a task."""
-        record: TaskRecord = self._call("cancel", task_id)
+        record: TaskRecord = self._call(lambda a: a.cancel.remote(task_id))
         return record
 
     def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters."""
-        info: dict[str, Any] = self._call("info")
+        info: dict[str, Any] = self._call(lambda a: a.info.remote())
         return info
 
     def shutdown(self) -> None:
         """Kill the orchestrator for good (its state stays in the store)."""
         with contextlib.suppress(ValueError):  # already gone
             ray.kill(self.actor, no_restart=True)
+
+
+M = TypeVar("M", bound=BaseModel)
+
+
+class TaskHandle:
+    """One task: follow it, wait for it, read its status and its output as a model.
+
+    task = swarm.start(template="compare_documents", items=paths)
+    for event in task.events():
+        print(event.progress, event.summary)
+    files = task.output(ReportFiles)
+    """
+
+    def __init__(self, client: SwarmClient, task_id: str) -> None:
+        self.client = client
+        self.id = task_id
+        """The task id."""
+
+    def __repr__(self) -> str:
+        return f"TaskHandle({self.id!r})"
+
+    def events(self, after_seq: int = 0) -> Iterator[TaskEvent]:
+        """The task's events as they happen, until it ends."""
+        return self.client.follow(self.id, after_seq)
+
+    def wait(self, timeout_s: float | None = None) -> TaskRecord:
+        """Block until the task ends; its record."""
+        return self.client.wait(self.id, timeout_s)
+
+    def status(self) -> TaskStatus:
+        """State, progress, sub-tasks, warnings, usage and output."""
+        return self.client.status(self.id)
+
+    def record(self) -> TaskRecord:
+        """The full record: plan, audit log, scheduler log."""
+        return self.client.record(self.id)
+
+    def cancel(self) -> TaskRecord:
+        """Cancel the task."""
+        return self.client.cancel(self.id)
+
+    @overload
+    def output(self, model: None = None) -> dict[str, Any] | None: ...
+
+    @overload
+    def output(self, model: type[M]) -> M: ...
+
+    def output(self, model: type[M] | None = None) -> M | dict[str, Any] | None:
+        """The task's output: as `model` (validated, so its fields are typed), or raw.
+
+        Raises:
+            SwarmRuntimeError: `model` is given and the task has no output (yet).
+        """
+        raw = self.client.output(self.id)
+        if model is None:
+            return raw
+        if raw is None:
+            state = self.status().state
+            raise SwarmRuntimeError(f"task `{self.id}` has no output ({state})", task_id=self.id)
+        return model.model_validate(raw)

@@ -79,7 +79,7 @@ from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray._trace import trace_tokens
 from swarm_ray._upkeep import Observer, start_upkeep
 from swarm_ray._uploads import Uploads
-from swarm_ray._views import status_view
+from swarm_ray._views import TaskStatus, status_view
 from swarm_ray._watermark import WatermarkKey
 
 __all__: list[str] = []
@@ -369,14 +369,12 @@ class Orchestrator:
         await self.recover()
         return self._driver(task_id, principal).output()
 
-    async def status(self, task_id: str, principal: Principal | None = None) -> dict[str, Any]:
+    async def status(self, task_id: str, principal: Principal | None = None) -> TaskStatus:
         """A compact status: state, progress, each sub-task's status, warnings, error."""
         await self.recover()
         return status_view(self._driver(task_id, principal))
 
-    async def tasks(
-        self, limit: int = 100, principal: Principal | None = None
-    ) -> list[dict[str, Any]]:
+    async def tasks(self, limit: int = 100, principal: Principal | None = None) -> list[TaskStatus]:
         """The newest tasks `principal` may see (its own; all for admins), one line each."""
         await self.recover()
         who = principal or LOCAL

@@ -188,8 +188,8 @@ def follow_with_progress(
     """`client.follow(task_id)`, showing per-stage progress while it runs."""
 
     def stages() -> dict[str, str]:
-        subtasks = client.status(task_id).get("subtasks", {})
-        return {sid: info["stage"] for sid, info in subtasks.items()}
+        subtasks = client.status(task_id).subtasks
+        return {sid: info.stage for sid, info in subtasks.items()}
 
     with ProgressReport(stages, stream=stream, interactive=interactive) as report:
         yield from report.follow(client.follow(task_id))

@@ -1,8 +1,14 @@
-"""Views of a task for callers: the status dict behind `status`, `tasks` and the gateway."""
+"""A task as callers see it: `TaskStatus`, one model for the client, the CLI and the gateway.
+
+`Orchestrator.status` and `Orchestrator.tasks` return it, `SwarmClient.status` and a
+`TaskHandle` hand it on, and `GET /v1/tasks/{id}` serialises it: one shape, declared once.
+"""
 
 from __future__ import annotations
 
 from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray._attempts import SubTaskHistory, critical_path, histories
 from swarm_ray._driver import TaskDriver
@@ -10,12 +16,98 @@ from swarm_ray._fsm import TaskState
 from swarm_ray._scheduler import Scheduler
 from swarm_ray._subtask import SubTaskSpec
 
-__all__: list[str] = []
+__all__ = ["SubTaskView", "TaskStatus", "UsageView"]
+
+_VIEW = ConfigDict(frozen=True, extra="forbid")
+
+
+class SubTaskView(BaseModel):
+    """One sub-task of a task: where it is, who ran it, what its attempts did."""
+
+    model_config = _VIEW
+
+    status: str
+    """`pending`, `running`, `held`, `succeeded`, `failed`, `skipped` or `cancelled`."""
+    capability: str
+    """The capability it runs on (the fallback's, after a switch)."""
+    stage: str
+    """The template stage that made it."""
+    depends_on: list[str] = []
+    """The sub-tasks it waits for (the plan's edges)."""
+    attempts: int = 0
+    """Attempts that came back (failed ones included)."""
+    queued_at: float | None = None
+    started_at: float | None = None
+    ended_at: float | None = None
+    """When its first attempt was queued, and its last one started and ended."""
+    run_s: float = 0.0
+    """Run time of every attempt, summed."""
+    tokens: dict[str, int] = Field(default_factory=dict)
+    """`prompt` and `completion` tokens of its attempts."""
+    critical: bool = False
+    """Whether it lies on the task's critical path."""
+    agent: str | None = None
+    """The agent that produced its accepted result."""
+    watermark: str | None = None
+    """Its accepted result's watermark (traces it; see `swarm_ray.short_id`)."""
+    output_ref: str | None = None
+    """Where a large output lives in the result store."""
+    error: dict[str, Any] | None = None
+    """Why it failed for good: `code`, `message`, `details`."""
+
+
+class UsageView(BaseModel):
+    """What a task spent."""
+
+    model_config = _VIEW
+
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    compute_s: float = 0.0
+    """Agent run time of every attempt, summed."""
+
+
+class TaskStatus(BaseModel):
+    """A task: state, progress, warnings, error; in full, its plan, usage and output.
+
+    A listing (`GET /v1/tasks`, `SwarmClient.tasks`) gives the brief form: `subtasks`
+    empty and `usage`, `output` and `output_ref` None.
+    """
+
+    model_config = _VIEW
+
+    task_id: str
+    state: str
+    """`created`, `routing`, `dispatching`, `executing`, `aggregating`, `finalizing`,
+    `completed`, `failed` or `cancelled`."""
+    template: str | None = None
+    """The template (or `llm-plan`) that shaped its plan."""
+    query: str = ""
+    progress: float
+    """Share of its sub-tasks settled, 0..1."""
+    created_at: float
+    updated_at: float
+    warnings: list[str] = []
+    """Degradations its result must mention."""
+    error: dict[str, Any] | None = None
+    """Why it failed or was cancelled: `code`, `message`, `details`."""
+    subtasks: dict[str, SubTaskView] = {}
+    """Each sub-task by id (the plan as a DAG: see `depends_on`)."""
+    usage: UsageView | None = None
+    output: dict[str, Any] | None = None
+    """The aggregate's output when small (else `output_ref`)."""
+    output_ref: str | None = None
+    """Where a large output lives in the result store."""
+
+    @property
+    def ended(self) -> bool:
+        """Whether the task completed, failed or was cancelled."""
+        return self.state in ("completed", "failed", "cancelled")
 
 
 def _subtask_view(
     scheduler: Scheduler, spec: SubTaskSpec, history: SubTaskHistory, critical: bool
-) -> dict[str, Any]:
+) -> SubTaskView:
     view: dict[str, Any] = {
         "status": str(scheduler.status(spec.id)),
         "capability": spec.capability_id,
@@ -37,10 +129,10 @@ def _subtask_view(
     error = scheduler.error(spec.id)
     if error is not None:
         view["error"] = error.model_dump(mode="json")
-    return view
+    return SubTaskView(**view)
 
 
-def status_view(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
+def status_view(driver: TaskDriver, *, brief: bool = False) -> TaskStatus:
     """State, progress, warnings and error; unless `brief`, sub-tasks, usage and output."""
     record = driver.record
     scheduler = driver.scheduler
@@ -58,7 +150,7 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
         "error": record.error.model_dump(mode="json") if record.error else None,
     }
     if brief or scheduler is None:
-        return status
+        return TaskStatus(**status)
     specs = scheduler.specs()
     history = histories(scheduler)
     chain, _seconds = critical_path(specs, history)
@@ -67,11 +159,11 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> dict[str, Any]:
         s.id: _subtask_view(scheduler, s, history[s.id], s.id in on_chain) for s in specs
     }
     usage = driver.usage()
-    status["usage"] = {
-        "prompt_tokens": usage.prompt_tokens,
-        "completion_tokens": usage.completion_tokens,
-        "compute_s": round(scheduler.compute_seconds(), 6),
-    }
+    status["usage"] = UsageView(
+        prompt_tokens=usage.prompt_tokens,
+        completion_tokens=usage.completion_tokens,
+        compute_s=round(scheduler.compute_seconds(), 6),
+    )
     status["output"] = record.output
     status["output_ref"] = record.output_ref
-    return status
+    return TaskStatus(**status)

@@ -22,7 +22,6 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
-from typing import Any
 
 from swarm_ray._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
 from swarm_ray._errors import SwarmError
@@ -69,8 +68,8 @@ def _cmd_tasks(client: SwarmClient, args: argparse.Namespace) -> int:
     print(f"{'TASK':18} {'STATE':11} {'PROGRESS':>8}  {'TEMPLATE':18} {'UPDATED (UTC)':19}  QUERY")
     for t in tasks:
         print(
-            f"{t['task_id']:18} {t['state']:11} {t['progress']:>8.0%}  "
-            f"{t['template'] or '-':18} {_when(t['updated_at'])}  {t['query'][:40]}"
+            f"{t.task_id:18} {t.state:11} {t.progress:>8.0%}  "
+            f"{t.template or '-':18} {_when(t.updated_at)}  {t.query[:40]}"
         )
     return 0
 
@@ -79,29 +78,29 @@ def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
     status = client.status(args.task)
     record = client.record(args.task)
     if args.json:
-        print(json.dumps({"status": status, "record": record.model_dump(mode="json")}, indent=2))
+        both = {"status": status.model_dump(mode="json"), "record": record.model_dump(mode="json")}
+        print(json.dumps(both, indent=2))
         return 0
-    print(f"task {record.task_id}  state {status['state']}  progress {status['progress']:.0%}")
-    print(f"trace {record.trace_id}  template {status['template']}")
+    print(f"task {record.task_id}  state {status.state}  progress {status.progress:.0%}")
+    print(f"trace {record.trace_id}  template {status.template}")
     print(f"query {record.request.query!r}  items {len(record.request.items)}")
-    subtasks: dict[str, Any] = status.get("subtasks", {})
-    if subtasks:
+    if status.subtasks:
         print("\nsub-tasks:")
-        for sid, info in subtasks.items():
-            deps = f" <- {', '.join(info['depends_on'])}" if info["depends_on"] else ""
-            print(f"  {info['status']:10} {sid:28} {info['capability']}{deps}")
-    for warning in status["warnings"]:
+        for sid, info in status.subtasks.items():
+            deps = f" <- {', '.join(info.depends_on)}" if info.depends_on else ""
+            print(f"  {info.status:10} {sid:28} {info.capability}{deps}")
+    for warning in status.warnings:
         print(f"warning: {warning}")
-    if status["error"]:
-        print(f"error: [{status['error']['code']}] {status['error']['message']}")
+    if status.error:
+        print(f"error: [{status.error['code']}] {status.error['message']}")
     print("\naudit log:")
     for entry in record.machine.audit:
         print(f"  {_when(entry.at)}  {entry.from_state:>11} -> {entry.to_state:11} {entry.reason}")
-    if status.get("output") is not None:
+    if status.output is not None:
         print("\noutput:")
-        print(json.dumps(status["output"], indent=2)[:4000])
-    elif status.get("output_ref"):
-        print(f"\noutput stored at {status['output_ref']}")
+        print(json.dumps(status.output, indent=2)[:4000])
+    elif status.output_ref:
+        print(f"\noutput stored at {status.output_ref}")
     return 0
 
 
@@ -121,11 +120,9 @@ def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
         pass  # a bar per stage on a terminal, plain lines otherwise
     status = client.status(task_id)
     print(
-        json.dumps(
-            {"task_id": task_id, "state": status["state"], "output": status.get("output")}, indent=2
-        )
+        json.dumps({"task_id": task_id, "state": status.state, "output": status.output}, indent=2)
     )
-    return 0 if status["state"] == "completed" else 1
+    return 0 if status.state == "completed" else 1
 
 
 def _cmd_serve(client: SwarmClient, args: argparse.Namespace) -> int:

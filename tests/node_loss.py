@@ -64,8 +64,8 @@ def main(job: str, state_dir: str) -> int:
         """Once some of the stage is done and more runs, remove the node doing most of it."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            subtasks = swarm.status(task_id).get("subtasks") or {}
-            mine = {k: v["status"] for k, v in subtasks.items() if k.startswith(stage)}
+            subtasks = swarm.status(task_id).subtasks
+            mine = {k: v.status for k, v in subtasks.items() if k.startswith(stage)}
             if any(v == "succeeded" for v in mine.values()) and any(
                 v == "running" for v in mine.values()
             ):

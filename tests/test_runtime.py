@@ -55,7 +55,7 @@ def test_fan_out_and_aggregate_with_events(swarm: SwarmClient) -> None:
     assert [e.seq for e in swarm.events(record.task_id, after_seq=5)] == list(
         range(6, len(events) + 1)
     )
-    status = swarm.status(record.task_id)
+    status = swarm.status(record.task_id).model_dump(mode="json")
     assert status["subtasks"]["join"]["status"] == "succeeded"
     assert status["usage"]["compute_s"] > 0
 
@@ -133,7 +133,7 @@ def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
 
 def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClient) -> None:
     task_id = swarm.submit(template="echo_fanout", items=("w",), params={"delay_s": 1.5})
-    wait_until(lambda: swarm.status(task_id)["subtasks"]["echo[0]"]["status"] == "running")
+    wait_until(lambda: swarm.status(task_id).subtasks["echo[0]"].status == "running")
     key = swarm_ray.WatermarkKey(b"not-the-orchestrator-key")
     forged_token = issue_watermark(
         key,
@@ -170,10 +170,10 @@ def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClien
 
 def test_cancel_stops_the_task(swarm: SwarmClient) -> None:
     task_id = swarm.submit(template="echo_fanout", items=("c1", "c2"), params={"delay_s": 5})
-    wait_until(lambda: swarm.status(task_id)["state"] == "executing")
+    wait_until(lambda: swarm.status(task_id).state == "executing")
     record = swarm.cancel(task_id)
     assert record.machine.state is TaskState.CANCELLED
-    assert swarm.status(task_id)["subtasks"]["echo[0]"]["status"] == "cancelled"
+    assert swarm.status(task_id).subtasks["echo[0]"].status == "cancelled"
 
 
 def test_serve_deployment_executor(swarm: SwarmClient) -> None:
@@ -264,7 +264,7 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
     assert listed[first.task_id] == "completed"
     assert ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers))) <= 20
     # An evicted task reads back from the store, whole.
-    status = swarm.status(first.task_id)
+    status = swarm.status(first.task_id).model_dump(mode="json")
     assert status["state"] == "completed"
     assert status["subtasks"]["noop[0]"]["status"] == "succeeded"
     assert swarm.events(first.task_id) == first_events
@@ -287,3 +287,20 @@ def test_a_background_capabilitys_agents_run_at_a_lower_os_priority(ray_cluster:
     finally:
         ray.kill(normal)
         ray.kill(bulk)
+
+
+def test_a_task_handle_follows_the_task_and_types_its_output(swarm: SwarmClient) -> None:
+    from swarm_ray import TaskHandle, TaskStatus
+    from swarm_ray.testing import JoinOut
+
+    task = swarm.start(template="echo_fanout", items=("a", "b"))
+    assert isinstance(task, TaskHandle) and swarm.task(task.id).id == task.id
+    seen = [e.kind for e in task.events()]
+    assert seen[0] == "state" and "subtask" in seen
+    status = task.status()
+    assert isinstance(status, TaskStatus) and status.ended and status.state == "completed"
+    assert status.subtasks["join"].status == "succeeded" and status.usage is not None
+    joined = task.output(JoinOut)
+    assert isinstance(joined, JoinOut) and joined.count == 2
+    assert sorted(joined.text.split()) == ["A", "B"]
+    assert task.output() == joined.model_dump()

@@ -106,7 +106,7 @@ def test_every_segment_keeps_its_watermark(clean_run: VideoRun, video_swarm: Swa
 def test_segments_ran_as_one_streaming_data_stage(
     clean_run: VideoRun, video_swarm: SwarmClient
 ) -> None:
-    status = video_swarm.status(clean_run.task_id)
+    status = video_swarm.status(clean_run.task_id).model_dump(mode="json")
     count = len(clean_run.plan.segments)
     analysed = {k for k, v in status["subtasks"].items() if v["stage"] == "analyze"}
     assert analysed == {f"analyze[{i}]" for i in range(count)}

@@ -145,12 +145,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     for _event in follow_with_progress(swarm, task_id):  # bars on a terminal, else lines
         pass
-    status = swarm.status(task_id)
+    task = swarm.task(task_id)
+    status = task.status()
     elapsed = time.perf_counter() - started
-    if status["state"] != "completed":
-        print(f"task {task_id} {status['state']}: {status['error']}", file=sys.stderr)
+    if status.state != "completed":
+        print(f"task {task_id} {status.state}: {status.error}", file=sys.stderr)
         return 1
-    files = ReportFiles.model_validate(swarm.output(task_id))
+    files = task.output(ReportFiles)
     summary = json.loads(Path(files.json_path).read_text())
     comparison = summary["comparison"]
     print(
@@ -158,10 +159,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         f"{len(comparison['cells'])} cells, {files.fact_count} facts, "
         f"{files.conflict_count} conflicts flagged for review"
     )
-    for warning in status["warnings"][:10]:
+    for warning in status.warnings[:10]:
         print(f"  warning: {warning}")
-    if len(status["warnings"]) > 10:
-        print(f"  ... and {len(status['warnings']) - 10} more warnings")
+    if len(status.warnings) > 10:
+        print(f"  ... and {len(status.warnings) - 10} more warnings")
     for field in summary.get("unstated_fields", []):
         print(f"  no document states `{field}` (the report lists it)")
     if truth is not None:

@@ -40,6 +40,7 @@ from swarm_ray._results import ResultStore
 from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray._trace import find_tokens
 from swarm_ray._uploads import UploadInfo, Uploads
+from swarm_ray._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
 from swarm_ray.gateway._files import receive_upload
@@ -52,8 +53,6 @@ from swarm_ray.gateway._models import (
     HealthStatus,
     TaskAccepted,
     TaskReport,
-    TaskStatus,
-    TaskSummary,
     WatermarkQuery,
     WatermarkTrace,
 )
@@ -63,7 +62,6 @@ from swarm_ray.gateway._ws_auth import presented_key
 
 __all__ = ["Gateway", "app", "build_app"]
 
-_TERMINAL = frozenset({"completed", "failed", "cancelled"})
 _TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,80}$", description="A task id.")
 _FILE_ID = PathParam(pattern=r"^file-[0-9a-f]{24}$", description="A file id.")
 _CAPABILITY_ID = PathParam(pattern=r"^[a-z][a-z0-9_.]{2,127}$", description="A capability id.")
@@ -198,15 +196,14 @@ class Gateway:
 
     # ---- plumbing --------------------------------------------------------------------
 
-    async def _call(
-        self, method: str, *args: Any, timeout_s: float | None = None, **kwargs: Any
-    ) -> Any:
-        """Call the orchestrator; swarm-ray errors become HTTP errors."""
+    async def _call(self, call: Any, timeout_s: float | None = None) -> Any:
+        """Await a call on the orchestrator (`self._actor.METHOD.remote(...)`).
+
+        Swarm-ray errors become HTTP errors; an orchestrator that does not answer in time
+        (or is restarting) is a 503.
+        """
         try:
-            return await asyncio.wait_for(
-                getattr(self._actor, method).remote(*args, **kwargs),
-                timeout_s or self._config.call_timeout_s,
-            )
+            return await asyncio.wait_for(call, timeout_s or self._config.call_timeout_s)
         except RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
             if isinstance(cause, SwarmError):
@@ -217,7 +214,7 @@ class Gateway:
         except (TimeoutError, RayActorError) as exc:
             raise HTTPException(
                 503,
-                detail={"detail": f"orchestrator did not answer `{method}`: {exc}"[:500]},
+                detail={"detail": f"orchestrator did not answer: {exc}"[:500]},
             ) from None
 
     async def _submit_batch(
@@ -226,13 +223,15 @@ class Gateway:
         """Submit concurrent requests in one orchestrator call; each gets its own answer."""
         requests = [request for request, _ in batch]
         principals = [principal for _, principal in batch]
-        answers: list[str | SwarmError] = await self._call("submit_many", requests, principals)
+        answers: list[str | SwarmError] = await self._call(
+            self._actor.submit_many.remote(requests, principals)
+        )
         return [_http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
     async def _uploads(self) -> Uploads:
         """The uploads area of the orchestrator's result store (asked once)."""
         if self._uploads_area is None:
-            storage: dict[str, str] = await self._call("storage")
+            storage: dict[str, str] = await self._call(self._actor.storage.remote())
             self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
         return self._uploads_area
 
@@ -263,27 +262,27 @@ class Gateway:
             events_url=f"/v1/tasks/{task_id}/events",
         )
 
-    @app.get("/v1/tasks", response_model=list[TaskSummary], responses=_ERRORS)
+    @app.get("/v1/tasks", response_model=list[TaskStatus], responses=_ERRORS)
     async def list_tasks(
         self, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
-    ) -> list[dict[str, Any]]:
+    ) -> list[TaskStatus]:
         """The caller's newest tasks first (an admin's: everyone's)."""
-        tasks: list[dict[str, Any]] = await self._call("tasks", limit, principal=caller)
+        tasks: list[TaskStatus] = await self._call(
+            self._actor.tasks.remote(limit, principal=caller)
+        )
         return tasks
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskStatus, responses=_ERRORS)
-    async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> dict[str, Any]:
+    async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """State, plan (each sub-task's status), result references, warnings."""
-        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
+        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
         return status
 
-    @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskSummary, responses=_ERRORS)
-    async def cancel_task(
-        self, task_id: Annotated[str, _TASK_ID], caller: Caller
-    ) -> dict[str, Any]:
+    @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskStatus, responses=_ERRORS)
+    async def cancel_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """Cancel a running task (an ended one is left as it is)."""
-        await self._call("cancel", task_id, principal=caller)
-        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
+        await self._call(self._actor.cancel.remote(task_id, principal=caller))
+        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
         return status
 
     @app.get(
@@ -303,20 +302,20 @@ class Gateway:
         format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
     ) -> Any:
         """The output of a completed task; `format=markdown` for a Markdown report file."""
-        status: dict[str, Any] = await self._call("status", task_id, principal=caller)
-        if status["state"] != "completed":
+        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
+        if status.state != "completed":
             raise HTTPException(
                 409,
                 detail={
-                    "detail": f"task `{task_id}` is {status['state']}, not completed",
+                    "detail": f"task `{task_id}` is {status.state}, not completed",
                     "code": "not_completed",
                 },
             )
-        output = status.get("output")
+        output = status.output
         if output is None:
-            output = await self._call("output", task_id, principal=caller)
+            output = await self._call(self._actor.output.remote(task_id, principal=caller))
         if format == "markdown":
-            text = await self._call("markdown", task_id, principal=caller)
+            text = await self._call(self._actor.markdown.remote(task_id, principal=caller))
             if text is None:
                 raise HTTPException(
                     404,
@@ -327,7 +326,7 @@ class Gateway:
                 )
             return PlainTextResponse(text, media_type="text/markdown")
         return TaskReport(
-            task_id=task_id, state=status["state"], output=output, warnings=status["warnings"]
+            task_id=task_id, state=status.state, output=output, warnings=status.warnings
         )
 
     @app.websocket("/v1/tasks/{task_id}/events")
@@ -352,12 +351,10 @@ class Gateway:
             while True:
                 try:
                     batch: list[TaskEvent] = await self._call(
-                        "events",
-                        task_id,
-                        seq,
-                        self._config.event_poll_s,
+                        self._actor.events.remote(
+                            task_id, seq, self._config.event_poll_s, principal=caller
+                        ),
                         timeout_s=self._config.event_poll_s + self._config.call_timeout_s,
-                        principal=caller,
                     )
                 except HTTPException as exc:
                     if exc.status_code == 404:
@@ -369,9 +366,11 @@ class Gateway:
                     await websocket.send_text(event.model_dump_json())
                     seq = event.seq
                 if not batch:
-                    status = await self._call("status", task_id, principal=caller)
-                    if status["state"] in _TERMINAL:
-                        await websocket.close(code=1000, reason=f"task {status['state']}")
+                    status: TaskStatus = await self._call(
+                        self._actor.status.remote(task_id, principal=caller)
+                    )
+                    if status.ended:
+                        await websocket.close(code=1000, reason=f"task {status.state}")
                         return
                 elif websocket.client_state is not WebSocketState.CONNECTED:
                     return
@@ -449,7 +448,7 @@ class Gateway:
     )
     async def capabilities(self) -> list[dict[str, Any]]:
         """Every registered capability with its input and output JSON Schemas."""
-        catalogue: list[dict[str, Any]] = await self._call("catalogue", True)
+        catalogue: list[dict[str, Any]] = await self._call(self._actor.catalogue.remote(True))
         return catalogue
 
     @app.get(
@@ -460,7 +459,7 @@ class Gateway:
     )
     async def capability(self, capability_id: Annotated[str, _CAPABILITY_ID]) -> dict[str, Any]:
         """One capability with its JSON Schemas."""
-        info: dict[str, Any] = await self._call("capability", capability_id)
+        info: dict[str, Any] = await self._call(self._actor.capability.remote(capability_id))
         return info
 
     @app.get(
@@ -482,7 +481,7 @@ class Gateway:
             credentials is not None and keys is not None and keys.accepts(credentials.credentials)
         )
         try:
-            report: dict[str, Any] = await self._call("health", timeout_s=5.0)
+            report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
             return JSONResponse({"status": "down"}, status_code=503)
         everyone_in = all(c["in_dispatch"] for c in report["capabilities"].values())
@@ -502,7 +501,7 @@ class Gateway:
     )
     async def metrics(self) -> Response:
         """Swarm metrics in the Prometheus text format (the same from every replica)."""
-        snapshot: dict[str, Any] = await self._call("metrics")
+        snapshot: dict[str, Any] = await self._call(self._actor.metrics.remote())
         return Response(render(snapshot), media_type=CONTENT_TYPE)
 
     @app.post(
@@ -522,7 +521,9 @@ class Gateway:
         """
         tokens = find_tokens(query.text)  # linear, and at most `MAX_TOKENS`
         traces: list[dict[str, Any]] = await self._call(
-            "trace_watermarks", tokens, principal=caller, include_input=query.include_input
+            self._actor.trace_watermarks.remote(
+                tokens, principal=caller, include_input=query.include_input
+            )
         )
         if not traces:
             raise HTTPException(

@@ -15,8 +15,6 @@ __all__ = [
     "HealthStatus",
     "TaskAccepted",
     "TaskReport",
-    "TaskStatus",
-    "TaskSummary",
     "WatermarkQuery",
     "WatermarkTrace",
 ]
@@ -72,33 +70,6 @@ class TaskAccepted(BaseModel):
     state: str
     status_url: str
     events_url: str
-
-
-class TaskSummary(BaseModel):
-    """One task, briefly."""
-
-    task_id: str
-    state: str
-    template: str | None = None
-    query: str = ""
-    progress: float
-    created_at: float
-    updated_at: float
-    warnings: list[str] = []
-    error: dict[str, Any] | None = None
-
-
-class TaskStatus(TaskSummary):
-    """One task in full: sub-tasks, usage, output or the reference to it."""
-
-    subtasks: dict[str, dict[str, Any]] = {}
-    """Each sub-task's status, capability, stage and dependencies (the plan), with what its
-    attempts did (attempts, queued / started / ended times, run time, tokens) and whether
-    it lies on the critical path."""
-    usage: dict[str, Any] = {}
-    output: dict[str, Any] | None = None
-    output_ref: str | None = None
-    """Where a large output lives in the result store."""
 
 
 class TaskReport(BaseModel):
