@@ -44,6 +44,7 @@ from swarm_ray._errors import (
     WatermarkRejectedError,
 )
 from swarm_ray._fsm import TRANSITIONS, AuditEntry, TaskMachine, TaskState, transition
+from swarm_ray._journal import LogEntry, StateStore, StoredTask
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._principal import LOCAL, Principal
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
@@ -78,7 +79,7 @@ from swarm_ray._signals import (
     Tick,
     Warn,
 )
-from swarm_ray._store import LogEntry, SQLiteStateStore, StateStore, StoredTask, open_state_store
+from swarm_ray._store import SQLiteStateStore, open_state_store
 from swarm_ray._store_redis import RedisStateStore
 from swarm_ray._subtask import (
     SubTask,

@@ -12,16 +12,14 @@ confidence, token usage or warnings.
 from __future__ import annotations
 
 import functools
-import importlib
 import os
 import time
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
 
 from pydantic import BaseModel
 
 from swarm_ray._capability import CapabilitySpec
+from swarm_ray._catalog import load_entrypoint
 from swarm_ray._errors import InvalidSpecError, SwarmError
 from swarm_ray._registry import Registry
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
@@ -41,21 +39,6 @@ class AgentReply:
     """LLM tokens spent."""
     warnings: tuple[str, ...] = ()
     """Degradations to show in the report."""
-
-
-@functools.cache
-def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
-    """Import `package.module:function` (cached per process)."""
-    module_name, _, attr = entrypoint.partition(":")
-    try:
-        target: Any = importlib.import_module(module_name)
-        for part in attr.split("."):
-            target = getattr(target, part)
-    except (ImportError, AttributeError) as exc:
-        raise InvalidSpecError(f"entrypoint `{entrypoint}` cannot be imported: {exc}") from None
-    if not callable(target):
-        raise InvalidSpecError(f"entrypoint `{entrypoint}` is not callable")
-    return target  # type: ignore[no-any-return]
 
 
 def _agent_name() -> str:

@@ -7,8 +7,11 @@ returning a `Catalog`, and imports them again after every restart.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+import functools
+import importlib
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from swarm_ray._capability import CapabilitySpec
 from swarm_ray._errors import InvalidSpecError
@@ -29,10 +32,23 @@ class Catalog:
     """Task templates using them."""
 
 
+@functools.cache
+def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
+    """Import `package.module:function` (cached per process)."""
+    module_name, _, attr = entrypoint.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` cannot be imported: {exc}") from None
+    if not callable(target):
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` is not callable")
+    return target  # type: ignore[no-any-return]
+
+
 def load_catalogs(paths: Iterable[str]) -> tuple[Registry, TemplateRouter]:
     """Import every catalog function and merge them into one registry and router."""
-    from swarm_ray._agent import load_entrypoint
-
     registry, router = Registry(), TemplateRouter()
     for path in paths:
         catalog = load_entrypoint(path)()

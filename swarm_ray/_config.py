@@ -21,7 +21,11 @@ from __future__ import annotations
 
 import gc
 import os
+import secrets
 from pathlib import Path
+
+from swarm_ray._errors import InvalidSpecError
+from swarm_ray._watermark import WatermarkKey
 
 
 def state_dir() -> Path:
@@ -66,3 +70,26 @@ def tune_gc() -> None:
     gc.collect()
     gc.freeze()
     gc.set_threshold(young, middle, old)
+
+
+def watermark_key(state: str | os.PathLike[str] | None = None) -> WatermarkKey:
+    """The watermark key, from the first of these that is set.
+
+    `SWARM_RAY_WATERMARK_KEY` (the secret), the file `SWARM_RAY_WATERMARK_KEY_FILE`
+    names, or `watermark.key` under the state directory, created (0600) on first use.
+    """
+    if secret := os.environ.get("SWARM_RAY_WATERMARK_KEY"):
+        return WatermarkKey(secret.encode())
+    path = Path(os.environ.get("SWARM_RAY_WATERMARK_KEY_FILE") or "")
+    if not os.environ.get("SWARM_RAY_WATERMARK_KEY_FILE"):
+        path = Path(state or state_dir()) / "watermark.key"
+        if not path.exists():
+            path.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            with os.fdopen(fd, "w") as handle:
+                handle.write(secrets.token_urlsafe(32))
+    try:
+        secret = path.read_text(encoding="utf-8").strip()
+    except OSError as exc:
+        raise InvalidSpecError(f"cannot read watermark key file `{path}`: {exc.strerror}") from None
+    return WatermarkKey(secret.encode())

@@ -53,11 +53,11 @@ from swarm_ray._errors import (
     error_for_code,
 )
 from swarm_ray._fsm import TaskMachine, TaskState, transition
+from swarm_ray._journal import Blobs, StateStore, should_offload
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._planning import PLAN_SUBTASK, plan_from_output, planning_plan
 from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
-from swarm_ray._results import ResultStore, should_offload
 from swarm_ray._routing import TemplateRouter
 from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler
 from swarm_ray._signals import (
@@ -86,7 +86,6 @@ from swarm_ray._signals import (
     Tick,
     Warn,
 )
-from swarm_ray._store import StateStore
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, TokenUsage
 from swarm_ray._task import TaskEvent, TaskRequest
 from swarm_ray._watermark import WatermarkKey, issue_watermark, verify_watermark
@@ -113,7 +112,7 @@ class TaskDriver:
         *,
         registry: Registry,
         store: StateStore,
-        results: ResultStore,
+        results: Blobs,
         key: WatermarkKey,
         clock: Clock = time.time,
         on_transition: Callable[[str, str], object] | None = None,

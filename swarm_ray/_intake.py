@@ -24,6 +24,7 @@ from pathlib import Path
 
 from swarm_ray._access import AccessPolicy, input_roots
 from swarm_ray._errors import SwarmUserError, TaskConflictError
+from swarm_ray._journal import StateStore
 from swarm_ray._limits import RequestLimits
 from swarm_ray._plan import Plan, expand, validate_plan
 from swarm_ray._planning import check_planner, planner_for
@@ -31,7 +32,6 @@ from swarm_ray._principal import Principal, scoped_task_id
 from swarm_ray._record import TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._routing import TemplateRouter
-from swarm_ray._store import StateStore
 from swarm_ray._task import TaskRequest
 from swarm_ray._uploads import FILE_ID, Uploads
 

@@ -50,7 +50,7 @@ from swarm_ray._commands import (
     Wake,
     WakeAt,
 )
-from swarm_ray._config import secure_state_dir, tune_gc
+from swarm_ray._config import secure_state_dir, tune_gc, watermark_key
 from swarm_ray._config import state_dir as default_state_dir
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
@@ -80,7 +80,6 @@ from swarm_ray._trace import trace_tokens
 from swarm_ray._upkeep import Observer, start_upkeep
 from swarm_ray._uploads import Uploads
 from swarm_ray._views import TaskStatus, status_view
-from swarm_ray._watermark import WatermarkKey
 
 __all__: list[str] = []
 
@@ -106,7 +105,7 @@ class Orchestrator:
         self._results = ResultStore(results_uri)
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
-        self._key = WatermarkKey.from_config(state_dir)
+        self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
         self._finished: dict[str, asyncio.Event] = {}
         self._changed: dict[str, asyncio.Condition] = {}

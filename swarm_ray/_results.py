@@ -29,22 +29,9 @@ from swarm_ray._errors import InvalidSpecError, StateStoreError
 
 __all__ = ["ResultStore"]
 
-OFFLOAD_LIMIT_BYTES = 64 * 1024
-"""Payloads above this size go to the result store rather than into a task record."""
 
 _OBJECT_STORES = frozenset({"s3", "gcs", "abfs"})
 """Filesystems whose uploads appear whole or not at all, so they need no rename."""
-
-
-def should_offload(payload_json: str, limit_bytes: int = OFFLOAD_LIMIT_BYTES) -> bool:
-    """Return whether a payload is too large to keep inline in a task record.
-
-    Args:
-        payload_json: The serialised payload.
-        limit_bytes: The largest payload, in UTF-8 bytes, that stays inline.
-    """
-    # A character is at least one byte: a long string needs no encoding to decide.
-    return len(payload_json) > limit_bytes or len(payload_json.encode("utf-8")) > limit_bytes
 
 
 class ResultStore:

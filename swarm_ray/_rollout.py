@@ -36,8 +36,9 @@ import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
 from swarm_ray._attempts import Attempt, critical_path, histories, longest_path
 from swarm_ray._errors import InvalidSpecError
+from swarm_ray._journal import should_offload
 from swarm_ray._record import TaskRecord
-from swarm_ray._results import ResultStore, should_offload
+from swarm_ray._results import ResultStore
 from swarm_ray._watermark import read_claims
 
 if TYPE_CHECKING:

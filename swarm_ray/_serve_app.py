@@ -17,8 +17,9 @@ from typing import Any
 
 from ray import serve
 
-from swarm_ray._agent import load_entrypoint, run_subtask
+from swarm_ray._agent import run_subtask
 from swarm_ray._capability import CapabilitySpec
+from swarm_ray._catalog import load_entrypoint
 from swarm_ray._subtask import SubTask, SubTaskResult
 
 __all__: list[str] = []
@@ -86,7 +87,7 @@ def capability_app(spec: CapabilitySpec) -> Any:
     """
     _, deployment = deployment_names(spec)
     if spec.deployment is not None:
-        from swarm_ray._agent import load_entrypoint
+        from swarm_ray._catalog import load_entrypoint
 
         return load_entrypoint(spec.deployment)(spec)
     return CapabilityDeployment.options(  # type: ignore[attr-defined]

@@ -10,7 +10,7 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from swarm_ray._store import LogEntry, StateStore, StoredTask
+from swarm_ray._journal import LogEntry, StateStore, StoredTask
 
 __all__ = ["RedisStateStore"]
 

@@ -4,9 +4,10 @@ A token is `base64url(claims JSON) "." base64url(HMAC-SHA256(key, claims part))`
 claims stay readable (task, parent task, sub-task, capability, input digest, time in ms)
 so a fact in a report can be traced back without the key; only `verify()` needs the key.
 
-The key comes from configuration: `SWARM_RAY_WATERMARK_KEY` (the secret itself),
-`SWARM_RAY_WATERMARK_KEY_FILE` (a file holding it), or a key file generated once under
-the state directory. `WatermarkKey` never prints its secret.
+The key comes from configuration (`swarm_ray.runtime._config.watermark_key`):
+`SWARM_RAY_WATERMARK_KEY` (the secret itself), `SWARM_RAY_WATERMARK_KEY_FILE` (a file
+holding it), or a key file generated once under the state directory. `WatermarkKey`
+never prints its secret.
 """
 
 from __future__ import annotations
@@ -16,9 +17,7 @@ import binascii
 import hashlib
 import hmac
 import json
-import os
 import secrets
-from pathlib import Path
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -61,33 +60,6 @@ class WatermarkKey:
     def generate(cls) -> WatermarkKey:
         """A fresh random 32-byte key."""
         return cls(secrets.token_bytes(32))
-
-    @classmethod
-    def from_config(cls, state_dir: str | os.PathLike[str] | None = None) -> WatermarkKey:
-        """Load the key from the environment, a key file, or create one under `state_dir`."""
-        if secret := os.environ.get("SWARM_RAY_WATERMARK_KEY"):
-            return cls(secret.encode())
-        if key_file := os.environ.get("SWARM_RAY_WATERMARK_KEY_FILE"):
-            return cls._read(Path(key_file))
-        from swarm_ray._config import state_dir as default_state_dir
-
-        path = Path(state_dir or default_state_dir()) / "watermark.key"
-        if not path.exists():
-            path.parent.mkdir(parents=True, exist_ok=True)
-            fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            with os.fdopen(fd, "w") as handle:
-                handle.write(secrets.token_urlsafe(32))
-        return cls._read(path)
-
-    @classmethod
-    def _read(cls, path: Path) -> WatermarkKey:
-        try:
-            secret = path.read_text(encoding="utf-8").strip()
-        except OSError as exc:
-            raise InvalidSpecError(
-                f"cannot read watermark key file `{path}`: {exc.strerror}"
-            ) from None
-        return cls(secret.encode())
 
 
 class WatermarkClaims(BaseModel):

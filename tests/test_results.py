@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swarm_ray import InvalidSpecError, ResultStore, StateStoreError
-from swarm_ray._results import OFFLOAD_LIMIT_BYTES, should_offload
+from swarm_ray._journal import OFFLOAD_LIMIT_BYTES, should_offload
 
 
 def files_under(root: Path) -> list[str]:

@@ -13,6 +13,7 @@ from swarm_ray import (
     read_claims,
     verify_watermark,
 )
+from swarm_ray._config import watermark_key
 
 KEY = WatermarkKey(b"k" * 32)
 INPUT = {"path": "brochure-01.pdf", "pages": [1, 2]}
@@ -138,23 +139,21 @@ def test_key_never_prints_its_secret() -> None:
 def test_key_from_env_file_and_generated(tmp_path, monkeypatch) -> None:  # type: ignore[no-untyped-def]
     monkeypatch.delenv("SWARM_RAY_WATERMARK_KEY", raising=False)
     monkeypatch.delenv("SWARM_RAY_WATERMARK_KEY_FILE", raising=False)
-    generated = WatermarkKey.from_config(tmp_path)
+    generated = watermark_key(tmp_path)
     path = tmp_path / "watermark.key"
     assert stat.S_IMODE(os.stat(path).st_mode) == 0o600
-    again = WatermarkKey.from_config(tmp_path)
+    again = watermark_key(tmp_path)
     assert generated.sign(b"m") == again.sign(b"m")
 
     keyfile = tmp_path / "k.txt"
     keyfile.write_text("from-a-file-0123456789\n")
     monkeypatch.setenv("SWARM_RAY_WATERMARK_KEY_FILE", str(keyfile))
-    assert WatermarkKey.from_config(tmp_path).sign(b"m") == WatermarkKey(
-        b"from-a-file-0123456789"
-    ).sign(b"m")
+    assert watermark_key(tmp_path).sign(b"m") == WatermarkKey(b"from-a-file-0123456789").sign(b"m")
 
     monkeypatch.setenv("SWARM_RAY_WATERMARK_KEY", "from-the-environment-0123")
-    assert WatermarkKey.from_config(tmp_path).sign(b"m") == WatermarkKey(
-        b"from-the-environment-0123"
-    ).sign(b"m")
+    assert watermark_key(tmp_path).sign(b"m") == WatermarkKey(b"from-the-environment-0123").sign(
+        b"m"
+    )
 
 
 def test_short_key_refused() -> None:
