@@ -171,17 +171,27 @@ def test_keys_file_video_path_regex_fields_and_chroma_url_are_refused(
             )
         )
         uploaded = _upload(http, "a.pdf", _pdf_bytes())
+        evil = "(a+)+$"  # catastrophic backtracking on a long run of `a`
         for params in (
-            {"dimension_files": [str(tenants.keys_file)]},
+            {"fields": [{"name": "reach", "unit": "km", "synonyms": [evil]}]},
+            {"fields": [{"name": "reach", "unit": "km", "labels": [f"re:{evil}"]}]},
             {"chroma_url": "http://127.0.0.1:9/"},
         ):
             body = {
                 "template": "compare_documents",
                 "items": [uploaded],
                 "params": params,
-                "dimensions": ["battery"],
+                "dimensions": ["fields"],
             }
             _refused(http.post("/v1/tasks", json=body))
+        plain = {"name": "reach", "unit": "km", "labels": ["transmission distance"]}
+        body = {
+            "template": "compare_documents",
+            "items": [uploaded],
+            "params": {"fields": [plain]},
+            "dimensions": ["fields"],
+        }
+        assert http.post("/v1/tasks", json=body).status_code == 202
 
 
 # ---- tenants --------------------------------------------------------------------------
