@@ -70,8 +70,8 @@ def test_submit_is_idempotent_with_a_task_id(swarm: SwarmClient) -> None:
 def test_unroutable_request_is_a_clear_error(swarm: SwarmClient) -> None:
     with pytest.raises(NoTemplateMatchedError, match="no template matches"):
         swarm.submit(query="bake me a cake")
-    failed = [t for t in swarm.tasks() if t["query"] == "bake me a cake"]
-    assert failed and failed[0]["state"] == "failed"
+    failed = [t for t in swarm.tasks() if t.query == "bake me a cake"]
+    assert failed and failed[0].state == "failed"
 
 
 def test_bad_item_fails_alone_and_the_batch_completes(swarm: SwarmClient) -> None:
@@ -259,7 +259,7 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
     held = ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers)))
     assert held <= 20
     # A long listing reads evicted tasks back without keeping them.
-    listed = {t["task_id"]: t["state"] for t in swarm.tasks(limit=1000)}
+    listed = {t.task_id: t.state for t in swarm.tasks(limit=1000)}
     assert {first.task_id, *ids} <= listed.keys()
     assert listed[first.task_id] == "completed"
     assert ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers))) <= 20
