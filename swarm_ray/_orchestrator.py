@@ -108,7 +108,8 @@ class Orchestrator:
         self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
         self._finished: dict[str, asyncio.Event] = {}
-        self._changed: dict[str, asyncio.Condition] = {}
+        self._changed: dict[str, asyncio.Future[None]] = {}
+        """Per followed task, a future resolved at its next change (then replaced)."""
         self._done: OrderedDict[str, None] = OrderedDict()
         self._keep_finished = max(1, int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
@@ -127,6 +128,8 @@ class Orchestrator:
         audit = AuditTrail.from_env(home)
         self._observer = Observer(self._metrics, self._health, audit)
         self._recovered: asyncio.Task[int] | None = None
+        self._turn: tuple[Any, asyncio.Future[bool], set[str]] | None = None
+        """This event-loop turn's open store batch (see `_turn_for`)."""
         self._background: list[asyncio.Task[None]] = []
         self.started_at = time.time()
         tune_gc()
@@ -204,7 +207,7 @@ class Orchestrator:
     def _track(self, driver: TaskDriver) -> None:
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
-        self._changed.setdefault(driver.task_id, asyncio.Condition())
+
         if driver.state.terminal:
             self._ended(driver)
 
@@ -354,6 +357,7 @@ class Orchestrator:
         driver = self._driver(task_id, principal)
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
+        await self._committed()
         return driver.view()
 
     async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
@@ -402,13 +406,16 @@ class Orchestrator:
         """Events after `after_seq`; waits up to `wait_s` for one when there are none."""
         await self.recover()
         driver = self._driver(task_id, principal)
-        if wait_s > 0 and len(driver.events) <= after_seq and not driver.state.terminal:
-            condition = self._changed[task_id]
-            async with condition:
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(
-                        condition.wait_for(lambda: len(driver.events) > after_seq), wait_s
-                    )
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while len(driver.events) <= after_seq and not driver.state.terminal:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            changed = self._changed.get(task_id)
+            if changed is None or changed.done():
+                changed = self._changed[task_id] = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(changed), left)
         return driver.events[after_seq:]
 
     async def cancel(
@@ -421,12 +428,15 @@ class Orchestrator:
         await self.recover()
         driver = self._driver(task_id, principal)
         self._step(driver, Cancel(reason))
+        await self._committed()
         return driver.view()
 
     async def report(self, result: SubTaskResult) -> bool:
         """Accept a result from an external agent; False (and counted) when refused."""
         await self.recover()
-        return any(isinstance(n, Accepted) for n in self._on_result(result).notices)
+        accepted = any(isinstance(n, Accepted) for n in self._on_result(result).notices)
+        await self._committed()
+        return accepted
 
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
@@ -540,9 +550,9 @@ class Orchestrator:
         A write the driver could not make, or a bug in taking the input, stops that task
         by name (`Broken`), never the orchestrator and never the other tasks.
         """
+        gate = self._turn_for(driver)
         try:
-            with self._store.batch():
-                step = driver.step(event)
+            step = driver.step(event)
         except Exception as exc:  # a failed write, or a bug: the task stops, named
             why = exc.message if isinstance(exc, SwarmError) else f"{type(exc).__name__}: {exc}"
             subtask_id = None
@@ -556,10 +566,54 @@ class Orchestrator:
             kind = StateStoreError if isinstance(exc, StateStoreError) else SwarmRuntimeError
             self._metrics.error("orchestrator", type(exc).__name__)
             step = driver.step(Broken(kind(why, task_id=driver.task_id), subtask_id))
-        self._apply(driver, step)
+        self._apply(driver, step, gate)
         return step
 
-    def _apply(self, driver: TaskDriver, step: Step) -> None:
+    def _turn_for(self, driver: TaskDriver) -> asyncio.Future[bool]:
+        """This event-loop turn's store batch, committed once when the turn ends.
+
+        Every write the drivers make in one turn (many results arrive together) goes
+        into one transaction instead of one commit each. The returned future resolves
+        True once it is committed; attempts are dispatched only then, and callers are
+        answered only then, so nothing acts on a write that could still be lost. A
+        commit that fails stops every task that wrote in the turn, by name.
+        """
+        if self._turn is None:
+            batch = self._store.batch()
+            batch.__enter__()
+            gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._turn = (batch, gate, set())
+            asyncio.get_running_loop().call_soon(self._close_turn)
+        self._turn[2].add(driver.task_id)
+        return self._turn[1]
+
+    def _close_turn(self) -> None:
+        if self._turn is None:
+            return
+        batch, gate, touched = self._turn
+        self._turn = None
+        try:
+            batch.__exit__(None, None, None)
+        except StateStoreError as exc:
+            gate.set_result(False)
+            for task_id in touched:
+                driver = self._drivers.get(task_id)
+                if driver is not None and not driver.state.terminal:
+                    error = StateStoreError(
+                        f"task `{task_id}` stopped: its state could not be committed: "
+                        f"{exc.message}",
+                        task_id=task_id,
+                    )
+                    self._apply(driver, driver.step(Broken(error)), None)
+            return
+        gate.set_result(True)
+
+    async def _committed(self) -> None:
+        """Wait until this turn's writes are committed (before answering a caller)."""
+        if self._turn is not None:
+            await asyncio.shield(self._turn[1])
+
+    def _apply(self, driver: TaskDriver, step: Step, gate: asyncio.Future[bool] | None) -> None:
         for notice in step.notices:
             match notice:
                 case Accepted(result=result, trace_id=trace_id):
@@ -592,14 +646,20 @@ class Orchestrator:
         for (cid, delay), subtasks in batches.items():
             spec = self._registry.get(cid)
             for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
-                self._spawn(driver, ids, self._after(delay, driver, run))
+                self._spawn(driver, ids, self._after(delay, driver, run, gate))
         self._notify(driver.task_id)
 
-    async def _after(self, delay_s: float, driver: TaskDriver, run: Any) -> None:
-        """Start `run` after a retry's backoff, unless its task ended meanwhile."""
-        if delay_s:
+    async def _after(
+        self, delay_s: float, driver: TaskDriver, run: Any, gate: asyncio.Future[bool] | None
+    ) -> None:
+        """Start `run` once its dispatch is committed, after a retry's backoff.
+
+        Not at all when the commit failed or the task ended meanwhile.
+        """
+        committed = True if gate is None else await asyncio.shield(gate)
+        if delay_s and committed:
             await asyncio.sleep(delay_s)
-        if driver.state.terminal:
+        if not committed or driver.state.terminal:
             run.close()
             return
         await run
@@ -637,12 +697,7 @@ class Orchestrator:
         task.add_done_callback(forget)
 
     def _notify(self, task_id: str) -> None:
-        condition = self._changed.get(task_id)
-        if condition is None:
-            return
-
-        async def wake() -> None:
-            async with condition:
-                condition.notify_all()
-
-        asyncio.get_running_loop().create_task(wake())
+        """Wake whoever follows the task (cheap when nobody does: no task is created)."""
+        changed = self._changed.pop(task_id, None)
+        if changed is not None and not changed.done():
+            changed.set_result(None)
