@@ -3,7 +3,7 @@
 The public API is re-exported here; implementation lives in private modules.
 """
 
-from swarm_ray._agent import AgentReply
+from swarm_ray._agent import AgentReply, current_subtask
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
     CAPABILITY_ID_PATTERN,
@@ -15,6 +15,7 @@ from swarm_ray._capability import (
     capability_maker,
 )
 from swarm_ray._catalog import Catalog
+from swarm_ray._children import MAX_CHILDREN, ChildOutcome, run_child
 from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, connect
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
@@ -51,6 +52,7 @@ from swarm_ray._signals import (
     BreakerOpened,
     CancelRequested,
     CancelSubTasks,
+    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -104,6 +106,7 @@ __version__ = "0.1.0"
 __all__ = [
     "CAPABILITY_ID_PATTERN",
     "EVENT_ADAPTER",
+    "MAX_CHILDREN",
     "NAMESPACE",
     "ORCHESTRATOR_NAME",
     "SCHEMA_VERSION",
@@ -122,6 +125,8 @@ __all__ = [
     "CancelSubTasks",
     "CapabilitySpec",
     "Catalog",
+    "ChildAdded",
+    "ChildOutcome",
     "CircuitOpenError",
     "Dispatch",
     "DuplicateCapabilityError",
@@ -195,11 +200,13 @@ __all__ = [
     "canonical_digest",
     "capability_maker",
     "connect",
+    "current_subtask",
     "expand",
     "issue_watermark",
     "load_template",
     "open_state_store",
     "read_claims",
+    "run_child",
     "template_json_schema",
     "transition",
     "validate_plan",

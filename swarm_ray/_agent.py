@@ -6,11 +6,13 @@ the output and wraps it all in a `SubTaskResult` that echoes the watermark. Exce
 become structured errors here, in one place, whichever executor ran the attempt.
 
 An entrypoint returns its output model, or an `AgentReply` when it also reports a
-confidence, token usage or warnings.
+confidence, token usage or warnings. While it runs, `current_subtask()` is the attempt it
+serves (an agent asking for child sub-tasks names its parent by it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import importlib
 import os
@@ -26,7 +28,16 @@ from swarm_ray._errors import InvalidSpecError, SwarmError
 from swarm_ray._registry import Registry
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
 
-__all__ = ["AgentReply"]
+__all__ = ["AgentReply", "current_subtask"]
+
+_CURRENT: contextvars.ContextVar[SubTask | None] = contextvars.ContextVar(
+    "swarm_ray_subtask", default=None
+)
+
+
+def current_subtask() -> SubTask | None:
+    """The sub-task attempt the calling code runs for (None outside a capability)."""
+    return _CURRENT.get()
 
 
 @dataclass(frozen=True)
@@ -81,7 +92,11 @@ def run_subtask(
             raise InvalidSpecError(f"capability `{spec.id}` has no entrypoint to run")
         function = load_entrypoint(spec.entrypoint)
         model = registry.validate_input(spec.id, subtask.input)
-        reply = function(model)
+        token = _CURRENT.set(subtask)
+        try:
+            reply = function(model)
+        finally:
+            _CURRENT.reset(token)
         if not isinstance(reply, AgentReply):
             reply = AgentReply(output=reply)
         output = registry.validate_output(spec.id, reply.output)

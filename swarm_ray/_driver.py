@@ -28,6 +28,7 @@ from swarm_ray._signals import (
     BreakerHalfOpened,
     BreakerOpened,
     CancelSubTasks,
+    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -88,6 +89,8 @@ class TaskDriver:
         self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
         self._issued: dict[str, tuple[int, str]] = {}
+        self.orchestrator: str | None = None
+        """`namespace/name` of the orchestrator actor driving this task (set by it)."""
 
     # ---- creation and recovery --------------------------------------------------------
 
@@ -262,7 +265,9 @@ class TaskDriver:
         """Persist `event`, then let the scheduler decide; announce what it decided."""
         assert self.scheduler is not None
         dedupe = None
-        if isinstance(event, SubTaskDone | SubTaskFailed):
+        if isinstance(event, ChildAdded):
+            dedupe = f"{event.kind}:{event.spec.id}"
+        elif isinstance(event, SubTaskDone | SubTaskFailed):
             dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
@@ -308,7 +313,13 @@ class TaskDriver:
             trace_id=self.record.trace_id,
             timeout_s=intent.timeout_s,
             queued_at=now,
+            orchestrator=self.orchestrator,
         )
+
+    def outstanding_watermark(self, subtask_id: str) -> str | None:
+        """The watermark of the attempt of `subtask_id` now running, if one is."""
+        issued = self._issued.get(subtask_id)
+        return None if issued is None else issued[1]
 
     def accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.

@@ -25,6 +25,7 @@ import ray
 from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
+from swarm_ray._children import ChildBook, ChildOutcome
 from swarm_ray._config import state_dir as default_state_dir
 from swarm_ray._config import tune_gc
 from swarm_ray._driver import TaskDriver
@@ -108,6 +109,9 @@ class Orchestrator:
         self._observer = Observer(self._metrics, self._health, audit)
         self._recovered: asyncio.Task[int] | None = None
         self._background: list[asyncio.Task[None]] = []
+        self._children = ChildBook()
+        context = ray.get_runtime_context()
+        self._name = f"{context.namespace}/{context.get_actor_name()}"
         self.started_at = time.time()
         tune_gc()
         # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
@@ -162,6 +166,7 @@ class Orchestrator:
         }
 
     def _track(self, driver: TaskDriver) -> None:
+        driver.orchestrator = self._name  # agents call back here for child sub-tasks
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
         self._changed.setdefault(driver.task_id, asyncio.Condition())
@@ -349,6 +354,30 @@ class Orchestrator:
         await self.recover()
         return self._on_result(result)
 
+    async def run_child(
+        self,
+        task_id: str,
+        parent_subtask_id: str,
+        parent_watermark: str,
+        capability_id: str,
+        data: dict[str, Any],
+        key: str,
+    ) -> ChildOutcome:
+        """Run a child sub-task for a running attempt's agent; answer when it settles.
+
+        See `swarm_ray._children`: the caller proves it is the running attempt of
+        `parent_subtask_id` by its watermark; the child is dispatched like any sub-task.
+        """
+        await self.recover()
+        driver = self._driver(task_id)
+        child_id, event = self._children.request(
+            driver, parent_subtask_id, parent_watermark, capability_id, data, key
+        )
+        if event is not None:
+            with self._store.batch():
+                self._execute(driver, driver.feed(event))
+        return await self._children.wait(driver, child_id)
+
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
         await self.recover()
@@ -458,6 +487,7 @@ class Orchestrator:
             for chunk in chunks:
                 chunk_ids = [i.subtask_id for i in chunk]
                 self._spawn(driver, chunk_ids, self._run_batch(driver, cid, chunk))
+        self._children.settle(driver)
         self._notify(driver.task_id)
 
     def _spawn(self, driver: TaskDriver, ids: list[str], coro: Any) -> None:

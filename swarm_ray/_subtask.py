@@ -158,6 +158,9 @@ class SubTask(BaseModel):
     """Deadline for this attempt."""
     queued_at: float
     """When it was dispatched."""
+    orchestrator: str | None = None
+    """`namespace/name` of the orchestrator actor that dispatched it: an agent asks it for
+    child sub-tasks (`swarm_ray.run_child`)."""
 
 
 class SubTaskResult(BaseModel):

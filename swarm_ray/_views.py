@@ -19,6 +19,8 @@ def _subtask_view(scheduler: Scheduler, spec: SubTaskSpec) -> dict[str, Any]:
         "stage": spec.stage,
         "depends_on": list(spec.depends_on),
     }
+    if spec.parent is not None:  # a rule's or an agent's child: who spawned it
+        view["parent"] = spec.parent
     result = scheduler.result(spec.id)
     if result is not None:  # the result's references: who made it, its watermark, its blob
         view.update(agent=result.agent, watermark=result.watermark, output_ref=result.output_ref)
