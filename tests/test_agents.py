@@ -1,0 +1,202 @@
+"""Agents on the real runtime: child sub-tasks, the tool agent, MCP, wide research.
+
+A scripted model (`_stubs.scripted_brain`) decides the tool calls, so the assertions can
+name each one; the capabilities they reach, the orchestrator that schedules them, the MCP
+server (a real subprocess over stdio) and Serve are all real.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import ray
+
+import swarm_ray
+from swarm_ray import SwarmClient, TaskState
+from swarm_ray.cli import main
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+
+ORCHESTRATOR = "swarm-agents-test"
+ROW_SCHEMA = {
+    "type": "object",
+    "properties": {"name": {"type": "string"}, "moons": {"type": "integer"}},
+    "required": ["name", "moons"],
+}
+
+
+@pytest.fixture(scope="module")
+def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwarmClient]:
+    from ray import serve
+
+    client = swarm_ray.connect(
+        catalogs=[
+            "swarm_ray.testing:testing_catalog",
+            "swarm_ray.llm._testing:agents_catalog",
+            "swarm_ray.llm:llm_catalog",
+        ],
+        state_dir=tmp_path_factory.mktemp("agents-swarm"),
+        name=ORCHESTRATOR,
+    )
+    yield client
+    client.shutdown()
+    for app in ("test-agent-scripted", "test-research-row"):
+        serve.delete(f"swarm-{app}")
+
+
+def script(*steps: dict[str, Any], row: dict[str, Any] | None = None) -> str:
+    text = f"Do the task.\nSCRIPT: {json.dumps(list(steps))}"
+    return text + (f"\nROW: {json.dumps(row)}" if row is not None else "")
+
+
+def trace(client: SwarmClient, token: str) -> dict[str, Any]:
+    (found,) = ray.get(client.actor.trace_watermarks.remote(token))
+    return found  # type: ignore[no-any-return]
+
+
+def test_an_agent_runs_children_through_the_scheduler(agents: SwarmClient) -> None:
+    calls = [
+        {"capability": "test.tool.echo", "input": {"text": "hi"}},
+        {"capability": "test.tool.echo", "input": {"txt": "no text field"}},
+        {"capability": "no.such.capability", "input": {}},
+        {"capability": "test.agent.children", "input": {}},
+    ]
+    record = agents.run(template="children_once", params={"calls": calls})
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    out = agents.output(record.task_id)
+    assert out is not None
+    good, bad = out["outcomes"]
+    assert good["status"] == "succeeded" and good["output"]["text"] == "HI"
+    assert good["subtask_id"] == "agent>a1-1" and good["watermark"]
+    assert bad["status"] == "failed" and bad["error"]["code"] == "invalid_input"
+    assert "text" in bad["error"]["message"]  # the missing field is named
+    unknown, own = out["refusals"]
+    assert unknown.startswith("unknown_capability:")
+    assert own.startswith("invalid_plan:") and "its own capability" in own
+
+    status = agents.status(record.task_id)
+    child = status["subtasks"]["agent>a1-1"]
+    assert child["parent"] == "agent" and child["status"] == "succeeded"
+    assert child["watermark"] == good["watermark"]
+    assert status["subtasks"]["agent>a1-2"]["status"] == "failed"
+    running = [e for e in agents.events(record.task_id) if e.subtask_id == "agent>a1-1"]
+    assert [e.status for e in running] == ["running", "succeeded"]
+    traced = trace(agents, good["watermark"])
+    assert traced["subtask_id"] == "agent>a1-1" and traced["capability_id"] == "test.tool.echo"
+
+
+def test_a_retried_call_finds_its_child(agents: SwarmClient) -> None:
+    call = {"capability": "test.tool.echo", "input": {"text": "once"}}
+    record = agents.run(template="children_once", params={"calls": [call, call], "key": "same"})
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    first, second = agents.output(record.task_id)["outcomes"]  # type: ignore[index]
+    assert first == second and first["subtask_id"] == "agent>same"
+    children = [s for s in agents.status(record.task_id)["subtasks"] if ">" in s]
+    assert children == ["agent>same"]
+
+
+def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) -> None:
+    task = script(
+        {"tool": "test__tool__echo", "arguments": {"text": "hello"}},
+        {"tool": "test__tool__echo", "arguments": {"words": 3}},
+        {"tool": "no_such_tool", "arguments": {}},
+        {"tool": "demo__add", "arguments": {"a": 2, "b": 3}},
+        {"tool": "final", "arguments": {"answer": "all done"}},
+    )
+    params = {"task": task, "tools": ["test.tool.echo"], "mcp_servers": ["demo"]}
+    record = agents.run(template="scripted_agent_once", params=params)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    out = agents.output(record.task_id)
+    assert out is not None and out["answer"] == "all done" and out["finished"]
+    tools = [e["outcome"] for e in out["transcript"] if e["role"] == "tool"]
+    echo, bad_args, unknown, add = tools
+    assert echo["ok"] and json.loads(echo["content"])["text"] == "HELLO"
+    assert echo["subtask_id"] == "agent>a1-1" and echo["watermark"]
+    assert not bad_args["ok"] and "'text' is a required property" in bad_args["content"]
+    assert bad_args["subtask_id"] is None  # refused before any sub-task was made
+    assert not unknown["ok"] and "unknown tool `no_such_tool`" in unknown["content"]
+    assert add["ok"] and add["content"] == "5"
+    usage = out["usage"]
+    assert usage["tool_calls"] == 4 and usage["tool_errors"] == 2 and usage["model_calls"] == 5
+    status = agents.status(record.task_id)
+    assert status["subtasks"]["agent>a1-1"]["parent"] == "agent"
+    assert [s for s in status["subtasks"] if ">" in s] == ["agent>a1-1"]
+    assert status["usage"]["completion_tokens"] > 0
+
+
+def test_tools_that_are_not_offered_are_refused(agents: SwarmClient) -> None:
+    for params, problem in (
+        ({"tools": ["test.echo.text"]}, "not offered to agents as a tool"),
+        ({"mcp_servers": ["nobody"]}, "MCP server `nobody` is not registered"),
+    ):
+        record = agents.run(template="scripted_agent_once", params={"task": "x", **params})
+        assert record.machine.state is TaskState.FAILED
+        assert record.error is not None and problem in record.error.message
+
+
+ITEMS = ("Mars", "Earth", "Pluto")
+WIDE_PARAMS = {
+    "question": "How many moons? "
+    + script(
+        {"tool": "test__tool__echo", "arguments": {"text": "{item}"}},
+        {"tool": "demo__planet", "arguments": {"name": "{item}"}},
+        {"tool": "final", "arguments": {"answer": "found"}},
+        row={"name": "$result.name", "moons": "$result.moons"},
+    ),
+    "row_schema": ROW_SCHEMA,
+    "tools": ["test.tool.echo"],
+    "mcp_servers": ["demo"],
+}
+
+
+def check_table(client: SwarmClient, task_id: str, output: dict[str, Any]) -> None:
+    assert output["columns"] == ["name", "moons"]
+    rows = {row["item"]: row for row in output["rows"]}
+    assert rows["Mars"]["cells"] == {"name": "mars", "moons": 2}
+    assert rows["Earth"]["cells"] == {"name": "earth", "moons": 1}
+    assert output["missing"] == ["Pluto"]  # the MCP tool knows no Pluto: no valid row
+    for index, item in ((0, "Mars"), (1, "Earth")):
+        row = rows[item]
+        assert row["subtask_id"] == f"research[{index}]"
+        traced = trace(client, row["watermark"])
+        assert traced["subtask_id"] == f"research[{index}]"
+        (source,) = row["sources"][:1]
+        assert source["subtask_id"] == f"research[{index}]>a1-1"
+    assert "| Mars | mars | 2 |" in output["markdown"]
+    status = client.status(task_id)
+    assert any("Pluto" in w for w in status["warnings"])
+
+
+def test_wide_research_traces_every_row(agents: SwarmClient) -> None:
+    record = agents.run(template="wide_research_scripted", items=ITEMS, params=WIDE_PARAMS)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    output = agents.output(record.task_id)
+    assert output is not None
+    check_table(agents, record.task_id, output)
+
+
+def test_wide_research_from_the_cli(
+    agents: SwarmClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    args = ["--name", ORCHESTRATOR, "run", "wide_research_scripted", "Mars", "Earth", "Pluto"]
+    code = main([*args, "--params", json.dumps(WIDE_PARAMS)])
+    out, _ = capsys.readouterr()
+    assert code == 0
+    result = json.loads(out)
+    check_table(agents, result["task_id"], result["output"])
+
+
+def test_wide_research_notebook_runs(
+    agents: SwarmClient, capsys: pytest.CaptureFixture[str]
+) -> None:
+    notebook = Path(__file__).resolve().parent.parent / "notebooks" / "wide_research.ipynb"
+    namespace: dict[str, object] = {"ORCHESTRATOR": ORCHESTRATOR}
+    for cell in json.loads(notebook.read_text())["cells"]:
+        if cell["cell_type"] == "code":
+            exec("".join(cell["source"]), namespace)
+    out = capsys.readouterr().out
+    assert "| Mars | mars | 2 |" in out and "traced to research[0]" in out
