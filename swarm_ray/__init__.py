@@ -30,6 +30,8 @@ from swarm_ray._errors import (
     InvalidSpecError,
     InvalidStateTransitionError,
     NoTemplateMatchedError,
+    ResourceLimitError,
+    SanitizationError,
     StateStoreError,
     SubTaskTimeoutError,
     SwarmError,
@@ -45,6 +47,7 @@ from swarm_ray._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore
 from swarm_ray._routing import TemplateRouter
+from swarm_ray._sanitize import CodeField, sanitize_output
 from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
 from swarm_ray._signals import (
     BreakerClosed,
@@ -128,6 +131,7 @@ __all__ = [
     "ChildAdded",
     "ChildOutcome",
     "CircuitOpenError",
+    "CodeField",
     "Dispatch",
     "DuplicateCapabilityError",
     "DynamicRule",
@@ -150,6 +154,7 @@ __all__ = [
     "Plan",
     "RedisStateStore",
     "Registry",
+    "ResourceLimitError",
     "Resources",
     "ResultRejected",
     "ResultStore",
@@ -158,6 +163,7 @@ __all__ = [
     "RuleFired",
     "RunIntent",
     "SQLiteStateStore",
+    "SanitizationError",
     "Scheduler",
     "SchedulerEvent",
     "SkipSubTask",
@@ -207,6 +213,7 @@ __all__ = [
     "open_state_store",
     "read_claims",
     "run_child",
+    "sanitize_output",
     "template_json_schema",
     "transition",
     "validate_plan",

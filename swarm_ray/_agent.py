@@ -2,8 +2,9 @@
 
 `run_subtask()` imports the capability's entrypoint, validates the input, calls the
 function on a fresh input model (nothing carried from the previous sub-task), validates
-the output and wraps it all in a `SubTaskResult` that echoes the watermark. Exceptions
-become structured errors here, in one place, whichever executor ran the attempt.
+the output, passes it through the sanitizer (`_sanitize`) and wraps it all in a
+`SubTaskResult` that echoes the watermark. Exceptions become structured errors here, in
+one place, whichever executor ran the attempt.
 
 An entrypoint returns its output model, or an `AgentReply` when it also reports a
 confidence, token usage or warnings. While it runs, `current_subtask()` is the attempt it
@@ -24,8 +25,9 @@ from typing import Any
 from pydantic import BaseModel
 
 from swarm_ray._capability import CapabilitySpec
-from swarm_ray._errors import InvalidSpecError, SwarmError
+from swarm_ray._errors import InvalidSpecError, SanitizationError, SwarmError
 from swarm_ray._registry import Registry
+from swarm_ray._sanitize import sanitize_output
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
 
 __all__ = ["AgentReply", "current_subtask"]
@@ -100,6 +102,12 @@ def run_subtask(
         if not isinstance(reply, AgentReply):
             reply = AgentReply(output=reply)
         output = registry.validate_output(spec.id, reply.output)
+        data = output.model_dump(mode="json")
+        if spec.sanitize and (findings := sanitize_output(data, spec.output_model)):
+            raise SanitizationError(
+                f"output of `{spec.id}` refused by the sanitizer: {'; '.join(findings[:5])}",
+                findings=findings,
+            )
     except SwarmError as exc:
         error = SubTaskError.from_exception(exc)
     except Exception as exc:  # an agent's bug must not take the executor down
@@ -107,7 +115,7 @@ def run_subtask(
     else:
         return SubTaskResult(
             **base,
-            output=output.model_dump(mode="json"),
+            output=data,
             confidence=reply.confidence,
             usage=reply.usage,
             warnings=reply.warnings,

@@ -61,6 +61,7 @@ _BREAKER_CODES = frozenset(
         ErrorCode.AGENT_UNAVAILABLE,
         ErrorCode.AGENT_ERROR,
         ErrorCode.INVALID_OUTPUT,
+        ErrorCode.SANITIZATION_FAILED,
     }
 )
 
