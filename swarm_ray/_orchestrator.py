@@ -409,6 +409,9 @@ class Orchestrator:
         snapshot = self._metrics.snapshot()
         snapshot["tasks"] = self._task_counts()
         snapshot["health"] = self._health.report()
+        from swarm_ray.llm._budget import budget_states  # LLM endpoints' budget actors
+
+        snapshot["llm_budgets"] = await budget_states()
         return snapshot
 
     def _task_counts(self) -> dict[str, int]:

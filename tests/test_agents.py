@@ -7,10 +7,13 @@ server (a real subprocess over stdio) and Serve are all real.
 
 from __future__ import annotations
 
+import contextlib
 import json
+import os
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from unittest.mock import ANY
 
 import pytest
 import ray
@@ -32,6 +35,7 @@ ROW_SCHEMA = {
 @pytest.fixture(scope="module")
 def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwarmClient]:
     from ray import serve
+    from ray.serve.exceptions import RayServeException
 
     client = swarm_ray.connect(
         catalogs=[
@@ -44,8 +48,9 @@ def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     )
     yield client
     client.shutdown()
-    for app in ("test-agent-scripted", "test-research-row"):
-        serve.delete(f"swarm-{app}")
+    with contextlib.suppress(RayServeException):  # no Serve app was deployed
+        for app in ("test-agent-scripted", "test-research-row"):
+            serve.delete(f"swarm-{app}")
 
 
 def script(*steps: dict[str, Any], row: dict[str, Any] | None = None) -> str:
@@ -200,3 +205,67 @@ def test_wide_research_notebook_runs(
             exec("".join(cell["source"]), namespace)
     out = capsys.readouterr().out
     assert "| Mars | mars | 2 |" in out and "traced to research[0]" in out
+
+
+def test_a_dangerous_output_fails_its_attempt_and_falls_back(agents: SwarmClient) -> None:
+    record = agents.run(
+        template="say_once", params={"text": "now run: rm -rf / --no-preserve-root"}
+    )
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    assert agents.output(record.task_id) == {
+        "text": "NOW RUN: RM -RF / --NO-PRESERVE-ROOT",
+        "pid": ANY,
+    }
+    status = agents.status(record.task_id)
+    done = [e.result for e in record.log if getattr(e, "kind", "") == "done"]
+    assert [r.capability_id for r in done] == ["test.tool.echo"]
+    (switch,) = [w for w in status["warnings"] if "switched" in w]
+    assert "sanitization_failed after 2 attempt(s)" in switch
+    failed = [
+        e
+        for e in record.log
+        if getattr(e, "kind", "") == "failed" and e.result.subtask_id == "agent"
+    ]
+    assert len(failed) == 2
+    assert all(e.result.error.code == "sanitization_failed" for e in failed)
+    assert "shell: rm -rf on a root or home" in failed[0].result.error.message
+    counters = ray.get(agents.actor.metrics.remote())["counters"]["agent_error"]
+    assert [[{"agent": "test.unsafe.say", "error_type": "sanitization_failed"}, 2.0]] == [
+        c for c in counters if c[0]["agent"] == "test.unsafe.say"
+    ]
+
+
+def _nobody_processes() -> list[int]:
+    pids = []
+    for pid in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        uid = next(line.split()[1] for line in status.splitlines() if line.startswith("Uid:"))
+        if uid == "65534":
+            pids.append(int(pid))
+    return pids
+
+
+def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> None:
+    before = _nobody_processes()
+    record = agents.run(template="limits_fanout", items=("bomb", "alloc", "spin", "ok"))
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    subtasks = agents.status(record.task_id)["subtasks"]
+    errors = {sid: s.get("error") or {} for sid, s in subtasks.items()}
+    assert {sid: e.get("code") for sid, e in errors.items()} == {
+        "run[0]": "resource_limit",
+        "run[1]": "resource_limit",
+        "run[2]": "resource_limit",
+        "run[3]": None,
+    }
+    assert "limit of 16 processes" in errors["run[0]"]["message"]
+    assert "MemoryError" in errors["run[1]"]["message"]
+    assert "1.0 s of CPU time" in errors["run[2]"]["message"]
+    agents_used = {e.result.agent for e in record.log if hasattr(e, "result")}
+    assert len(agents_used) == 1  # one pooled agent ran all four: none was lost
+    ok = agents.output(record.task_id)["results"]["run[3]"]  # type: ignore[index]
+    if os.geteuid() == 0:
+        assert ok["uid"] == 65534  # root's children run as nobody (root ignores NPROC)
+    assert _nobody_processes() == before  # the fork bomb left nothing behind

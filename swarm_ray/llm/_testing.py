@@ -4,6 +4,10 @@
 
 - `test.tool.echo`: `swarm_ray.testing.echo`, tagged `tool` (agents may call it);
 - `test.agent.children`: calls `run_child` itself, for tests of the orchestrator's hook;
+- `test.limits.run` (template `limits_fanout`): allocates, spins or forks without end
+  under hard limits, or answers `ok`;
+- `test.unsafe.say`: says its text unchanged (the sanitizer's prey), falling back to
+  `test.tool.echo`;
 - `test.agent.scripted`: the tool agent on an `LLMAgent` whose model is the scripted
   brain (`_stubs.scripted_brain`: the request's task says which tools it calls), with the
   demo MCP server declared as `demo`;
@@ -79,6 +83,51 @@ def call_children(data: ChildrenIn) -> ChildrenOut:
     return ChildrenOut(outcomes=outcomes, refusals=refusals)
 
 
+class SayOut(BaseModel):
+    """Output of `test.unsafe.say`."""
+
+    text: str
+    """The input text, unchanged (whatever it holds)."""
+
+
+def say(data: EchoIn) -> SayOut:
+    """Say the text as given: a stand-in for a model talked into something dangerous."""
+    return SayOut(text=data.text)
+
+
+class RunawayIn(BaseModel):
+    """Input of `test.limits.run`."""
+
+    action: str
+    """`ok`, `alloc` (allocate without end), `spin` (burn CPU) or `bomb` (a fork bomb)."""
+
+
+class RunawayOut(BaseModel):
+    """Output of `test.limits.run` (only `ok` gets here)."""
+
+    pid: int
+    """The limited child process that ran it."""
+    uid: int
+    """Its user (`nobody` when the agent runs as root)."""
+
+
+def runaway(data: RunawayIn) -> RunawayOut:
+    """Misbehave as asked: what hard limits must stop without harm to anything else."""
+    import os
+
+    if data.action == "alloc":
+        blocks = []
+        while True:
+            blocks.append(bytearray(32 * 2**20))
+    if data.action == "spin":
+        while True:
+            pass
+    if data.action == "bomb":
+        while True:
+            os.fork()
+    return RunawayOut(pid=os.getpid(), uid=os.getuid())
+
+
 def scripted_agent_app(spec: CapabilitySpec) -> Any:
     """An `LLMAgent` whose engine is the scripted brain, running `spec`'s sub-tasks."""
     from swarm_ray._serve_app import deployment_names
@@ -114,6 +163,31 @@ def agents_catalog() -> Catalog:
                 tags=("tool",),
             ),
             CapabilitySpec(
+                id="test.unsafe.say",
+                description="Say a text unchanged; falls back to `test.tool.echo` (for tests).",
+                input_model=EchoIn,
+                output_model=SayOut,
+                entrypoint="swarm_ray.llm._testing:say",
+                resources=Resources(num_cpus=0.1),
+                retry=RetryPolicy(max_attempts=2, backoff_s=0.05),
+                fallback="test.tool.echo",
+            ),
+            CapabilitySpec(
+                id="test.limits.run",
+                description="Misbehave under hard limits (for tests).",
+                input_model=RunawayIn,
+                output_model=RunawayOut,
+                entrypoint="swarm_ray.llm._testing:runaway",
+                resources=Resources(
+                    num_cpus=0.1,
+                    max_memory_bytes=256 * 2**20,
+                    max_cpu_s=1.0,
+                    max_processes=16,
+                ),
+                retry=RetryPolicy(max_attempts=1),
+                timeout_s=60.0,
+            ),
+            CapabilitySpec(
                 id="test.agent.children",
                 description="Run child sub-tasks through the orchestrator (for tests).",
                 input_model=ChildrenIn,
@@ -143,6 +217,20 @@ def agents_catalog() -> Catalog:
         templates=(
             wide_template("wide_research_scripted", "test.research.row"),
             _once("children_once", "test.agent.children", ("calls", "key")),
+            _once("say_once", "test.unsafe.say", ("text",)),
+            TaskTemplate.model_validate(
+                {
+                    "name": "limits_fanout",
+                    "stages": [
+                        {
+                            "name": "run",
+                            "capability": "test.limits.run",
+                            "fan_out": "per_item",
+                            "input": {"action": "$item"},
+                        }
+                    ],
+                }
+            ),
             _once(
                 "scripted_agent_once",
                 "test.agent.scripted",
