@@ -230,8 +230,8 @@ def test_a_dangerous_output_fails_its_attempt_and_falls_back(agents: SwarmClient
     assert all(e.result.error.code == "sanitization_failed" for e in failed)
     assert "shell: rm -rf on a root or home" in failed[0].result.error.message
     counters = ray.get(agents.actor.metrics.remote())["counters"]["agent_error"]
-    assert [[{"agent": "test.unsafe.say", "error_type": "sanitization_failed"}, 2.0]] == [
-        c for c in counters if c[0]["agent"] == "test.unsafe.say"
+    assert [c for c in counters if c[0]["agent"] == "test.unsafe.say"] == [
+        [{"agent": "test.unsafe.say", "error_type": "sanitization_failed"}, 2.0]
     ]
 
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import itertools
 import time
 import uuid
 from typing import Any
@@ -48,7 +49,7 @@ def test_requests_are_spaced_and_served_first_come_first_served(ray_cluster: Non
     wait_until(lambda: ray.get(actor.state.remote())["queue_length"] == 6, 5, "the line")
     order = granted_in_order(refs)
     assert [i for i, _ in order] == [1, 3, 5, 0, 2, 4]
-    gaps = [b - a for (_, a), (_, b) in zip(order, order[1:], strict=False)]
+    gaps = [b - a for (_, a), (_, b) in itertools.pairwise(order)]
     assert min(gaps) > 0.035 and sum(gaps) / len(gaps) < 0.1
     state = ray.get(actor.state.remote())
     assert state["granted"] == 7 and state["queue_length"] == 0 and state["in_flight"] == 6
