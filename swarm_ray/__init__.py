@@ -3,6 +3,7 @@
 The public API is re-exported here; implementation lives in private modules.
 """
 
+from swarm_ray._adapter import HttpAdapter
 from swarm_ray._agent import AgentReply, current_subtask
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
@@ -143,6 +144,7 @@ __all__ = [
     "FeedbackLoop",
     "FeedbackRoundStarted",
     "FinishTask",
+    "HttpAdapter",
     "Intent",
     "InvalidInputError",
     "InvalidOutputError",

@@ -8,6 +8,15 @@ from pathlib import Path
 
 import pytest
 
+# The flaky third-party API of the adapter tests listens here; set before any Ray worker
+# starts, so the adapter (`swarm_ray.llm._testing.weather`) finds it in every process.
+if "SWARM_RAY_TEST_API_PORT" not in os.environ:
+    import socket
+
+    with socket.socket() as _probe:
+        _probe.bind(("127.0.0.1", 0))
+        os.environ["SWARM_RAY_TEST_API_PORT"] = str(_probe.getsockname()[1])
+
 
 @pytest.fixture(scope="session")
 def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:

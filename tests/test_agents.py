@@ -10,11 +10,13 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 from unittest.mock import ANY
 
+import httpx
 import pytest
 import ray
 
@@ -269,3 +271,57 @@ def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> N
     if os.geteuid() == 0:
         assert ok["uid"] == 65534  # root's children run as nobody (root ignores NPROC)
     assert _nobody_processes() == before  # the fork bomb left nothing behind
+
+
+@pytest.fixture(scope="module")
+def weather_api() -> Iterator[str]:
+    from swarm_ray.llm._stubs import flaky_api_app, serve_in_thread
+
+    port = int(os.environ["SWARM_RAY_TEST_API_PORT"])
+    with serve_in_thread(flaky_api_app(), port=port) as url:
+        yield url
+
+
+def test_an_api_adapter_degrades_to_its_fallback_and_breaks_the_circuit(
+    agents: SwarmClient, weather_api: str
+) -> None:
+    def mode(name: str) -> int:
+        return int(httpx.post(f"{weather_api}/mode", json={"mode": name}).json()["calls"])
+
+    def ask(city: str = "Oslo") -> tuple[Any, dict[str, Any] | None, tuple[str, ...]]:
+        record = agents.run(template="weather_once", params={"city": city, "units": "metric"})
+        return record, agents.output(record.task_id), record.warnings
+
+    mode("ok")
+    _, answer, warnings = ask()
+    assert answer == {"city": "Oslo", "temp_c": 21.5, "source": "api"} and warnings == ()
+    for broken, why in (("down", "HTTP 503"), ("garbage", "does not fit `Weather`")):
+        mode(broken)
+        _, answer, warnings = ask()
+        assert answer == {"city": None, "temp_c": None, "source": "fallback"}
+        assert why in warnings[0] and "answered the declared fallback" in warnings[0]
+    calls = mode("ok")  # two failures in a row: the circuit is open for 2 s
+    _, answer, warnings = ask()
+    assert answer is not None and answer["source"] == "fallback" and "circuit open" in warnings[0]
+    assert mode("ok") == calls  # the API was not called
+    time.sleep(2.1)
+    _, answer, _ = ask()  # the cool-down passed: one trial call, which succeeds
+    assert answer is not None and answer["source"] == "api"
+    record, _, _ = ask("nowhere")  # a 4xx is the request's fault: no fallback, no retry
+    assert record.machine.state is TaskState.FAILED and record.error is not None
+    assert record.error.code == "invalid_input" and "HTTP 404" in record.error.message
+
+
+def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None:
+    httpx.post(f"{weather_api}/mode", json={"mode": "ok"})
+    task = script(
+        {"tool": "test__api__weather", "arguments": {"city": "Lima"}},
+        {"tool": "final", "arguments": {"answer": "warm"}},
+    )
+    record = agents.run(
+        template="scripted_agent_once", params={"task": task, "tools": ["test.api.weather"]}
+    )
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    (call,) = [e["outcome"] for e in agents.output(record.task_id)["transcript"] if e["outcome"]]  # type: ignore[index]
+    assert call["ok"] and json.loads(call["content"])["city"] == "Lima"
+    assert agents.status(record.task_id)["subtasks"][call["subtask_id"]]["status"] == "succeeded"

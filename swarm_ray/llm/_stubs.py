@@ -185,6 +185,43 @@ def stub_app(
     return app
 
 
+def flaky_api_app() -> Any:
+    """A weather API that fails on demand (the adapter tests' third party).
+
+    `GET /v1/current/{city}?units=` answers `{"data": {"city", "temp_c"}}`, or 404 for
+    `nowhere`; `POST /mode {"mode": ...}` switches it: `ok`, `down` (503), `slow` (3 s),
+    `garbage` (an answer of the wrong shape). `GET /calls` counts the weather calls.
+    """
+    app = FastAPI()
+    state: dict[str, Any] = {"mode": "ok", "calls": 0}
+
+    @app.post("/mode")
+    async def set_mode(request: Request) -> dict[str, Any]:
+        state["mode"] = (await request.json())["mode"]
+        return dict(state)
+
+    @app.get("/calls")
+    async def calls() -> dict[str, Any]:
+        return dict(state)
+
+    @app.get("/v1/current/{city}")
+    async def current(city: str, units: str = "metric") -> Any:
+        state["calls"] += 1
+        mode = state["mode"]
+        if mode == "down":
+            return JSONResponse({"error": "maintenance"}, status_code=503)
+        if mode == "slow":
+            await asyncio.sleep(3)
+        if mode == "garbage":
+            return {"data": {"weather": "nice"}}
+        if city == "nowhere":
+            return JSONResponse({"error": f"no city {city!r}"}, status_code=404)
+        temp = 21.5 if units == "metric" else 70.7
+        return {"data": {"city": city, "temp_c": temp}}
+
+    return app
+
+
 def free_port() -> int:
     """A free TCP port on loopback."""
     with socket.socket() as probe:

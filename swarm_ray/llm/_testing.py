@@ -4,6 +4,8 @@
 
 - `test.tool.echo`: `swarm_ray.testing.echo`, tagged `tool` (agents may call it);
 - `test.agent.children`: calls `run_child` itself, for tests of the orchestrator's hook;
+- `test.api.weather` (template `weather_once`): an `HttpAdapter` on the flaky weather
+  API of `_stubs.flaky_api_app`, at the port in `SWARM_RAY_TEST_API_PORT`;
 - `test.limits.run` (template `limits_fanout`): allocates, spins or forks without end
   under hard limits, or answers `ok`;
 - `test.unsafe.say`: says its text unchanged (the sanitizer's prey), falling back to
@@ -24,6 +26,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from swarm_ray._adapter import HttpAdapter
 from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray._catalog import Catalog
 from swarm_ray._children import ChildOutcome, run_child
@@ -128,6 +131,40 @@ def runaway(data: RunawayIn) -> RunawayOut:
     return RunawayOut(pid=os.getpid(), uid=os.getuid())
 
 
+class WeatherIn(BaseModel):
+    """Input of `test.api.weather`: the request schema of the flaky weather API."""
+
+    city: str
+    """The city (goes into the URL's path, quoted)."""
+    units: str = "metric"
+    """Sent in the query string."""
+
+
+class Weather(BaseModel):
+    """Output of `test.api.weather`: the answer schema."""
+
+    city: str | None
+    """The city the API answered for (None in the fallback)."""
+    temp_c: float | None
+    """The temperature (None in the fallback)."""
+    source: str = "api"
+    """`api`, or `fallback` while the API is down."""
+
+
+weather = HttpAdapter(
+    url="http://127.0.0.1:${SWARM_RAY_TEST_API_PORT}/v1/current/{city}",
+    method="GET",
+    query=("units",),
+    response_model=Weather,
+    response_path="data",
+    timeout_s=1.0,
+    failure_threshold=2,
+    cooldown_s=2.0,
+    fallback={"city": None, "temp_c": None, "source": "fallback"},
+)
+"""The flaky weather API (`_stubs.flaky_api_app`) on the port the tests chose."""
+
+
 def scripted_agent_app(spec: CapabilitySpec) -> Any:
     """An `LLMAgent` whose engine is the scripted brain, running `spec`'s sub-tasks."""
     from swarm_ray._serve_app import deployment_names
@@ -171,6 +208,13 @@ def agents_catalog() -> Catalog:
                 resources=Resources(num_cpus=0.1),
                 retry=RetryPolicy(max_attempts=2, backoff_s=0.05),
                 fallback="test.tool.echo",
+            ),
+            weather.spec(
+                "test.api.weather",
+                "Current weather of a city from a third-party API (for tests).",
+                WeatherIn,
+                "swarm_ray.llm._testing:weather",
+                retry=RetryPolicy(max_attempts=1),
             ),
             CapabilitySpec(
                 id="test.limits.run",
@@ -218,6 +262,7 @@ def agents_catalog() -> Catalog:
             wide_template("wide_research_scripted", "test.research.row"),
             _once("children_once", "test.agent.children", ("calls", "key")),
             _once("say_once", "test.unsafe.say", ("text",)),
+            _once("weather_once", "test.api.weather", ("city", "units")),
             TaskTemplate.model_validate(
                 {
                     "name": "limits_fanout",
