@@ -325,3 +325,40 @@ def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None
     (call,) = [e["outcome"] for e in agents.output(record.task_id)["transcript"] if e["outcome"]]  # type: ignore[index]
     assert call["ok"] and json.loads(call["content"])["city"] == "Lima"
     assert agents.status(record.task_id)["subtasks"][call["subtask_id"]]["status"] == "succeeded"
+
+
+def test_wide_research_through_the_gateway(
+    agents: SwarmClient, serve_port: int, tmp_path: Path
+) -> None:
+    from ray import serve
+
+    from swarm_ray.gateway import GatewayConfig, build_app
+
+    key = "agents-gateway-key-" + "0" * 16
+    (tmp_path / "keys").write_text(key + "\n")
+    config = GatewayConfig(
+        orchestrator=ORCHESTRATOR,
+        catalogs=("swarm_ray.llm._testing:agents_catalog",),
+        api_keys_file=str(tmp_path / "keys"),
+    )
+    serve.run(build_app(config), name="agents-gateway", route_prefix="/agents")
+    try:
+        base = f"http://127.0.0.1:{serve_port}/agents"
+        auth = {"Authorization": f"Bearer {key}"}
+        with httpx.Client(base_url=base, headers=auth, timeout=30) as http:
+            body = {
+                "template": "wide_research_scripted",
+                "items": list(ITEMS),
+                "params": WIDE_PARAMS,
+            }
+            accepted = http.post("/v1/tasks", json=body)
+            assert accepted.status_code == 202, accepted.text
+            task_id = accepted.json()["task_id"]
+            record = agents.wait(task_id, timeout_s=120)
+            assert record.machine.state is TaskState.COMPLETED, record.error
+            report = http.get(f"/v1/tasks/{task_id}/report").json()
+            check_table(agents, task_id, report["output"])
+            metrics = http.get("/metrics").text
+            assert "swarm_llm_budget_queue_length" in metrics  # the families are there
+    finally:
+        serve.delete("agents-gateway")
