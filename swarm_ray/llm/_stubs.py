@@ -4,10 +4,10 @@
   user message carries `SCRIPT: [...]`, a JSON list of steps
   (`{"tool": NAME, "arguments": {...}}`, `final` ends), and `ROW: {...}` the JSON answer
   it gives when asked for one. `{item}` in a step is the task's `Item:` line, and
-  `"$result.FIELD"` in the row is a field of the last tool answer. So a test states
-  exactly which tools an agent calls, through any engine: `ScriptedEngine` (the JSON
-  protocol, `EngineConfig(kind="scripted", script=("call:" + BRAIN,))`) or the stub
-  server below (native function calling, through `OpenAIEngine`).
+  `"$result.FIELD"` in the row is a field of the last tool answer (`"$result"`: all of
+  it). So a test states exactly which tools an agent calls, through any engine:
+  `ScriptedEngine` (the JSON protocol, `EngineConfig(kind="scripted", script=("call:" +
+  BRAIN,))`) or the stub server below (native function calling, through `OpenAIEngine`).
 - `stub_app` is an OpenAI-compatible server (`/v1/chat/completions`, `/v1/models`) that
   answers with the brain, and can limit requests per second (429 with `Retry-After`),
   fail its first requests (503), demand an API key (and echo a wrong one back, as some
@@ -66,6 +66,8 @@ def _fill(value: Any, item: str, result: Any) -> Any:
     if isinstance(value, list):
         return [_fill(v, item, result) for v in value]
     if isinstance(value, str):
+        if value == "$result":
+            return result
         if value.startswith("$result."):
             field = value.removeprefix("$result.")
             return result.get(field) if isinstance(result, dict) else None
