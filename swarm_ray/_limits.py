@@ -33,7 +33,7 @@ import time
 
 from swarm_ray._capability import CapabilitySpec, Resources
 from swarm_ray._errors import ErrorCode
-from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings
+from swarm_ray._subtask import SubTask, SubTaskResult
 
 __all__: list[str] = []
 
@@ -100,15 +100,11 @@ def _failed(
     message: str,
     code: ErrorCode = ErrorCode.RESOURCE_LIMIT,
 ) -> SubTaskResult:
-    return SubTaskResult(
-        task_id=subtask.task_id,
-        subtask_id=subtask.subtask_id,
-        capability_id=subtask.capability_id,
-        attempt=subtask.attempt,
-        error=SubTaskError(code=code, message=message),
-        watermark=subtask.watermark,
-        agent=agent,
-        timings=Timings(queued_at=subtask.queued_at, started_at=started, finished_at=time.time()),
+    from swarm_ray._executors import error_result
+
+    result = error_result(subtask, code, message, agent)
+    return result.model_copy(
+        update={"timings": result.timings.model_copy(update={"started_at": started})}
     )
 
 

@@ -8,6 +8,7 @@ server (a real subprocess over stdio) and Serve are all real.
 from __future__ import annotations
 
 import contextlib
+import importlib.util
 import json
 import os
 import time
@@ -25,6 +26,9 @@ from swarm_ray import SwarmClient, TaskState
 from swarm_ray.cli import main
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
+needs_mcp = pytest.mark.skipif(
+    importlib.util.find_spec("mcp") is None, reason="needs the `mcp` SDK (the `llm` extra)"
+)
 
 ORCHESTRATOR = "swarm-agents-test"
 ROW_SCHEMA = {
@@ -106,6 +110,7 @@ def test_a_retried_call_finds_its_child(agents: SwarmClient) -> None:
     assert children == ["agent>same"]
 
 
+@needs_mcp
 def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) -> None:
     task = script(
         {"tool": "test__tool__echo", "arguments": {"text": "hello"}},
@@ -135,6 +140,7 @@ def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) ->
     assert status["usage"]["completion_tokens"] > 0
 
 
+@needs_mcp
 def test_tools_that_are_not_offered_are_refused(agents: SwarmClient) -> None:
     for params, problem in (
         ({"tools": ["test.echo.text"]}, "not offered to agents as a tool"),
@@ -178,6 +184,7 @@ def check_table(client: SwarmClient, task_id: str, output: dict[str, Any]) -> No
     assert any("Pluto" in w for w in status["warnings"])
 
 
+@needs_mcp
 def test_wide_research_traces_every_row(agents: SwarmClient) -> None:
     record = agents.run(template="wide_research_scripted", items=ITEMS, params=WIDE_PARAMS)
     assert record.machine.state is TaskState.COMPLETED, record.error
@@ -186,6 +193,7 @@ def test_wide_research_traces_every_row(agents: SwarmClient) -> None:
     check_table(agents, record.task_id, output)
 
 
+@needs_mcp
 def test_wide_research_from_the_cli(
     agents: SwarmClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -197,6 +205,7 @@ def test_wide_research_from_the_cli(
     check_table(agents, result["task_id"], result["output"])
 
 
+@needs_mcp
 def test_wide_research_notebook_runs(
     agents: SwarmClient, capsys: pytest.CaptureFixture[str]
 ) -> None:
@@ -327,6 +336,7 @@ def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None
     assert agents.status(record.task_id)["subtasks"][call["subtask_id"]]["status"] == "succeeded"
 
 
+@needs_mcp
 def test_wide_research_through_the_gateway(
     agents: SwarmClient, serve_port: int, tmp_path: Path
 ) -> None:

@@ -6,6 +6,7 @@ tested in `test_llm_budget.py`).
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import pickle
 import sys
@@ -86,6 +87,7 @@ def test_llama_cpp_server_chat_structured_and_tools(llama_server: str) -> None:
     assert tool.name == "add" and set(json.loads(tool.arguments)) <= {"a", "b"}
 
 
+@pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="needs the `mcp` SDK")
 def test_the_tool_agent_on_the_real_model_answers_its_schema(llama_server: str) -> None:
     class DemoIn(ToolAgentIn):
         MCP_SERVERS = {"demo": McpServer.stdio(sys.executable, "-m", "swarm_ray.llm._mcp_demo")}

@@ -41,6 +41,12 @@ __all__: list[str] = []
 BUDGET_PREFIX = "swarm-llm-budget:"
 """Names of budget actors start with this (the orchestrator finds them by it)."""
 _WINDOW_S = 60.0
+_GAUGES = {
+    "swarm_llm_budget_queue_length": "Callers waiting for a request slot of an LLM endpoint.",
+    "swarm_llm_budget_in_flight": "Requests in flight to an LLM endpoint.",
+    "swarm_llm_tokens_used": "Tokens an LLM endpoint's requests used since its budget began.",
+    "swarm_llm_rate_limited": "HTTP 429 answers an LLM endpoint gave since its budget began.",
+}
 
 
 @dataclass(order=True)
@@ -211,37 +217,21 @@ class EndpointBudget:
 
     def _record(self) -> None:
         """Export the state as Ray custom metrics (the dashboard's)."""
+        values = {
+            "swarm_llm_budget_queue_length": len(self._queue),
+            "swarm_llm_budget_in_flight": len(self._leases),
+            "swarm_llm_tokens_used": self._tokens_used,
+            "swarm_llm_rate_limited": self._rate_limited,
+        }
         if self._metrics is None:
             from ray.util import metrics
 
-            keys = ("endpoint",)
             self._metrics = {
-                "queue": metrics.Gauge(
-                    "swarm_llm_budget_queue_length",
-                    description="Callers waiting for a request slot of an LLM endpoint.",
-                    tag_keys=keys,
-                ),
-                "in_flight": metrics.Gauge(
-                    "swarm_llm_budget_in_flight",
-                    description="Requests in flight to an LLM endpoint.",
-                    tag_keys=keys,
-                ),
-                "tokens": metrics.Gauge(
-                    "swarm_llm_tokens_used",
-                    description="Tokens an LLM endpoint's requests used since the budget began.",
-                    tag_keys=keys,
-                ),
-                "rate_limited": metrics.Gauge(
-                    "swarm_llm_rate_limited",
-                    description="HTTP 429 answers an LLM endpoint gave since the budget began.",
-                    tag_keys=keys,
-                ),
+                name: metrics.Gauge(name, description=_GAUGES[name], tag_keys=("endpoint",))
+                for name in values
             }
-        tags = {"endpoint": self.endpoint}
-        self._metrics["queue"].set(len(self._queue), tags=tags)
-        self._metrics["in_flight"].set(len(self._leases), tags=tags)
-        self._metrics["tokens"].set(self._tokens_used, tags=tags)
-        self._metrics["rate_limited"].set(self._rate_limited, tags=tags)
+        for name, value in values.items():
+            self._metrics[name].set(value, tags={"endpoint": self.endpoint})
 
 
 def budget_name(endpoint: str) -> str:

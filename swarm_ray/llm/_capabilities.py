@@ -169,31 +169,46 @@ def llm_resources(capability_id: str | None = None) -> Resources:
     return Resources(num_cpus=1.0, num_gpus=gpus, max_concurrency=1)
 
 
+def _agent_template() -> TaskTemplate:
+    """`tool_agent`: the request's query is the task; tools and limits from `params`."""
+    fields = ["tools", "mcp_servers", "endpoint", "output_schema", "max_steps"]
+    fields += ["tool_timeout_s", "max_tokens", "protocol", "system"]
+    return TaskTemplate.model_validate(
+        {
+            "name": "tool_agent",
+            "description": "Answer the query with a tool-using agent.",
+            "keywords": ["tool agent"],
+            "aggregate": "agent",
+            "stages": [
+                {
+                    "name": "agent",
+                    "capability": "llm.agent.tools",
+                    "input": {"task": "$query", **{f: f"$params.{f}" for f in fields}},
+                }
+            ],
+        }
+    )
+
+
 def llm_catalog() -> Catalog:
-    """The LLM capabilities and `llm_chat`, a template chatting once per item.
+    """The LLM capabilities; `llm_chat` (a chat per item) and `tool_agent` templates.
 
     The wide-research template (`wide_research`) and its aggregate live in
     `swarm_ray.llm._wide`; they are added here.
     """
     from swarm_ray.llm._wide import wide_capabilities, wide_template
 
-    def make(
-        capability_id: str,
-        description: str,
-        function: str,
-        input_model: type[BaseModel],
-        output_model: type[BaseModel],
-        **fields: Any,
-    ) -> Any:
-        return capability_maker(
-            "swarm_ray.llm._capabilities",
-            executor=ExecutorKind.SERVE,
-            deployment="swarm_ray.llm._deployment:capability_llm_app",
-            resources=llm_resources(capability_id),
-            timeout_s=120.0,
-            retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
-            tags=("llm",),
-        )(capability_id, description, function, input_model, output_model, **fields)
+    base = capability_maker(
+        "swarm_ray.llm._capabilities",
+        executor=ExecutorKind.SERVE,
+        deployment="swarm_ray.llm._deployment:capability_llm_app",
+        timeout_s=120.0,
+        retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
+        tags=("llm",),
+    )
+
+    def make(capability_id: str, *args: Any, **fields: Any) -> Any:
+        return base(capability_id, *args, **{"resources": llm_resources(capability_id), **fields})
 
     chat_template = TaskTemplate.model_validate(
         {
@@ -248,5 +263,5 @@ def llm_catalog() -> Catalog:
             ),
             *wide_capabilities(),
         ),
-        templates=(chat_template, wide_template()),
+        templates=(chat_template, _agent_template(), wide_template()),
     )
