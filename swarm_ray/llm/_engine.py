@@ -321,10 +321,15 @@ def use_engine(engine: Engine | None) -> None:
 def current_engine() -> Engine:
     """The engine of this process: the one set by `use_engine`, else one from the environment.
 
-    Outside an `LLMAgent` replica (actor or Ray Data executors), the engine is loaded from
-    `EngineConfig.from_env()` on first use and kept for the process.
+    Outside an `LLMAgent` replica (actor or Ray Data executors), the engine is loaded on
+    first use and kept for the process: the endpoint registered for the running
+    capability (`SWARM_RAY_LLM_CONFIG`), else `EngineConfig.from_env()`.
     """
     if _current is None:
-        use_engine(load_engine(EngineConfig.from_env()))
+        from swarm_ray._agent import current_subtask
+        from swarm_ray.llm._settings import engine_config_for
+
+        subtask = current_subtask()
+        use_engine(load_engine(engine_config_for(subtask.capability_id if subtask else None)))
     assert _current is not None
     return _current
