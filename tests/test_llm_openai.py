@@ -9,6 +9,7 @@ from __future__ import annotations
 import importlib.util
 import json
 import pickle
+import subprocess
 import sys
 import time
 from collections.abc import Iterator
@@ -33,7 +34,7 @@ from swarm_ray.llm import (
     run_tool_agent,
     use_engine,
 )
-from swarm_ray.llm._stubs import serve_in_thread, stub_app
+from swarm_ray.llm._stubs import BRAIN, serve_in_thread, stub_app
 
 ASK = [Message(role="user", content="Review: 'Great pump, works fine.' Rate it.")]
 REVIEW = {
@@ -187,3 +188,55 @@ def test_settings_select_the_engine_globally_and_per_capability(
         LLMSettings.model_validate({"capabilities": {"llm.planning.plan": "nowhere"}})
     with pytest.raises(ValueError, match="exactly one of"):
         McpServer.model_validate({})
+
+
+@pytest.fixture(scope="module")
+def mcp_http() -> Iterator[str]:
+    """The demo MCP server over streamable HTTP, in its own process."""
+    from swarm_ray.llm._stubs import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "swarm_ray.llm._mcp_demo", "--http", str(port)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/mcp"
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            httpx.get(url, timeout=1)
+            break
+        except httpx.HTTPError:
+            if time.monotonic() > deadline or server.poll() is not None:
+                server.kill()
+                raise RuntimeError("the demo MCP server did not come up") from None
+            time.sleep(0.1)
+    yield url
+    from swarm_ray.llm._mcp import close_mcp_pool
+
+    close_mcp_pool()  # end the session while its server still listens
+    server.terminate()
+    server.wait(timeout=10)
+
+
+@pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="needs the `mcp` SDK")
+def test_mcp_over_streamable_http_with_a_per_tool_timeout(mcp_http: str) -> None:
+    class HttpIn(ToolAgentIn):
+        MCP_SERVERS = {"web": McpServer.http(mcp_http)}
+
+    steps = [
+        {"tool": "web__planet", "arguments": {"name": "{item}"}},
+        {"tool": "web__slow", "arguments": {"seconds": 2}},
+        {"tool": "web__planet", "arguments": {"name": "Vulcan"}},
+        {"tool": "final", "arguments": {"answer": "done"}},
+    ]
+    task = f"SCRIPT: {json.dumps(steps)}\nItem: Saturn"
+    use_engine(load_engine(EngineConfig(kind="scripted", script=("call:" + BRAIN,))))
+    try:
+        data = HttpIn(task=task, mcp_servers=("web",), tool_timeout_s=0.5, max_steps=6)
+        out = run_tool_agent(data).output
+    finally:
+        use_engine(None)
+    planet, slow, unknown = (e.outcome for e in out.transcript if e.outcome is not None)
+    assert planet.ok and json.loads(planet.content)["moons"] == 146
+    assert not slow.ok and "no answer in 0.5 s" in slow.content
+    assert not unknown.ok and "no planet called 'Vulcan'" in unknown.content
+    assert out.finished and out.answer == "done" and out.usage.tool_errors == 2

@@ -185,6 +185,9 @@ class McpPool:
             with contextlib.suppress(Exception):  # closing at exit: nothing left to tell
                 self._run(stop_all(), 10)
             self._loop.call_soon_threadsafe(self._loop.stop)
+            self._thread.join(timeout=5)
+        if not self._loop.is_running():
+            self._loop.close()
 
 
 _pool: McpPool | None = None
@@ -197,5 +200,14 @@ def mcp_pool() -> McpPool:
     with _pool_lock:
         if _pool is None:
             _pool = McpPool()
-            atexit.register(_pool.close)
+            atexit.register(close_mcp_pool)
         return _pool
+
+
+def close_mcp_pool() -> None:
+    """Close this process's sessions now (their stdio servers exit); the next call reopens."""
+    global _pool
+    with _pool_lock:
+        pool, _pool = _pool, None
+    if pool is not None:
+        pool.close()

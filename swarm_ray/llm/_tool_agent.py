@@ -52,6 +52,8 @@ __all__ = ["AgentUsage", "ToolAgentIn", "ToolAgentOut", "TranscriptEntry", "run_
 
 FINAL = "final"
 """The pseudo-tool ending the loop in the JSON protocol."""
+MAX_CALLS_PER_STEP = 16
+"""Tool calls run from one model turn; more are refused (the model is told)."""
 _SYSTEM = (
     "You are a careful agent. Use the tools to find what the task needs; do not guess. "
     "When you know the answer, give it."
@@ -305,12 +307,22 @@ class _Run:
         return [ToolCall(id=f"s{step}", name=tool, arguments=arguments)], text
 
     def run_tools(self, step: int, calls: list[ToolCall]) -> None:
-        """Run the calls side by side; tell the model each answer."""
-        if len(calls) == 1:
-            outcomes = [self.box.call(calls[0].name, calls[0].arguments)]
+        """Run the calls side by side (at most `MAX_CALLS_PER_STEP`); tell the model each answer."""
+        allowed = calls[:MAX_CALLS_PER_STEP]
+        if len(allowed) == 1:
+            outcomes = [self.box.call(allowed[0].name, allowed[0].arguments)]
         else:
-            with ThreadPoolExecutor(max_workers=min(8, len(calls))) as pool:
-                outcomes = list(pool.map(lambda c: self.box.call(c.name, c.arguments), calls))
+            with ThreadPoolExecutor(max_workers=min(8, len(allowed))) as pool:
+                outcomes = list(pool.map(lambda c: self.box.call(c.name, c.arguments), allowed))
+        outcomes += [
+            ToolOutcome(
+                tool=c.name,
+                arguments=c.arguments,
+                ok=False,
+                content=f"error: at most {MAX_CALLS_PER_STEP} tool calls per turn; not run",
+            )
+            for c in calls[MAX_CALLS_PER_STEP:]
+        ]
         for call, outcome in zip(calls, outcomes, strict=True):
             if not call.name and not self.native:  # an invalid JSON step
                 outcome = outcome.model_copy(
