@@ -44,6 +44,8 @@ bench: $(VENV)/.installed
 	$(PY) bench/video.py
 	$(PY) bench/gateway.py
 	$(PY) bench/llm.py
+	$(PY) bench/llm.py --engine openai
+	$(PY) bench/llm_budget.py
 
 clean:
 	rm -rf $(VENV) out

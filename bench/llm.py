@@ -4,11 +4,18 @@ CPU (default): llama.cpp with the packaged SmolLM2-135M, one replica, requests o
 time; the bare engine runs in this process. The two sides alternate in rounds in one
 run, so drift of the machine's load hits both alike. Goal: serve/bare >= 0.9.
 
+OpenAI-compatible endpoint (`--engine openai`): `OpenAIEngine` inside the LLMAgent
+replica (with the endpoint's budget actor in the path: `--budget`, on by default)
+against the same server called directly (one httpx POST per request, same body). With
+no `--url`, llama-cpp-python's own server is started on the packaged SmolLM2 with one
+thread (`llama-cpp-python[server]`).
+
 GPU (`bench/gpu_check.sh` drives this): `--engine vllm --model DIR`, one side per
 process (`--side bare` or `--side serve`) because vLLM keeps its GPU memory until the
 process exits; `--concurrency` requests in flight at once.
 
     python bench/llm.py                       # CPU, both sides, prints the ratio
+    python bench/llm.py --engine openai       # llama.cpp's OpenAI server: swarm vs direct
     python bench/llm.py --engine vllm --model /models/m --side serve \
         --num-gpus 0.25 --replicas 4 --concurrency 64 --requests 256 --json-out serve.json
 """
@@ -16,16 +23,21 @@ process exits; `--concurrency` requests in flight at once.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
+import subprocess
+import sys
 import time
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
-from swarm_ray import Resources
+from swarm_ray import Resources, TokenUsage
 from swarm_ray.llm import (
     ChatRequest,
     Completion,
+    EndpointLimits,
     EngineConfig,
     GenerationParams,
     LLMDeploymentOptions,
@@ -92,6 +104,59 @@ class Side:
         }
 
 
+@contextlib.contextmanager
+def _llama_server(threads: int) -> Iterator[str]:
+    """llama-cpp-python's OpenAI server on the packaged SmolLM2; yields its base URL."""
+    import httpx
+
+    from swarm_ray.llm import default_gguf
+    from swarm_ray.llm._stubs import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf())]
+    command += ["--port", str(port), "--n_threads", str(threads), "--n_threads_batch", str(threads)]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    try:
+        for _ in range(600):
+            with contextlib.suppress(httpx.HTTPError):
+                if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                    break
+            time.sleep(0.2)
+        yield url
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
+def _direct(url: str, model: str | None) -> Side:
+    """The endpoint called straight: one POST per request, the body the engine sends."""
+    import httpx
+
+    http = httpx.Client(timeout=300)
+    model = model or http.get(f"{url}/models").json()["data"][0]["id"]
+
+    def call(r: ChatRequest) -> Completion:
+        body = {
+            "model": model,
+            "messages": [m.wire() for m in r.messages],
+            "max_tokens": r.params.max_tokens,
+            "temperature": r.params.temperature,
+            "seed": r.params.seed,
+        }
+        started = time.perf_counter()
+        data = http.post(f"{url}/chat/completions", json=body).json()
+        usage = TokenUsage(
+            completion_tokens=data["usage"]["completion_tokens"],
+            calls=1,
+            seconds=time.perf_counter() - started,
+        )
+        text = data["choices"][0]["message"]["content"] or ""
+        return Completion(text=text, model=model, usage=usage)
+
+    return Side("direct", call)
+
+
 def _bare(config: EngineConfig, num_gpus: float) -> Side:
     engine = load_engine(config, num_gpus=num_gpus)
 
@@ -124,7 +189,14 @@ def _serve(config: EngineConfig, args: argparse.Namespace) -> Side:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--engine", default="llama_cpp", choices=["llama_cpp", "vllm"])
+    parser.add_argument("--engine", default="llama_cpp", choices=["llama_cpp", "vllm", "openai"])
+    parser.add_argument("--url", default=None, help="OpenAI-compatible base URL (openai)")
+    parser.add_argument(
+        "--budget",
+        action=argparse.BooleanOptionalAction,
+        default=True,
+        help="openai: route every request through the endpoint's budget actor",
+    )
     parser.add_argument("--model", default=None, help="GGUF file or model directory")
     parser.add_argument("--side", default="both", choices=["both", "bare", "serve"])
     parser.add_argument("--requests", type=int, default=8, help="requests per round")
@@ -142,14 +214,27 @@ def main() -> None:
 
     # Both sides get the same threads; a replica's default is its `num_cpus`.
     threads = args.threads or max(1, int(args.num_cpus))
+    with contextlib.ExitStack() as stack:
+        if args.engine == "openai" and args.url is None:
+            args.url = stack.enter_context(_llama_server(threads))
+        _run(args, threads)
+
+
+def _run(args: argparse.Namespace, threads: int) -> None:
     config = EngineConfig(
         kind=args.engine,
         model=args.model,
         n_threads=threads if args.engine == "llama_cpp" else None,
+        base_url=args.url,
+        # a budget that never binds: what its actor hop costs
+        limits=EndpointLimits(max_concurrent=64) if args.budget else EndpointLimits(),
     )
     sides: list[Side] = []
     if args.side in ("both", "bare"):
-        sides.append(_bare(config, args.num_gpus))
+        if args.engine == "openai":
+            sides.append(_direct(args.url, args.model))
+        else:
+            sides.append(_bare(config, args.num_gpus))
     if args.side in ("both", "serve"):
         sides.append(_serve(config, args))
     requests = _requests(args.requests, args.max_tokens)
@@ -177,7 +262,7 @@ def main() -> None:
     if len(sides) == 2:
         ratio = sides[1].tps / sides[0].tps if sides[0].tps else 0.0
         result["ratio"] = round(ratio, 3)
-        print(f"  serve/bare = {ratio:.3f} (goal >= 0.9)")
+        print(f"  {sides[1].name}/{sides[0].name} = {ratio:.3f} (goal >= 0.9)")
     if args.json_out is not None:
         args.json_out.write_text(json.dumps(result, indent=2))
     if args.side in ("both", "serve"):

@@ -4,7 +4,8 @@ The public API is re-exported here; implementation lives in private modules.
 """
 
 from swarm_ray._access import Access, FetchURL, Label, Pattern, ReadPath, WritePath
-from swarm_ray._agent import AgentReply
+from swarm_ray._adapter import HttpAdapter
+from swarm_ray._agent import AgentReply, current_subtask
 from swarm_ray._breaker import Breaker, BreakerState
 from swarm_ray._capability import (
     CAPABILITY_ID_PATTERN,
@@ -16,6 +17,7 @@ from swarm_ray._capability import (
     capability_maker,
 )
 from swarm_ray._catalog import Catalog
+from swarm_ray._children import MAX_CHILDREN, ChildOutcome, run_child
 from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
 from swarm_ray._driver import TaskDriver
 from swarm_ray._errors import (
@@ -33,6 +35,8 @@ from swarm_ray._errors import (
     LimitExceededError,
     NoTemplateMatchedError,
     RecordUnreadableError,
+    ResourceLimitError,
+    SanitizationError,
     StateStoreError,
     SubTaskTimeoutError,
     SwarmError,
@@ -52,6 +56,7 @@ from swarm_ray._registry import Registry
 from swarm_ray._results import ResultStore
 from swarm_ray._rollout import rollouts
 from swarm_ray._routing import TemplateRouter
+from swarm_ray._sanitize import CodeField, sanitize_output
 from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
 from swarm_ray._signals import (
     BreakerClosed,
@@ -59,6 +64,7 @@ from swarm_ray._signals import (
     BreakerOpened,
     CancelRequested,
     CancelSubTasks,
+    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -117,6 +123,7 @@ __all__ = [
     "CAPABILITY_ID_PATTERN",
     "EVENT_ADAPTER",
     "LOCAL",
+    "MAX_CHILDREN",
     "NAMESPACE",
     "ORCHESTRATOR_NAME",
     "SCHEMA_VERSION",
@@ -136,7 +143,10 @@ __all__ = [
     "CancelSubTasks",
     "CapabilitySpec",
     "Catalog",
+    "ChildAdded",
+    "ChildOutcome",
     "CircuitOpenError",
+    "CodeField",
     "Dispatch",
     "DuplicateCapabilityError",
     "DynamicRule",
@@ -150,6 +160,7 @@ __all__ = [
     "FeedbackRoundStarted",
     "FetchURL",
     "FinishTask",
+    "HttpAdapter",
     "InputNotAllowedError",
     "Intent",
     "InvalidInputError",
@@ -168,6 +179,7 @@ __all__ = [
     "RecordUnreadableError",
     "RedisStateStore",
     "Registry",
+    "ResourceLimitError",
     "Resources",
     "ResultRejected",
     "ResultStore",
@@ -176,6 +188,7 @@ __all__ = [
     "RuleFired",
     "RunIntent",
     "SQLiteStateStore",
+    "SanitizationError",
     "Scheduler",
     "SchedulerEvent",
     "SkipSubTask",
@@ -225,12 +238,15 @@ __all__ = [
     "canonical_digest",
     "capability_maker",
     "connect",
+    "current_subtask",
     "expand",
     "issue_watermark",
     "load_template",
     "open_state_store",
     "read_claims",
     "rollouts",
+    "run_child",
+    "sanitize_output",
     "short_id",
     "template_json_schema",
     "transition",

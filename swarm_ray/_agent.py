@@ -2,15 +2,18 @@
 
 `run_subtask()` imports the capability's entrypoint, validates the input, calls the
 function on a fresh input model (nothing carried from the previous sub-task), validates
-the output and wraps it all in a `SubTaskResult` that echoes the watermark. Exceptions
-become structured errors here, in one place, whichever executor ran the attempt.
+the output, passes it through the sanitizer (`_sanitize`) and wraps it all in a
+`SubTaskResult` that echoes the watermark. Exceptions become structured errors here, in
+one place, whichever executor ran the attempt.
 
 An entrypoint returns its output model, or an `AgentReply` when it also reports a
-confidence, token usage or warnings.
+confidence, token usage or warnings. While it runs, `current_subtask()` is the attempt it
+serves (an agent asking for child sub-tasks names its parent by it).
 """
 
 from __future__ import annotations
 
+import contextvars
 import functools
 import os
 import time
@@ -20,11 +23,21 @@ from pydantic import BaseModel
 
 from swarm_ray._capability import CapabilitySpec
 from swarm_ray._catalog import load_entrypoint
-from swarm_ray._errors import InvalidSpecError, SwarmError
+from swarm_ray._errors import InvalidSpecError, SanitizationError, SwarmError
 from swarm_ray._registry import Registry
+from swarm_ray._sanitize import sanitize_output
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
 
-__all__ = ["AgentReply"]
+__all__ = ["AgentReply", "current_subtask"]
+
+_CURRENT: contextvars.ContextVar[SubTask | None] = contextvars.ContextVar(
+    "swarm_ray_subtask", default=None
+)
+
+
+def current_subtask() -> SubTask | None:
+    """The sub-task attempt the calling code runs for (None outside a capability)."""
+    return _CURRENT.get()
 
 
 @dataclass(frozen=True)
@@ -76,10 +89,20 @@ def run_subtask(
             raise InvalidSpecError(f"capability `{spec.id}` has no entrypoint to run")
         function = load_entrypoint(spec.entrypoint)
         model = registry.validate_input(spec.id, subtask.input)
-        reply = function(model)
+        token = _CURRENT.set(subtask)
+        try:
+            reply = function(model)
+        finally:
+            _CURRENT.reset(token)
         if not isinstance(reply, AgentReply):
             reply = AgentReply(output=reply)
         output = registry.validate_output(spec.id, reply.output)
+        data = output.model_dump(mode="json")
+        if spec.sanitize and (findings := sanitize_output(data, spec.output_model)):
+            raise SanitizationError(
+                f"output of `{spec.id}` refused by the sanitizer: {'; '.join(findings[:5])}",
+                findings=findings,
+            )
     except SwarmError as exc:
         error = SubTaskError.from_exception(exc)
     except Exception as exc:  # an agent's bug must not take the executor down
@@ -87,7 +110,7 @@ def run_subtask(
     else:
         return SubTaskResult(
             **base,
-            output=output.model_dump(mode="json"),
+            output=data,
             confidence=reply.confidence,
             usage=reply.usage,
             warnings=reply.warnings,

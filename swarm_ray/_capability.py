@@ -49,6 +49,16 @@ class Resources(BaseModel):
     """GPU memory an agent may use (an LLM engine sizes its cache from it)."""
     max_concurrency: int = Field(default=1, ge=1)
     """How many agents of this capability may run at once."""
+    max_memory_bytes: int | None = Field(default=None, gt=0)
+    """Hard cap on what one attempt may allocate (`RLIMIT_AS`, past the interpreter's own
+    start-up); past it the attempt gets a `MemoryError` and fails with `resource_limit`.
+    Any `max_*` runs each attempt in a fresh, limited child process of its pooled agent
+    (actor executor only; about half a second per attempt)."""
+    max_cpu_s: float | None = Field(default=None, gt=0)
+    """Hard cap on one attempt's CPU seconds (`RLIMIT_CPU`); past it the kernel stops it."""
+    max_processes: int | None = Field(default=None, ge=0)
+    """Processes (threads too) one attempt may start (`RLIMIT_NPROC`): a fork bomb's
+    `fork` fails. Everything the attempt started is killed when it ends."""
     background: bool = False
     """Bulk work off the critical path: its pooled sub-agents run at a lower OS priority
     (nice 10), so agents of other capabilities sharing the cores go first. Ray's
@@ -74,7 +84,14 @@ class Resources(BaseModel):
         return options
 
 
-_RETRYABLE = frozenset({ErrorCode.TIMEOUT, ErrorCode.AGENT_UNAVAILABLE, ErrorCode.AGENT_ERROR})
+_RETRYABLE = frozenset(
+    {
+        ErrorCode.TIMEOUT,
+        ErrorCode.AGENT_UNAVAILABLE,
+        ErrorCode.AGENT_ERROR,
+        ErrorCode.SANITIZATION_FAILED,  # a model may answer differently next time
+    }
+)
 
 
 class RetryPolicy(BaseModel):
@@ -160,6 +177,9 @@ class CapabilitySpec(BaseModel):
     """`"package.module:function"` a Serve replica calls (no arguments) to check its
     health; raising means unhealthy. Three failed checks in a row take the capability out
     of dispatch until one passes."""
+    sanitize: bool = True
+    """Outputs pass the sanitizer (dangerous commands, secrets, refused calls in code
+    fields) before they are accepted; off only for trusted bulk data."""
 
     @field_validator("id")
     @classmethod
@@ -182,6 +202,13 @@ class CapabilitySpec(BaseModel):
     def _no_self_fallback(self) -> Self:
         if self.fallback == self.id:
             raise ValueError(f"capability `{self.id}` cannot fall back to itself")
+        r = self.resources
+        limited = (r.max_memory_bytes, r.max_cpu_s, r.max_processes) != (None, None, None)
+        if limited and self.executor is not ExecutorKind.ACTOR:
+            raise ValueError(
+                f"capability `{self.id}`: hard limits (`max_memory_bytes`, `max_cpu_s`, "
+                f"`max_processes`) need the `actor` executor, not `{self.executor}`"
+            )
         return self
 
     def summary(self) -> dict[str, Any]:

@@ -5,7 +5,7 @@ happens next; the orchestrator actor only feeds it inputs and carries out what i
 
     orchestrator                          driver.step(input) -> Step
       Begin / Planned / PlanFailed   ->     commands: Run, Halt, WakeAt, Replan, Close
-      Arrived / Cancel / Wake               notices:  Accepted, Retrying, BreakerMoved,
+      Arrived / Cancel / Wake / AddChild    notices:  Accepted, Retrying, BreakerMoved,
       Resume / Broken                                 Refused
 
 Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 
 from swarm_ray._errors import SwarmError
 from swarm_ray._plan import Plan
+from swarm_ray._signals import ChildAdded
 from swarm_ray._subtask import SubTask, SubTaskResult
 from swarm_ray._task import TaskRequest
 
@@ -80,6 +81,13 @@ class Resume:
 
 
 @dataclass(frozen=True, slots=True)
+class AddChild:
+    """A running attempt's agent asked for a child sub-task (see `_children`)."""
+
+    event: ChildAdded
+
+
+@dataclass(frozen=True, slots=True)
 class Broken:
     """Taking an input failed: the state store refused a write, or a handler raised.
 
@@ -90,7 +98,7 @@ class Broken:
     subtask_id: str | None = None
 
 
-DriverInput = Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | Broken
+DriverInput = Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | AddChild | Broken
 """Everything the orchestrator tells a driver."""
 
 

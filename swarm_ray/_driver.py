@@ -25,6 +25,7 @@ from typing import Any, assert_never
 from swarm_ray._access import AccessPolicy
 from swarm_ray._commands import (
     Accepted,
+    AddChild,
     Arrived,
     Begin,
     BreakerMoved,
@@ -66,6 +67,7 @@ from swarm_ray._signals import (
     BreakerOpened,
     CancelRequested,
     CancelSubTasks,
+    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -137,6 +139,8 @@ class TaskDriver:
         self.planner: Scheduler | None = None
         """The planning phase's scheduler, while a planning capability makes the plan."""
         self._issued: dict[str, tuple[int, str]] = {}
+        self.orchestrator: str | None = None
+        """`namespace/name` of the orchestrator actor driving this task (set by it)."""
 
     # ---- creation and recovery --------------------------------------------------------
 
@@ -374,6 +378,9 @@ class TaskDriver:
                     self._carry(self._feed_planning(Tick(at=self._clock())), out, planning=True)
             case Resume():
                 self._resume(out)
+            case AddChild(event=added):
+                if self.scheduler is not None and not self.state.terminal:
+                    self._carry(self.feed(added), out)
             case Broken(error=error, subtask_id=subtask_id):
                 self._broken(error, subtask_id, out)
             case _:
@@ -616,7 +623,9 @@ class TaskDriver:
 
     def _feed_to(self, scheduler: Scheduler, event: SchedulerEvent, kind: str) -> list[Intent]:
         dedupe = None
-        if isinstance(event, SubTaskDone | SubTaskFailed):
+        if isinstance(event, ChildAdded):
+            dedupe = f"{event.kind}:{event.spec.id}"
+        elif isinstance(event, SubTaskDone | SubTaskFailed):
             dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
@@ -677,7 +686,13 @@ class TaskDriver:
             trace_id=self.record.trace_id,
             timeout_s=intent.timeout_s,
             queued_at=now,
+            orchestrator=self.orchestrator,
         )
+
+    def outstanding_watermark(self, subtask_id: str) -> str | None:
+        """The watermark of the attempt of `subtask_id` now running, if one is."""
+        issued = self._issued.get(subtask_id)
+        return None if issued is None else issued[1]
 
     def accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.

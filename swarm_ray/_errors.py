@@ -21,6 +21,8 @@ wrong while running and a retry, a fallback or an operator may help::
         ├── AgentUnavailableError       no agent could take the sub-task (died, unhealthy)
         ├── AgentExecutionError         the agent ran and raised
         ├── InvalidOutputError          an agent's output failed its output model
+        ├── SanitizationError           an agent's output failed the sanitizer
+        ├── ResourceLimitError          an attempt passed its memory, CPU or process limit
         ├── WatermarkRejectedError      forged, altered, replayed, expired or unknown result
         ├── CircuitOpenError            the capability's circuit breaker is open
         ├── InvalidStateTransitionError an illegal move of the task state machine
@@ -55,6 +57,8 @@ class ErrorCode(StrEnum):
     AGENT_UNAVAILABLE = "agent_unavailable"
     AGENT_ERROR = "agent_error"
     INVALID_OUTPUT = "invalid_output"
+    SANITIZATION_FAILED = "sanitization_failed"
+    RESOURCE_LIMIT = "resource_limit"
     WATERMARK_REJECTED = "watermark_rejected"
     CIRCUIT_OPEN = "circuit_open"
     INVALID_TRANSITION = "invalid_transition"
@@ -202,6 +206,18 @@ class InvalidOutputError(SwarmRuntimeError):
     code = ErrorCode.INVALID_OUTPUT
 
 
+class SanitizationError(SwarmRuntimeError):
+    """An agent's output holds a dangerous command, a secret or refused code (`_sanitize`)."""
+
+    code = ErrorCode.SANITIZATION_FAILED
+
+
+class ResourceLimitError(SwarmRuntimeError):
+    """An attempt passed its capability's memory, CPU-time or process limit and was stopped."""
+
+    code = ErrorCode.RESOURCE_LIMIT
+
+
 class WatermarkRejectedError(SwarmRuntimeError):
     """A result whose watermark is forged, altered, replayed, expired or unknown."""
 
@@ -254,6 +270,8 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     AgentUnavailableError,
     AgentExecutionError,
     InvalidOutputError,
+    SanitizationError,
+    ResourceLimitError,
     WatermarkRejectedError,
     CircuitOpenError,
     InvalidStateTransitionError,

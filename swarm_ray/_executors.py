@@ -38,6 +38,7 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from swarm_ray._agent import run_subtask
 from swarm_ray._capability import CapabilitySpec
 from swarm_ray._errors import ErrorCode
+from swarm_ray._rlimits import limited, run_limited
 from swarm_ray._subtask import SubTask, SubTaskError, SubTaskResult, Timings
 
 BACKGROUND_NICE = 10
@@ -92,12 +93,14 @@ class SubAgent:
 
     def run(self, subtask: SubTask) -> SubTaskResult:
         """Run one attempt (fresh input, no state kept between calls)."""
+        if limited(self._spec.resources):  # untrusted work: in a limited child process
+            return run_limited(self._spec, subtask, agent=self._name)
         return run_subtask(self._spec, subtask, agent=self._name)
 
     def run_stream(self, subtasks: list[SubTask]) -> Iterator[SubTaskResult]:
         """Run attempts in order, yielding each result as soon as it exists."""
         for subtask in subtasks:
-            yield run_subtask(self._spec, subtask, agent=self._name)
+            yield self.run(subtask)
 
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""

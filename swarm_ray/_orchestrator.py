@@ -29,8 +29,10 @@ from swarm_ray._access import Access
 from swarm_ray._audit import AuditTrail
 from swarm_ray._capability import ExecutorKind
 from swarm_ray._catalog import load_catalogs
+from swarm_ray._children import ChildBook, ChildOutcome
 from swarm_ray._commands import (
     Accepted,
+    AddChild,
     Arrived,
     Begin,
     BreakerMoved,
@@ -131,6 +133,9 @@ class Orchestrator:
         self._turn: tuple[Any, asyncio.Future[bool], set[str]] | None = None
         """This event-loop turn's open store batch (see `_turn_for`)."""
         self._background: list[asyncio.Task[None]] = []
+        self._children = ChildBook()
+        context = ray.get_runtime_context()
+        self._name = f"{context.namespace}/{context.get_actor_name()}"
         self.started_at = time.time()
         tune_gc()
         # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
@@ -205,6 +210,7 @@ class Orchestrator:
         }
 
     def _track(self, driver: TaskDriver) -> None:
+        driver.orchestrator = self._name  # agents call back here for child sub-tasks
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
 
@@ -438,6 +444,30 @@ class Orchestrator:
         await self._committed()
         return accepted
 
+    async def run_child(
+        self,
+        task_id: str,
+        parent_subtask_id: str,
+        parent_watermark: str,
+        capability_id: str,
+        data: dict[str, Any],
+        key: str,
+    ) -> ChildOutcome:
+        """Run a child sub-task for a running attempt's agent; answer when it settles.
+
+        See `swarm_ray._children`: the caller proves it is the running attempt of
+        `parent_subtask_id` by its watermark; the child is dispatched like any sub-task.
+        """
+        await self.recover()
+        driver = self._driver(task_id)
+        child_id, event = self._children.request(
+            driver, parent_subtask_id, parent_watermark, capability_id, data, key
+        )
+        if event is not None:
+            self._step(driver, AddChild(event))
+            await self._committed()
+        return await self._children.wait(driver, child_id)
+
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
         await self.recover()
@@ -472,6 +502,9 @@ class Orchestrator:
         snapshot = self._metrics.snapshot()
         snapshot["tasks"] = self._task_counts()
         snapshot["health"] = self._health.report()
+        from swarm_ray.llm._budget import budget_states  # LLM endpoints' budget actors
+
+        snapshot["llm_budgets"] = await budget_states()
         return snapshot
 
     def _task_counts(self) -> dict[str, int]:
@@ -647,6 +680,7 @@ class Orchestrator:
             spec = self._registry.get(cid)
             for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
                 self._spawn(driver, ids, self._after(delay, driver, run, gate))
+        self._children.settle(driver)  # agents waiting on children that settled
         self._notify(driver.task_id)
 
     async def _after(

@@ -36,6 +36,7 @@ from swarm_ray._signals import (
     BreakerOpened,
     CancelRequested,
     CancelSubTasks,
+    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -70,6 +71,7 @@ _BREAKER_CODES = frozenset(
         ErrorCode.AGENT_UNAVAILABLE,
         ErrorCode.AGENT_ERROR,
         ErrorCode.INVALID_OUTPUT,
+        ErrorCode.SANITIZATION_FAILED,
     }
 )
 
@@ -174,6 +176,10 @@ class Scheduler:
                 pass
             case CancelRequested(reason=reason):
                 return [*out, *self._end(reason, ErrorCode.CANCELLED, None)]
+            case ChildAdded(spec=spec):
+                if spec.id not in self._specs:  # asked twice (a retried call): once
+                    self._add(spec, origin="child")
+                    out += self._launch(spec.id, event.at, Dispatch, reason="child")
             case _:
                 assert_never(event)
         return out + self._check_finished()

@@ -14,7 +14,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarm_ray._errors import ErrorCode
-from swarm_ray._subtask import SubTaskResult
+from swarm_ray._subtask import SubTaskResult, SubTaskSpec
 
 __all__ = [
     "BreakerClosed",
@@ -22,6 +22,7 @@ __all__ = [
     "BreakerOpened",
     "CancelRequested",
     "CancelSubTasks",
+    "ChildAdded",
     "Dispatch",
     "FailTask",
     "Fallback",
@@ -114,8 +115,21 @@ class CancelRequested(BaseModel):
     reason: str = "cancelled by user"
 
 
+class ChildAdded(BaseModel):
+    """A running sub-task's agent asked for a child sub-task (a tool call into a capability).
+
+    The child is dispatched like any sub-task (validated, watermarked, retried, recorded);
+    nothing depends on it: its agent waits for it outside the scheduler.
+    """
+
+    model_config = _FROZEN
+    kind: Literal["child"] = "child"
+    at: float
+    spec: SubTaskSpec
+
+
 SchedulerEvent = Annotated[
-    Start | SubTaskDone | SubTaskFailed | SubTaskTimedOut | Tick | CancelRequested,
+    Start | SubTaskDone | SubTaskFailed | SubTaskTimedOut | Tick | CancelRequested | ChildAdded,
     Field(discriminator="kind"),
 ]
 """Any scheduler input; persisted as JSON in the task's log."""
@@ -140,7 +154,7 @@ class RunIntent(BaseModel):
 class Dispatch(RunIntent):
     """Run a sub-task whose own dependencies are done (partial rollout: no stage barrier)."""
 
-    reason: Literal["ready", "rule", "feedback", "each", "half_open", "resume"] = "ready"
+    reason: Literal["ready", "rule", "feedback", "each", "half_open", "resume", "child"] = "ready"
 
 
 class Retry(RunIntent):

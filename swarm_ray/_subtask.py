@@ -91,6 +91,8 @@ class SubTaskError(BaseModel):
         if isinstance(exc, SwarmError):
             details = {k: _jsonable(v) for k, v in exc.details.items()}
             return cls(code=exc.code, message=exc.message, details=details)
+        if isinstance(exc, MemoryError):  # an allocation past the attempt's memory limit
+            return cls(code=ErrorCode.RESOURCE_LIMIT, message=f"MemoryError: {exc}")
         return cls(code=ErrorCode.AGENT_ERROR, message=f"{type(exc).__name__}: {exc}")
 
 
@@ -160,6 +162,9 @@ class SubTask(BaseModel):
     """Deadline for this attempt."""
     queued_at: float
     """When it was dispatched."""
+    orchestrator: str | None = None
+    """`namespace/name` of the orchestrator actor that dispatched it: an agent asks it for
+    child sub-tasks (`swarm_ray.run_child`)."""
 
 
 class SubTaskResult(BaseModel):

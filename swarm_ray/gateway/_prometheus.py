@@ -14,6 +14,12 @@ same swarm-level values. The families, with their labels:
 | `swarm_tasks` | gauge | `state` (open tasks; ended ones since the orchestrator started) |
 | `swarm_capability_in_dispatch` | gauge | `capability` (1 in, 0 taken out) |
 | `swarm_health_score` | gauge | |
+| `swarm_llm_budget_queue_length` | gauge | `endpoint` (callers waiting for a request slot) |
+| `swarm_llm_budget_in_flight` | gauge | `endpoint` |
+| `swarm_llm_budget_max_wait_seconds` | gauge | `endpoint` (longest wait for a slot) |
+| `swarm_llm_requests_total` | counter | `endpoint` (slots granted) |
+| `swarm_llm_tokens_total` | counter | `endpoint` (tokens the requests used) |
+| `swarm_llm_rate_limited_total` | counter | `endpoint` (HTTP 429 answers seen) |
 """
 
 from __future__ import annotations
@@ -95,6 +101,56 @@ class _Snapshot(Collector):
             "0.4 x success rate + 0.3 x latency score + 0.3 x agent availability.",
             value=health["swarm_health_score"],
         )
+        yield from _budgets(s.get("llm_budgets", []))
+
+
+_BUDGET_FAMILIES = (
+    (
+        "swarm_llm_budget_queue_length",
+        GaugeMetricFamily,
+        "queue_length",
+        "Callers waiting for a request slot of an LLM endpoint.",
+    ),
+    (
+        "swarm_llm_budget_in_flight",
+        GaugeMetricFamily,
+        "in_flight",
+        "Requests in flight to an LLM endpoint.",
+    ),
+    (
+        "swarm_llm_budget_max_wait_seconds",
+        GaugeMetricFamily,
+        "max_wait_s",
+        "Longest wait for a request slot of an LLM endpoint.",
+    ),
+    (
+        "swarm_llm_requests",
+        CounterMetricFamily,
+        "granted",
+        "Request slots an LLM endpoint's budget granted.",
+    ),
+    (
+        "swarm_llm_tokens",
+        CounterMetricFamily,
+        "tokens_used",
+        "Tokens an LLM endpoint's requests used.",
+    ),
+    (
+        "swarm_llm_rate_limited",
+        CounterMetricFamily,
+        "rate_limited",
+        "HTTP 429 answers an LLM endpoint gave.",
+    ),
+)
+
+
+def _budgets(states: list[dict[str, Any]]) -> Iterator[Metric]:
+    """One family per budget figure, a sample per endpoint (`swarm_ray.llm._budget`)."""
+    for name, kind, key, doc in _BUDGET_FAMILIES:
+        family = kind(name, doc, labels=["endpoint"])
+        for state in states:
+            family.add_metric([state["endpoint"]], float(state[key]))
+        yield family
 
 
 def render(snapshot: dict[str, Any]) -> bytes:

@@ -1,10 +1,14 @@
-"""The LLM capabilities: chat, JSON extraction and planning, hosted by `LLMAgent` replicas.
+"""The LLM capabilities: chat, JSON extraction, planning and the tool agent, on `LLMAgent`s.
 
 Each is a `serve` capability whose deployment is an `LLMAgent`: its entrypoint runs in
 the replica and calls the replica's engine (`current_engine()`), and reports the tokens
-and seconds it spent so they roll up per agent, sub-task and task. Resources default to
-one CPU; `SWARM_RAY_LLM_NUM_GPUS=0.25` declares a GPU share instead (vLLM then sizes
-its memory to it).
+and seconds it spent so they roll up per agent, sub-task and task. A local model gets
+one CPU per replica, one call at a time (`SWARM_RAY_LLM_NUM_GPUS=0.25` declares a GPU
+share instead, and vLLM sizes its memory to it); an OpenAI-compatible endpoint gets a
+quarter of a CPU and takes 64 sub-tasks at once, since the work is elsewhere.
+
+`llm.generation.chat` and `llm.extraction.json` are tagged `tool`: tool agents may call
+them (as child sub-tasks).
 """
 
 from __future__ import annotations
@@ -21,9 +25,11 @@ from swarm_ray._catalog import Catalog
 from swarm_ray._errors import InvalidOutputError
 from swarm_ray._task import TaskRequest
 from swarm_ray._template import TaskTemplate
-from swarm_ray.llm._engine import GenerationParams, Message, current_engine
+from swarm_ray.llm._engine import EngineKind, GenerationParams, Message, current_engine
 from swarm_ray.llm._planner import CapabilityLine, PlanDraft, draft_plan
+from swarm_ray.llm._settings import engine_config_for
 from swarm_ray.llm._structured import StructuredReply, generate_structured
+from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
 
 __all__ = [
     "ChatIn",
@@ -35,6 +41,7 @@ __all__ = [
     "chat",
     "extract_json",
     "llm_catalog",
+    "llm_resources",
     "plan",
 ]
 
@@ -150,22 +157,59 @@ def plan(data: PlanIn) -> AgentReply:
     return AgentReply(output=output, usage=reply.completion.usage)
 
 
-def _resources() -> Resources:
+def llm_resources(capability_id: str | None = None) -> Resources:
+    """Per-replica resources of an LLM capability, by the engine it will use.
+
+    A local model: one CPU (or `SWARM_RAY_LLM_NUM_GPUS` of a GPU) and one call at a time.
+    An OpenAI-compatible endpoint: a quarter of a CPU and 64 sub-tasks at once.
+    """
+    if engine_config_for(capability_id).kind is EngineKind.OPENAI:
+        return Resources(num_cpus=0.25, max_concurrency=64)
     gpus = float(os.environ.get("SWARM_RAY_LLM_NUM_GPUS", "0") or 0)
     return Resources(num_cpus=1.0, num_gpus=gpus, max_concurrency=1)
 
 
+def _agent_template() -> TaskTemplate:
+    """`tool_agent`: the request's query is the task; tools and limits from `params`."""
+    fields = ["tools", "mcp_servers", "endpoint", "output_schema", "max_steps"]
+    fields += ["tool_timeout_s", "max_tokens", "protocol", "system"]
+    return TaskTemplate.model_validate(
+        {
+            "name": "tool_agent",
+            "description": "Answer the query with a tool-using agent.",
+            "keywords": ["tool agent"],
+            "aggregate": "agent",
+            "stages": [
+                {
+                    "name": "agent",
+                    "capability": "llm.agent.tools",
+                    "input": {"task": "$query", **{f: f"$params.{f}" for f in fields}},
+                }
+            ],
+        }
+    )
+
+
 def llm_catalog() -> Catalog:
-    """The three LLM capabilities and `llm_chat`, a template chatting once per item."""
-    make = capability_maker(
+    """The LLM capabilities; `llm_chat` (a chat per item) and `tool_agent` templates.
+
+    The wide-research template (`wide_research`) and its aggregate live in
+    `swarm_ray.llm._wide`; they are added here.
+    """
+    from swarm_ray.llm._wide import wide_capabilities, wide_template
+
+    base = capability_maker(
         "swarm_ray.llm._capabilities",
         executor=ExecutorKind.SERVE,
         deployment="swarm_ray.llm._deployment:capability_llm_app",
-        resources=_resources(),
         timeout_s=120.0,
         retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
         tags=("llm",),
     )
+
+    def make(capability_id: str, *args: Any, **fields: Any) -> Any:
+        return base(capability_id, *args, **{"resources": llm_resources(capability_id), **fields})
+
     chat_template = TaskTemplate.model_validate(
         {
             "name": "llm_chat",
@@ -184,7 +228,12 @@ def llm_catalog() -> Catalog:
     return Catalog(
         capabilities=(
             make(
-                "llm.generation.chat", "Answer a prompt with a chat model.", "chat", ChatIn, ChatOut
+                "llm.generation.chat",
+                "Answer a prompt with a chat model.",
+                "chat",
+                ChatIn,
+                ChatOut,
+                tags=("llm", "tool"),
             ),
             make(
                 "llm.extraction.json",
@@ -192,6 +241,7 @@ def llm_catalog() -> Catalog:
                 "extract_json",
                 ExtractIn,
                 ExtractOut,
+                tags=("llm", "tool"),
             ),
             make(
                 "llm.planning.plan",
@@ -200,6 +250,18 @@ def llm_catalog() -> Catalog:
                 PlanIn,
                 PlanOut,
             ),
+            make(
+                "llm.agent.tools",
+                "A tool-using agent: calls capabilities (as child sub-tasks) and MCP tools "
+                "until it can answer, optionally as JSON under a given schema.",
+                "run_tool_agent",
+                ToolAgentIn,
+                ToolAgentOut,
+                entrypoint="swarm_ray.llm._tool_agent:run_tool_agent",
+                timeout_s=600.0,
+                tags=("llm", "agent"),
+            ),
+            *wide_capabilities(),
         ),
-        templates=(chat_template,),
+        templates=(chat_template, _agent_template(), wide_template()),
     )

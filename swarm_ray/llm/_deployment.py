@@ -9,15 +9,20 @@ requests, and report status, model, latency and tokens through `health()`.
 `check_health` raises after repeated failures, so Serve replaces the replica.
 
 Engine calls run in worker threads, so the replica's event loop keeps answering health
-checks during a long generation, and vLLM can batch concurrent calls.
+checks during a long generation, and vLLM can batch concurrent calls. An engine that
+serves calls side by side (vLLM, an OpenAI-compatible endpoint) gets a thread per request
+the replica takes, so a replica of an HTTP endpoint runs dozens of agents at once.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import time
-from typing import Any
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
@@ -27,6 +32,7 @@ from swarm_ray._subtask import SubTask, SubTaskResult, TokenUsage
 from swarm_ray.llm._engine import (
     Completion,
     EngineConfig,
+    EngineKind,
     GenerationParams,
     Message,
     load_engine,
@@ -46,6 +52,7 @@ __all__ = [
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
+_T = TypeVar("_T")
 
 
 class ChatRequest(BaseModel):
@@ -106,7 +113,11 @@ class LLMAgent:
     """A Serve replica with one loaded engine."""
 
     def __init__(
-        self, config: EngineConfig, num_gpus: float = 0.0, spec: CapabilitySpec | None = None
+        self,
+        config: EngineConfig,
+        num_gpus: float = 0.0,
+        spec: CapabilitySpec | None = None,
+        threads: int = 8,
     ) -> None:
         started = time.perf_counter()
         self._engine = load_engine(config, num_gpus=num_gpus)
@@ -117,12 +128,18 @@ class LLMAgent:
         # sub-tasks wait inside their run, counting the wait as run time; they wait here
         # instead, so each result's timings say when it had the engine. vLLM batches
         # concurrent calls, so its sub-tasks go in together.
-        self._one_at_a_time = None if getattr(self._engine, "concurrent", False) else asyncio.Lock()
+        concurrent = getattr(self._engine, "concurrent", False)
+        self._one_at_a_time = None if concurrent else asyncio.Lock()
+        # asyncio's default pool has cpu_count + 4 threads: six agents at once on 2 cores.
+        self._threads = ThreadPoolExecutor(max(1, threads if concurrent else 2), "llm-agent")
         self._usage = TokenUsage()
         self._failures = 0
         self._consecutive_failures = 0
         self._last_latency_s = 0.0
         self._last_error: str | None = None
+
+    async def _in_thread(self, function: Callable[..., _T], *args: Any) -> _T:
+        return await asyncio.get_running_loop().run_in_executor(self._threads, function, *args)
 
     def _account(self, usage: TokenUsage, seconds: float, ok: bool, error: str | None) -> None:
         self._usage = self._usage + usage
@@ -135,7 +152,7 @@ class LLMAgent:
         """Generate a reply to `request.messages`."""
         started = time.perf_counter()
         try:
-            completion = await asyncio.to_thread(
+            completion = await self._in_thread(
                 self._engine.complete, request.messages, request.params
             )
         except Exception as exc:
@@ -148,7 +165,7 @@ class LLMAgent:
         """Constrained JSON matching `request.target`, validated (or a structured error)."""
         started = time.perf_counter()
         try:
-            reply = await asyncio.to_thread(
+            reply = await self._in_thread(
                 generate_structured,
                 self._engine,
                 request.messages,
@@ -171,7 +188,8 @@ class LLMAgent:
         agent = f"serve:{self._spec.id}:{serve.get_replica_context().replica_id.unique_id}"
         async with self._one_at_a_time or contextlib.nullcontext():
             started = time.perf_counter()
-            result = await asyncio.to_thread(run_subtask, self._spec, subtask, agent=agent)
+            run = functools.partial(run_subtask, self._spec, subtask, agent=agent)
+            result = await self._in_thread(run)
         error = result.error.message if result.error else None
         self._account(result.usage, time.perf_counter() - started, result.ok, error)
         return result
@@ -234,22 +252,30 @@ def llm_app(
     options = options or LLMDeploymentOptions()
     return LLMAgent.options(  # type: ignore[attr-defined]
         name=name, ray_actor_options=resources.ray_options(), **options.serve_options()
-    ).bind(config, resources.num_gpus, spec)
+    ).bind(config, resources.num_gpus, spec, options.max_ongoing_requests)
 
 
 def capability_llm_app(spec: CapabilitySpec) -> Any:
     """The Serve app of an LLM capability (its spec's `deployment` builder).
 
-    The engine comes from the environment (`SWARM_RAY_LLM_ENGINE`, `SWARM_RAY_LLM_MODEL`)
-    of the process deploying it; replicas scale up to the spec's `max_concurrency`.
+    The engine is the capability's registered endpoint, else the global one from the
+    environment (`SWARM_RAY_LLM_URL` or `SWARM_RAY_LLM_ENGINE`, `SWARM_RAY_LLM_MODEL`) of
+    the process deploying it. A local model scales up to the spec's `max_concurrency`
+    replicas, one call at a time each; an HTTP endpoint needs no more than one replica,
+    which takes `max_concurrency` requests at once.
     """
     from swarm_ray._serve_app import deployment_names
+    from swarm_ray.llm._settings import engine_config_for
 
     _, name = deployment_names(spec)
-    options = LLMDeploymentOptions(max_replicas=spec.resources.max_concurrency)
-    return llm_app(
-        EngineConfig.from_env(), resources=spec.resources, options=options, name=name, spec=spec
-    )
+    config = engine_config_for(spec.id)
+    if config.kind is EngineKind.OPENAI:
+        options = LLMDeploymentOptions(
+            max_replicas=1, max_ongoing_requests=max(8, spec.resources.max_concurrency)
+        )
+    else:
+        options = LLMDeploymentOptions(max_replicas=spec.resources.max_concurrency)
+    return llm_app(config, resources=spec.resources, options=options, name=name, spec=spec)
 
 
 class LLMAppArgs(BaseModel):

@@ -1,11 +1,12 @@
 """One interface for every LLM engine, and the config that picks one.
 
 An `Engine` turns chat messages into a `Completion` (text, tokens, seconds), optionally
-constrained to a JSON Schema. Two real engines implement it, vLLM on GPUs and llama.cpp
-on CPUs, plus `ScriptedEngine`, a test double. Engines are built from an `EngineConfig`,
-which is frozen data so it pickles to the Serve replica that loads the model; the
-replica's fractional `num_gpus` is passed in at load time so vLLM can size its share of
-GPU memory from it.
+constrained to a JSON Schema. Three real engines implement it, vLLM on GPUs, llama.cpp
+on CPUs and `OpenAIEngine` for any OpenAI-compatible endpoint (a hosted API, a vLLM or
+llama.cpp server), plus `ScriptedEngine`, a test double. Engines are built from an
+`EngineConfig`, which is frozen data so it pickles to the Serve replica that loads the
+model; the replica's fractional `num_gpus` is passed in at load time so vLLM can size its
+share of GPU memory from it. A config never holds an API key, only where to read one.
 """
 
 from __future__ import annotations
@@ -22,11 +23,13 @@ from swarm_ray._subtask import TokenUsage
 
 __all__ = [
     "Completion",
+    "EndpointLimits",
     "Engine",
     "EngineConfig",
     "EngineKind",
     "GenerationParams",
     "Message",
+    "ToolCall",
     "current_engine",
     "load_engine",
     "use_engine",
@@ -35,15 +38,48 @@ __all__ = [
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
 
+class ToolCall(BaseModel):
+    """A model's request to call one tool (OpenAI's `tool_calls[i]`)."""
+
+    model_config = _FROZEN
+
+    id: str
+    """Names the call; the tool's answer quotes it (`Message.tool_call_id`)."""
+    name: str
+    """The tool."""
+    arguments: str
+    """The arguments as the model wrote them: JSON text, not yet parsed or checked."""
+
+
 class Message(BaseModel):
     """One chat message."""
 
     model_config = _FROZEN
 
-    role: Literal["system", "user", "assistant"]
-    """Who speaks."""
+    role: Literal["system", "user", "assistant", "tool"]
+    """Who speaks (`tool`: a tool's answer to an assistant's call)."""
     content: str
     """What they say."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """An assistant's calls of tools."""
+    tool_call_id: str | None = None
+    """For a `tool` message: the call it answers."""
+
+    def wire(self) -> dict[str, Any]:
+        """The OpenAI chat-completions form (what llama.cpp and vLLM templates read too)."""
+        out: dict[str, Any] = {"role": self.role, "content": self.content}
+        if self.tool_calls:
+            out["tool_calls"] = [
+                {
+                    "id": call.id,
+                    "type": "function",
+                    "function": {"name": call.name, "arguments": call.arguments},
+                }
+                for call in self.tool_calls
+            ]
+        if self.tool_call_id is not None:
+            out["tool_call_id"] = self.tool_call_id
+        return out
 
 
 class GenerationParams(BaseModel):
@@ -73,7 +109,9 @@ class Completion(BaseModel):
     usage: TokenUsage
     """Tokens, one call and the seconds it took."""
     finish_reason: str | None = None
-    """`stop` when the model ended, `length` when `max_tokens` cut it."""
+    """`stop` when the model ended, `length` when `max_tokens` cut it, `tool_calls`."""
+    tool_calls: tuple[ToolCall, ...] = ()
+    """Tools the model asked to call (engines with native function calling)."""
 
 
 @runtime_checkable
@@ -114,8 +152,37 @@ class EngineKind(StrEnum):
     """llama.cpp on CPU (a GGUF file)."""
     VLLM = "vllm"
     """vLLM on a GPU (a model directory)."""
+    OPENAI = "openai"
+    """Any OpenAI-compatible chat-completions endpoint over HTTP (`base_url`)."""
     SCRIPTED = "scripted"
     """`ScriptedEngine` replaying `EngineConfig.script` (tests)."""
+
+
+class EndpointLimits(BaseModel):
+    """A provider's limits on one endpoint, kept cluster-wide by its budget actor.
+
+    Every replica and sub-agent calling the endpoint asks the one budget actor for a slot
+    before each request and waits its turn (first come, first served), so a fan-out of
+    hundreds of agents stays under the provider's limits instead of failing on 429s.
+    Nothing set means no budget actor (calls go straight out).
+    """
+
+    model_config = _FROZEN
+
+    requests_per_minute: float | None = Field(default=None, gt=0)
+    """Requests started per minute, spread evenly (600 is one every 100 ms)."""
+    tokens_per_minute: int | None = Field(default=None, gt=0)
+    """Prompt plus completion tokens per sliding minute (requests reserve an estimate)."""
+    max_concurrent: int | None = Field(default=None, ge=1)
+    """Requests in flight at once."""
+
+    @property
+    def any(self) -> bool:
+        """True when at least one limit is set."""
+        return any(
+            v is not None
+            for v in (self.requests_per_minute, self.tokens_per_minute, self.max_concurrent)
+        )
 
 
 class EngineConfig(BaseModel):
@@ -126,7 +193,21 @@ class EngineConfig(BaseModel):
     kind: EngineKind = EngineKind.AUTO
     """Which implementation."""
     model: str | None = None
-    """A GGUF file (llama.cpp) or a model directory (vLLM); None is the packaged SmolLM2."""
+    """A GGUF file (llama.cpp), a model directory (vLLM) or the model's name on an
+    OpenAI-compatible endpoint; None is the packaged SmolLM2, or for an endpoint the
+    first model its `/models` lists."""
+    base_url: str | None = None
+    """OpenAI-compatible endpoint (`https://api.openai.com/v1`, `http://gpu:8000/v1`)."""
+    api_key_env: str | None = "SWARM_RAY_LLM_API_KEY"
+    """Environment variable holding the endpoint's API key (read where the engine loads)."""
+    api_key_file: str | None = None
+    """A file holding the API key (a mounted secret); wins over `api_key_env`."""
+    timeout_s: float = Field(default=120.0, gt=0)
+    """Deadline of one HTTP request to the endpoint."""
+    max_retries: int = Field(default=6, ge=0)
+    """Retries of a request refused with 429 or 5xx, or cut by a connection error."""
+    limits: EndpointLimits = Field(default_factory=EndpointLimits)
+    """The endpoint's cluster-wide budget (requests and tokens per minute, concurrency)."""
     n_ctx: int = Field(default=2048, ge=128)
     """Context window in tokens."""
     n_threads: int | None = Field(default=None, ge=1)
@@ -138,16 +219,41 @@ class EngineConfig(BaseModel):
     enforce_eager: bool = False
     """vLLM: skip CUDA graph capture (slower, but starts faster and uses less memory)."""
     script: tuple[str, ...] = ()
-    """Replies of the scripted engine, in order (repeated from the start when used up)."""
+    """Replies of the scripted engine, in order (repeated from the start when used up);
+    `call:package.module:function` names a function of the messages and schema."""
 
     @classmethod
     def from_env(cls, **overrides: Any) -> EngineConfig:
-        """Read `SWARM_RAY_LLM_ENGINE` and `SWARM_RAY_LLM_MODEL`, then apply `overrides`."""
+        """The global engine from the environment, then `overrides` applied.
+
+        `SWARM_RAY_LLM_URL` selects an OpenAI-compatible endpoint (unless
+        `SWARM_RAY_LLM_ENGINE` names another engine), `SWARM_RAY_LLM_MODEL` the model,
+        `SWARM_RAY_LLM_API_KEY_FILE` a key file (else the key is read from
+        `SWARM_RAY_LLM_API_KEY` where the engine loads), and `SWARM_RAY_LLM_RPM`,
+        `SWARM_RAY_LLM_TPM`, `SWARM_RAY_LLM_MAX_CONCURRENT` the endpoint's budget.
+        """
+        env = os.environ
         values: dict[str, Any] = {}
-        if kind := os.environ.get("SWARM_RAY_LLM_ENGINE"):
+        if url := env.get("SWARM_RAY_LLM_URL"):
+            values["kind"] = EngineKind.OPENAI
+            values["base_url"] = url
+        if kind := env.get("SWARM_RAY_LLM_ENGINE"):
             values["kind"] = kind
-        if model := os.environ.get("SWARM_RAY_LLM_MODEL"):
+        if model := env.get("SWARM_RAY_LLM_MODEL"):
             values["model"] = model
+        if key_file := env.get("SWARM_RAY_LLM_API_KEY_FILE"):
+            values["api_key_file"] = key_file
+        limits = {
+            name: env[var]
+            for name, var in (
+                ("requests_per_minute", "SWARM_RAY_LLM_RPM"),
+                ("tokens_per_minute", "SWARM_RAY_LLM_TPM"),
+                ("max_concurrent", "SWARM_RAY_LLM_MAX_CONCURRENT"),
+            )
+            if env.get(var)
+        }
+        if limits:
+            values["limits"] = limits
         return cls.model_validate({**values, **overrides})
 
 
@@ -178,13 +284,24 @@ def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
     if kind is EngineKind.AUTO:
         kind = EngineKind.VLLM if num_gpus > 0 and _gpu_visible() else EngineKind.LLAMA_CPP
     if kind is EngineKind.SCRIPTED:
+        from swarm_ray._catalog import load_entrypoint
         from swarm_ray.llm._scripted import ScriptedEngine
 
-        return ScriptedEngine(config.script)
+        # `call:package.module:function` is a reply function (messages, schema) -> text.
+        return ScriptedEngine(
+            [
+                load_entrypoint(r.removeprefix("call:")) if r.startswith("call:") else r
+                for r in config.script
+            ]
+        )
     if kind is EngineKind.LLAMA_CPP:
         from swarm_ray.llm._llama_cpp import LlamaCppEngine
 
         return LlamaCppEngine(config)
+    if kind is EngineKind.OPENAI:
+        from swarm_ray.llm._openai import OpenAIEngine
+
+        return OpenAIEngine(config)
     if num_gpus <= 0:
         raise InvalidSpecError(f"engine `vllm` needs a GPU share, got `num_gpus`={num_gpus!r}")
     from swarm_ray.llm._vllm import VLLMEngine
@@ -204,10 +321,15 @@ def use_engine(engine: Engine | None) -> None:
 def current_engine() -> Engine:
     """The engine of this process: the one set by `use_engine`, else one from the environment.
 
-    Outside an `LLMAgent` replica (actor or Ray Data executors), the engine is loaded from
-    `EngineConfig.from_env()` on first use and kept for the process.
+    Outside an `LLMAgent` replica (actor or Ray Data executors), the engine is loaded on
+    first use and kept for the process: the endpoint registered for the running
+    capability (`SWARM_RAY_LLM_CONFIG`), else `EngineConfig.from_env()`.
     """
     if _current is None:
-        use_engine(load_engine(EngineConfig.from_env()))
+        from swarm_ray._agent import current_subtask
+        from swarm_ray.llm._settings import engine_config_for
+
+        subtask = current_subtask()
+        use_engine(load_engine(engine_config_for(subtask.capability_id if subtask else None)))
     assert _current is not None
     return _current

@@ -101,7 +101,7 @@ class LlamaCppEngine:
     ) -> Completion:
         """One chat completion; with `json_schema`, grammar-constrained JSON."""
         kwargs: dict[str, Any] = {
-            "messages": [m.model_dump() for m in messages],
+            "messages": [m.wire() for m in messages],
             "max_tokens": params.max_tokens,
             "temperature": params.temperature,
             "stop": list(params.stop) or None,

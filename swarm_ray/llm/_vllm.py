@@ -100,7 +100,7 @@ class VLLMEngine:
     ) -> Completion:
         """One chat completion; with `json_schema`, vLLM structured outputs."""
         prompt = self._tokenizer.apply_chat_template(
-            [m.model_dump() for m in messages], tokenize=False, add_generation_prompt=True
+            [m.wire() for m in messages], tokenize=False, add_generation_prompt=True
         )
         sampling = self._sampling(
             max_tokens=params.max_tokens,

@@ -1,0 +1,252 @@
+"""An agent's tools: registered capabilities (as child sub-tasks) and MCP servers' tools.
+
+A `Toolbox` is built once per agent run from names only: capability ids and the names
+of registered MCP servers (never a URL or a command from the request). It declares the
+tools to the model (OpenAI function declarations) and runs a call:
+
+- a **capability** tool becomes a child sub-task of the agent's own sub-task
+  (`swarm_ray.run_child`): validated, watermarked, retried, traced and accounted by the
+  orchestrator like any sub-task. Only capabilities tagged `tool` are offered: the
+  operator decides which capabilities agents may reach.
+- an **MCP** tool is called on the server's session (`_mcp`).
+
+Nothing a model writes is trusted: an unknown tool, arguments that are not JSON or that
+fail the tool's schema, a tool that fails or times out all come back as an error text
+for the model (which may try again), never as an exception out of the loop.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict
+
+from swarm_ray._children import run_child
+from swarm_ray._errors import InvalidSpecError, SwarmError
+from swarm_ray._subtask import SubTask
+from swarm_ray.llm._mcp import mcp_pool
+from swarm_ray.llm._settings import McpServer, llm_settings, resolve
+
+__all__ = ["ToolOutcome"]
+
+TOOL_TAG = "tool"
+"""Capabilities tagged so may be called by agents."""
+_MAX_CONTENT = 4000
+"""Characters of a tool's answer shown to the model."""
+
+
+@dataclass(frozen=True)
+class Tool:
+    """A tool as the model sees it, and where a call goes."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any]
+    kind: Literal["capability", "mcp"]
+    target: str
+    """The capability id, or the MCP tool's own name."""
+    server: tuple[str, McpServer] | None = None
+    """The MCP server (name, registration) of an MCP tool."""
+
+    def declaration(self) -> dict[str, Any]:
+        """The OpenAI function declaration."""
+        return {"name": self.name, "description": self.description, "parameters": self.parameters}
+
+
+class ToolOutcome(BaseModel):
+    """One tool call's result, as the transcript keeps it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    tool: str
+    """The tool the model named."""
+    arguments: str
+    """The arguments as the model wrote them."""
+    ok: bool
+    """False for an unknown tool, bad arguments, a failure or a timeout."""
+    content: str
+    """What the model is told (the output as JSON, or the error)."""
+    seconds: float = 0.0
+    """Wall time of the call."""
+    subtask_id: str | None = None
+    """The child sub-task of a capability tool."""
+    watermark: str | None = None
+    """The child's accepted result's watermark (traces the answer to its agent)."""
+
+
+def tool_name(text: str) -> str:
+    """A function name providers accept (`^[a-zA-Z0-9_-]{1,64}$`): dots become `__`."""
+    return re.sub(r"[^A-Za-z0-9_-]", "_", text.replace(".", "__"))[:64]
+
+
+def _clip(text: str) -> str:
+    return text if len(text) <= _MAX_CONTENT else text[: _MAX_CONTENT - 20] + " ...(cut)"
+
+
+def _schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
+    import jsonschema
+
+    validator = jsonschema.Draft202012Validator(dict(schema))
+    return [
+        f"`{'.'.join(str(p) for p in err.absolute_path) or '(root)'}`: {err.message}"
+        for err in validator.iter_errors(arguments)
+    ][:5]
+
+
+def _describe_capabilities(parent: SubTask, ids: Sequence[str]) -> list[dict[str, Any]]:
+    """The capabilities' catalogue lines with schemas, from the orchestrator's registry."""
+    import ray
+
+    if not parent.orchestrator:
+        raise InvalidSpecError("capability tools need a sub-task dispatched by an orchestrator")
+    namespace, _, name = parent.orchestrator.partition("/")
+    actor = ray.get_actor(name, namespace=namespace)
+    described: list[dict[str, Any]] = ray.get([actor.capability.remote(cid) for cid in ids])
+    return described
+
+
+class Toolbox:
+    """The tools of one agent run."""
+
+    def __init__(self, tools: Sequence[Tool], *, parent: SubTask | None, timeout_s: float) -> None:
+        self.tools = {tool.name: tool for tool in tools}
+        self._parent = parent
+        self._timeout_s = timeout_s
+
+    @classmethod
+    def build(
+        cls,
+        *,
+        capabilities: Sequence[str],
+        mcp_servers: Sequence[str],
+        declared_servers: Mapping[str, McpServer],
+        parent: SubTask | None,
+        own_capability: str | None,
+        timeout_s: float,
+    ) -> Toolbox:
+        """Tools from capability ids and registered MCP server names.
+
+        Raises:
+            InvalidSpecError: a capability not tagged `tool`, the agent's own, an MCP
+                server nobody registered, or two tools with one name.
+            UnknownCapabilityError: a capability id that is not registered.
+            AgentUnavailableError: an MCP server could not be reached.
+        """
+        tools: list[Tool] = []
+        if capabilities:
+            if parent is None:
+                raise InvalidSpecError("capability tools need a running sub-task")
+            for line in _describe_capabilities(parent, capabilities):
+                cid = line["id"]
+                if cid == own_capability or TOOL_TAG not in line.get("tags", ()):
+                    raise InvalidSpecError(
+                        f"capability `{cid}` is not offered to agents as a tool "
+                        f"(tools are capabilities tagged `{TOOL_TAG}`, other than the agent's own)"
+                    )
+                tools.append(
+                    Tool(
+                        name=tool_name(cid),
+                        description=line["description"],
+                        parameters=line["input_schema"],
+                        kind="capability",
+                        target=cid,
+                    )
+                )
+        registered = llm_settings().mcp_servers
+        pool = mcp_pool() if mcp_servers else None
+        for server_name in mcp_servers:
+            server = resolve("MCP server", server_name, declared_servers, registered)
+            assert pool is not None
+            for mcp_tool in pool.tools(server_name, server):
+                tools.append(
+                    Tool(
+                        name=tool_name(f"{server_name}.{mcp_tool.name}"),
+                        description=mcp_tool.description,
+                        parameters=mcp_tool.input_schema or {"type": "object"},
+                        kind="mcp",
+                        target=mcp_tool.name,
+                        server=(server_name, server),
+                    )
+                )
+        names = [t.name for t in tools]
+        if len(set(names)) != len(names):
+            twice = sorted({n for n in names if names.count(n) > 1})
+            raise InvalidSpecError(f"two tools are called {', '.join(twice)}")
+        return cls(tools, parent=parent, timeout_s=timeout_s)
+
+    def declarations(self) -> list[dict[str, Any]]:
+        """Every tool's OpenAI function declaration."""
+        return [tool.declaration() for tool in self.tools.values()]
+
+    def call(self, name: str, arguments: str) -> ToolOutcome:
+        """Run one call the model asked for; every problem becomes an error for the model."""
+        started = time.perf_counter()
+
+        def refuse(message: str) -> ToolOutcome:
+            return ToolOutcome(
+                tool=name,
+                arguments=arguments,
+                ok=False,
+                content=f"error: {message}",
+                seconds=time.perf_counter() - started,
+            )
+
+        tool = self.tools.get(name)
+        if tool is None:
+            known = ", ".join(self.tools) or "none"
+            return refuse(f"unknown tool `{name}`; the tools are: {known}")
+        try:
+            parsed = json.loads(arguments or "{}")
+        except json.JSONDecodeError as exc:
+            return refuse(f"the arguments of `{name}` are not JSON ({exc.msg}): {arguments!r:.200}")
+        if not isinstance(parsed, dict):
+            return refuse(f"the arguments of `{name}` must be a JSON object, got {parsed!r:.200}")
+        problems = _schema_problems(parsed, tool.parameters)
+        if problems:
+            return refuse(f"the arguments of `{name}` do not fit its schema: {'; '.join(problems)}")
+        try:
+            if tool.kind == "capability":
+                return self._capability(tool, arguments, parsed, started)
+            return self._mcp(tool, arguments, parsed, started)
+        except SwarmError as exc:
+            return refuse(f"`{name}` failed ({exc.code}): {exc.message}")
+
+    def _capability(
+        self, tool: Tool, arguments: str, parsed: dict[str, Any], started: float
+    ) -> ToolOutcome:
+        outcome = run_child(tool.target, parsed, parent=self._parent, timeout_s=self._timeout_s)
+        if outcome.ok:
+            content = json.dumps(outcome.output, default=str)
+        else:
+            assert outcome.error is not None
+            content = f"error: `{tool.name}` {outcome.status} ({outcome.error.code}): "
+            content += outcome.error.message
+        return ToolOutcome(
+            tool=tool.name,
+            arguments=arguments,
+            ok=outcome.ok,
+            content=_clip(content),
+            seconds=time.perf_counter() - started,
+            subtask_id=outcome.subtask_id,
+            watermark=outcome.watermark or None,
+        )
+
+    def _mcp(
+        self, tool: Tool, arguments: str, parsed: dict[str, Any], started: float
+    ) -> ToolOutcome:
+        assert tool.server is not None
+        server_name, server = tool.server
+        answer = mcp_pool().call(server_name, server, tool.target, parsed, self._timeout_s)
+        content = f"error: {answer.text}" if answer.is_error else answer.text
+        return ToolOutcome(
+            tool=tool.name,
+            arguments=arguments,
+            ok=not answer.is_error,
+            content=_clip(content),
+            seconds=time.perf_counter() - started,
+        )
