@@ -21,6 +21,7 @@
 
 from __future__ import annotations
 
+import json
 import sys
 from typing import Any
 
@@ -300,3 +301,81 @@ def _once(name: str, capability: str, params: tuple[str, ...]) -> TaskTemplate:
             ],
         }
     )
+
+
+# ---- scripted planners -----------------------------------------------------------
+
+_PLAN_DRAFTS = {
+    # echo every item, then join: a plan the checks accept
+    "test.planning.good": json.dumps(
+        {
+            "stages": [
+                {
+                    "name": "shout",
+                    "capability": "test.echo.text",
+                    "fan_out": "per_item",
+                    "depends_on": [],
+                    "input": {"text": "$item"},
+                },
+                {
+                    "name": "join",
+                    "capability": "test.join.texts",
+                    "fan_out": "once",
+                    "depends_on": ["shout"],
+                    "input": {"parts": "$from.shout.text"},
+                },
+            ]
+        }
+    ),
+    # two stages waiting on each other: refused by `validate_plan`
+    "test.planning.cyclic": json.dumps(
+        {
+            "stages": [
+                {
+                    "name": name,
+                    "capability": "test.echo.text",
+                    "fan_out": "once",
+                    "depends_on": [other],
+                    "input": {"text": "$query"},
+                }
+                for name, other in (("a", "b"), ("b", "a"))
+            ]
+        }
+    ),
+}
+
+
+def planning_catalog() -> Catalog:
+    """Scripted planners on real `LLMAgent` replicas (the LLM layer, but no model).
+
+    `test.planning.good` answers a valid echo-and-join draft, `test.planning.cyclic` a
+    draft with a cycle.
+    """
+    from swarm_ray.llm import PlanIn, PlanOut
+
+    return Catalog(
+        capabilities=tuple(
+            CapabilitySpec(
+                id=cid,
+                description="A scripted planner (for tests).",
+                input_model=PlanIn,
+                output_model=PlanOut,
+                entrypoint="swarm_ray.llm._capabilities:plan",
+                executor=ExecutorKind.SERVE,
+                deployment="swarm_ray.llm._testing:scripted_planner_app",
+                resources=Resources(num_cpus=0.1),
+                retry=RetryPolicy(max_attempts=1),
+                timeout_s=60,
+            )
+            for cid in _PLAN_DRAFTS
+        )
+    )
+
+
+def scripted_planner_app(spec: CapabilitySpec) -> Any:
+    """The Serve app of a scripted planner: an `LLMAgent` whose engine answers its draft."""
+    from swarm_ray._serve_app import deployment_names
+    from swarm_ray.llm import EngineConfig, llm_app
+
+    config = EngineConfig(kind="scripted", script=(_PLAN_DRAFTS[spec.id],))
+    return llm_app(config, resources=spec.resources, name=deployment_names(spec)[1], spec=spec)
