@@ -39,7 +39,8 @@ from pathlib import Path
 from _cpu import cpu_by_role, spent
 
 import swarm_ray
-from swarm_ray import InvalidOutputError, SubTaskDone
+from swarm_ray import InvalidOutputError
+from swarm_ray.core._signals import SubTaskDone
 from swarm_ray.documents import (
     RULES_CONFIDENCE_THRESHOLD,
     ChromaStore,

@@ -47,7 +47,7 @@ import ray
 from _cpu import cpu_by_role, spent
 
 import swarm_ray
-from swarm_ray import SubTaskDone
+from swarm_ray.core._signals import SubTaskDone
 from swarm_ray.video import (
     AnalysisSettings,
     SegmentAnalysisRequest,

@@ -1,14 +1,13 @@
 """swarm-ray: a Ray-native agent swarm under one deterministic, auditable orchestrator.
 
-The public API is re-exported here; implementation lives in private modules.
+The public API, re-exported from the layers: `swarm_ray.core` (the pure part: plans,
+the scheduler, the task driver, specs, errors) and `swarm_ray.runtime` (the Ray edge:
+the orchestrator actor, executors, stores, the client). Everything else stays importable
+from its own module.
 """
 
-from swarm_ray._access import Access, FetchURL, Label, Pattern, ReadPath, WritePath
-from swarm_ray._adapter import HttpAdapter
-from swarm_ray._agent import AgentReply, current_subtask
-from swarm_ray._breaker import Breaker, BreakerState
-from swarm_ray._capability import (
-    CAPABILITY_ID_PATTERN,
+from swarm_ray.core._access import FetchURL, Label, Pattern, ReadPath, WritePath
+from swarm_ray.core._capability import (
     BreakerPolicy,
     CapabilitySpec,
     ExecutorKind,
@@ -16,11 +15,8 @@ from swarm_ray._capability import (
     RetryPolicy,
     capability_maker,
 )
-from swarm_ray._catalog import Catalog
-from swarm_ray._children import MAX_CHILDREN, ChildOutcome, run_child
-from swarm_ray._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
-from swarm_ray._driver import TaskDriver
-from swarm_ray._errors import (
+from swarm_ray.core._catalog import Catalog
+from swarm_ray.core._errors import (
     AgentExecutionError,
     AgentUnavailableError,
     CircuitOpenError,
@@ -47,56 +43,11 @@ from swarm_ray._errors import (
     UnknownCapabilityError,
     WatermarkRejectedError,
 )
-from swarm_ray._fsm import TRANSITIONS, AuditEntry, TaskMachine, TaskState, transition
-from swarm_ray._journal import LogEntry, StateStore, StoredTask
-from swarm_ray._plan import Plan, expand, validate_plan
-from swarm_ray._principal import LOCAL, Principal
-from swarm_ray._record import SCHEMA_VERSION, TaskRecord
-from swarm_ray._registry import Registry
-from swarm_ray._results import ResultStore
-from swarm_ray._rollout import rollouts
-from swarm_ray._routing import TemplateRouter
-from swarm_ray._sanitize import CodeField, sanitize_output
-from swarm_ray._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
-from swarm_ray._signals import (
-    BreakerClosed,
-    BreakerHalfOpened,
-    BreakerOpened,
-    CancelRequested,
-    CancelSubTasks,
-    ChildAdded,
-    Dispatch,
-    FailTask,
-    Fallback,
-    FannedOut,
-    FeedbackRoundStarted,
-    FinishTask,
-    Intent,
-    ResultRejected,
-    Retry,
-    RuleFired,
-    RunIntent,
-    SchedulerEvent,
-    SkipSubTask,
-    Start,
-    SubTaskDone,
-    SubTaskFailed,
-    SubTaskTimedOut,
-    Tick,
-    Warn,
-)
-from swarm_ray._store import SQLiteStateStore, open_state_store
-from swarm_ray._store_redis import RedisStateStore
-from swarm_ray._subtask import (
-    SubTask,
-    SubTaskError,
-    SubTaskResult,
-    SubTaskSpec,
-    Timings,
-    TokenUsage,
-)
-from swarm_ray._task import TaskEvent, TaskRequest
-from swarm_ray._template import (
+from swarm_ray.core._fsm import TaskState
+from swarm_ray.core._record import TaskRecord
+from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._template import (
     DynamicRule,
     FanOut,
     FeedbackLoop,
@@ -105,64 +56,36 @@ from swarm_ray._template import (
     load_template,
     template_json_schema,
 )
-from swarm_ray._trace import short_id
-from swarm_ray._uploads import UploadInfo
-from swarm_ray._views import SubTaskView, TaskStatus, UsageView
-from swarm_ray._watermark import (
-    WatermarkClaims,
-    WatermarkKey,
-    canonical_digest,
-    issue_watermark,
-    read_claims,
-    verify_watermark,
-)
+from swarm_ray.core._trace import short_id
+from swarm_ray.core._views import TaskStatus
+from swarm_ray.runtime._adapter import HttpAdapter
+from swarm_ray.runtime._agent import AgentReply
+from swarm_ray.runtime._children import ChildOutcome, run_child
+from swarm_ray.runtime._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
+from swarm_ray.runtime._rollout import rollouts
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CAPABILITY_ID_PATTERN",
-    "EVENT_ADAPTER",
-    "LOCAL",
-    "MAX_CHILDREN",
     "NAMESPACE",
     "ORCHESTRATOR_NAME",
-    "SCHEMA_VERSION",
-    "TRANSITIONS",
-    "Access",
     "AgentExecutionError",
     "AgentReply",
     "AgentUnavailableError",
-    "AuditEntry",
-    "Breaker",
-    "BreakerClosed",
-    "BreakerHalfOpened",
-    "BreakerOpened",
     "BreakerPolicy",
-    "BreakerState",
-    "CancelRequested",
-    "CancelSubTasks",
     "CapabilitySpec",
     "Catalog",
-    "ChildAdded",
     "ChildOutcome",
     "CircuitOpenError",
-    "CodeField",
-    "Dispatch",
     "DuplicateCapabilityError",
     "DynamicRule",
     "ErrorCode",
     "ExecutorKind",
-    "FailTask",
-    "Fallback",
     "FanOut",
-    "FannedOut",
     "FeedbackLoop",
-    "FeedbackRoundStarted",
     "FetchURL",
-    "FinishTask",
     "HttpAdapter",
     "InputNotAllowedError",
-    "Intent",
     "InvalidInputError",
     "InvalidOutputError",
     "InvalidPlanError",
@@ -170,86 +93,41 @@ __all__ = [
     "InvalidStateTransitionError",
     "Label",
     "LimitExceededError",
-    "LogEntry",
     "NoTemplateMatchedError",
     "Pattern",
-    "Plan",
-    "Principal",
     "ReadPath",
     "RecordUnreadableError",
-    "RedisStateStore",
-    "Registry",
     "ResourceLimitError",
     "Resources",
-    "ResultRejected",
-    "ResultStore",
-    "Retry",
     "RetryPolicy",
-    "RuleFired",
-    "RunIntent",
-    "SQLiteStateStore",
     "SanitizationError",
-    "Scheduler",
-    "SchedulerEvent",
-    "SkipSubTask",
     "Stage",
-    "Start",
-    "StateStore",
     "StateStoreError",
-    "StoredTask",
-    "SubTask",
-    "SubTaskDone",
-    "SubTaskError",
-    "SubTaskFailed",
     "SubTaskResult",
-    "SubTaskSpec",
-    "SubTaskStatus",
-    "SubTaskTimedOut",
     "SubTaskTimeoutError",
-    "SubTaskView",
     "SwarmClient",
     "SwarmError",
     "SwarmRuntimeError",
     "SwarmUserError",
     "TaskConflictError",
-    "TaskDriver",
     "TaskEvent",
     "TaskHandle",
-    "TaskMachine",
     "TaskNotFoundError",
     "TaskRecord",
     "TaskRequest",
     "TaskState",
     "TaskStatus",
     "TaskTemplate",
-    "TemplateRouter",
-    "Tick",
-    "Timings",
     "TokenUsage",
     "UnknownCapabilityError",
-    "UploadInfo",
-    "UsageView",
-    "Warn",
-    "WatermarkClaims",
-    "WatermarkKey",
     "WatermarkRejectedError",
     "WritePath",
     "__version__",
-    "canonical_digest",
     "capability_maker",
     "connect",
-    "current_subtask",
-    "expand",
-    "issue_watermark",
     "load_template",
-    "open_state_store",
-    "read_claims",
     "rollouts",
     "run_child",
-    "sanitize_output",
     "short_id",
     "template_json_schema",
-    "transition",
-    "validate_plan",
-    "verify_watermark",
 ]

@@ -23,9 +23,9 @@ import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
 
-from swarm_ray._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
-from swarm_ray._errors import SwarmError
-from swarm_ray._progress import follow_with_progress
+from swarm_ray.core._errors import SwarmError
+from swarm_ray.runtime._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
+from swarm_ray.runtime._progress import follow_with_progress
 
 __all__ = ["main"]
 
@@ -130,8 +130,8 @@ def _cmd_serve(client: SwarmClient, args: argparse.Namespace) -> int:
 
     from ray import serve
 
-    from swarm_ray._config import state_dir
     from swarm_ray.gateway import ApiKeys, GatewayConfig, build_app
+    from swarm_ray.runtime._config import state_dir
 
     config = GatewayConfig(
         orchestrator=args.name,

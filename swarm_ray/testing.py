@@ -19,10 +19,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swarm_ray._access import WritePath
-from swarm_ray._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray._catalog import Catalog
-from swarm_ray._template import TaskTemplate
+from swarm_ray.core._access import WritePath
+from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core._catalog import Catalog
+from swarm_ray.core._template import TaskTemplate
 
 __all__ = [
     "SICK_FLAG",

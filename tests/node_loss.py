@@ -24,7 +24,7 @@ def main(job: str, state_dir: str) -> int:
     from ray.cluster_utils import Cluster
 
     import swarm_ray
-    from swarm_ray import SubTaskDone, SubTaskFailed
+    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
 
     cluster = Cluster(
         initialize_head=True,

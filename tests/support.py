@@ -8,19 +8,11 @@ from typing import Any
 
 from pydantic import BaseModel
 
-from swarm_ray import (
-    BreakerPolicy,
-    CapabilitySpec,
-    Registry,
-    RetryPolicy,
-    SubTaskDone,
-    SubTaskError,
-    SubTaskFailed,
-    SubTaskResult,
-    TaskTemplate,
-)
-from swarm_ray._errors import ErrorCode
-from swarm_ray._signals import RunIntent
+from swarm_ray import BreakerPolicy, CapabilitySpec, RetryPolicy, SubTaskResult, TaskTemplate
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._signals import RunIntent, SubTaskDone, SubTaskFailed
+from swarm_ray.core._subtask import SubTaskError
 
 
 class TextIn(BaseModel):

@@ -4,18 +4,11 @@ from __future__ import annotations
 
 import json
 
-from swarm_ray import (
-    EVENT_ADAPTER,
-    ChildAdded,
-    Dispatch,
-    FinishTask,
-    Scheduler,
-    Start,
-    SubTaskSpec,
-    TaskRequest,
-    Warn,
-    expand,
-)
+from swarm_ray import TaskRequest
+from swarm_ray.core._plan import expand
+from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler
+from swarm_ray.core._signals import ChildAdded, Dispatch, FinishTask, Start, Warn
+from swarm_ray.core._subtask import SubTaskSpec
 from tests.support import done, pipeline, registry
 
 REQ = TaskRequest(query="compare", items=("a",), dimensions=("battery",))

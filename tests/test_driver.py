@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray import TaskRequest, TaskState, WatermarkKey
-from swarm_ray._catalog import load_catalogs
-from swarm_ray._commands import (
+from swarm_ray import TaskRequest, TaskState
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._commands import (
     Accepted,
     Arrived,
     Begin,
@@ -22,12 +22,13 @@ from swarm_ray._commands import (
     Resume,
     Run,
 )
-from swarm_ray._driver import TaskDriver
-from swarm_ray._errors import InvalidPlanError, StateStoreError
-from swarm_ray._plan import expand
-from swarm_ray._results import ResultStore
-from swarm_ray._store import SQLiteStateStore
-from swarm_ray._subtask import SubTask, SubTaskResult, Timings
+from swarm_ray.core._driver import TaskDriver
+from swarm_ray.core._errors import InvalidPlanError, StateStoreError
+from swarm_ray.core._plan import expand
+from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings
+from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._store import SQLiteStateStore
 
 
 @pytest.fixture

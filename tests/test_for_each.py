@@ -7,20 +7,11 @@ from typing import Any
 import pytest
 from pydantic import BaseModel
 
-from swarm_ray import (
-    Dispatch,
-    FailTask,
-    FinishTask,
-    InvalidPlanError,
-    InvalidSpecError,
-    Scheduler,
-    Start,
-    TaskRequest,
-    TaskTemplate,
-    expand,
-)
-from swarm_ray._errors import ErrorCode
-from swarm_ray._signals import FannedOut
+from swarm_ray import InvalidPlanError, InvalidSpecError, TaskRequest, TaskTemplate
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._plan import expand
+from swarm_ray.core._scheduler import Scheduler
+from swarm_ray.core._signals import Dispatch, FailTask, FannedOut, FinishTask, Start
 from tests.support import done, failed, registry, spec
 
 

@@ -2,13 +2,8 @@ import itertools
 
 import pytest
 
-from swarm_ray import (
-    TRANSITIONS,
-    InvalidStateTransitionError,
-    TaskMachine,
-    TaskState,
-    transition,
-)
+from swarm_ray import InvalidStateTransitionError, TaskState
+from swarm_ray.core._fsm import TRANSITIONS, TaskMachine, transition
 
 S = TaskState
 LEGAL = {

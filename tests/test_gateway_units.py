@@ -11,18 +11,19 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from swarm_ray import CapabilitySpec, InvalidSpecError, Plan, Registry, TaskRequest, WatermarkKey
-from swarm_ray._audit import AuditTrail, sampled
-from swarm_ray._health import PROBE_FAILURES_TO_EJECT, HealthBook, health_score
-from swarm_ray._metrics import SwarmMetrics
-from swarm_ray._plan import expand
-from swarm_ray._principal import LOCAL, Principal
-from swarm_ray._scheduler import Scheduler
-from swarm_ray._signals import Start, SubTaskDone
-from swarm_ray._subtask import SubTaskResult, Timings
-from swarm_ray._trace import find_tokens, short_id, trace_tokens
-from swarm_ray._watermark import issue_watermark
+from swarm_ray import CapabilitySpec, InvalidSpecError, TaskRequest
+from swarm_ray.core._plan import Plan, expand
+from swarm_ray.core._principal import LOCAL, Principal
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._scheduler import Scheduler
+from swarm_ray.core._signals import Start, SubTaskDone
+from swarm_ray.core._subtask import SubTaskResult, Timings
+from swarm_ray.core._trace import find_tokens, short_id, trace_tokens
+from swarm_ray.core._watermark import WatermarkKey, issue_watermark
 from swarm_ray.gateway import ApiKeys, render_metrics
+from swarm_ray.runtime._audit import AuditTrail, sampled
+from swarm_ray.runtime._health import PROBE_FAILURES_TO_EJECT, HealthBook, health_score
+from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.testing import testing_catalog as catalog_of_tests
 
 
@@ -375,7 +376,7 @@ def test_coalescer_batches_concurrent_calls_and_answers_each_alone() -> None:
 def test_gc_thresholds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     import gc
 
-    from swarm_ray._config import tune_gc
+    from swarm_ray.runtime._config import tune_gc
 
     before = gc.get_threshold()
     try:

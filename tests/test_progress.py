@@ -7,7 +7,7 @@ import re
 from typing import Any
 
 from swarm_ray import TaskEvent
-from swarm_ray._progress import ProgressReport, is_terminal
+from swarm_ray.runtime._progress import ProgressReport, is_terminal
 
 PLAN = {"parse[0]": "parse", "parse[1]": "parse", **{f"extract[{i}]": "extract" for i in range(4)}}
 

@@ -8,7 +8,8 @@ import pytest
 import ray
 
 import swarm_ray
-from swarm_ray import SubTaskDone, TaskState
+from swarm_ray import TaskState
+from swarm_ray.core._signals import SubTaskDone
 from swarm_ray.testing import count_executions
 
 pytestmark = pytest.mark.ray
@@ -68,7 +69,7 @@ def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  
         )
         record = client.run(template="echo_fanout", items=("r", "s"))
         assert record.output == {"text": "R S", "count": 2}
-        from swarm_ray import RedisStateStore
+        from swarm_ray.runtime._store_redis import RedisStateStore
 
         with RedisStateStore(url) as store:
             assert record.task_id in store.list_tasks()
@@ -79,16 +80,16 @@ def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  
 def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """States left within one step (routing, executing, finalizing) are not saved on their
     own; a driver reloaded from the last save (`dispatching`) must still finish."""
-    from swarm_ray import WatermarkKey
-    from swarm_ray._catalog import load_catalogs
-    from swarm_ray._commands import Arrived, Begin, Close, Resume, Run
-    from swarm_ray._driver import TaskDriver
-    from swarm_ray._plan import expand
-    from swarm_ray._record import SCHEMA_VERSION
-    from swarm_ray._results import ResultStore
-    from swarm_ray._store import open_state_store
-    from swarm_ray._subtask import SubTaskResult, Timings
-    from swarm_ray._task import TaskRequest
+    from swarm_ray.core._catalog import load_catalogs
+    from swarm_ray.core._commands import Arrived, Begin, Close, Resume, Run
+    from swarm_ray.core._driver import TaskDriver
+    from swarm_ray.core._plan import expand
+    from swarm_ray.core._record import SCHEMA_VERSION
+    from swarm_ray.core._subtask import SubTaskResult, Timings
+    from swarm_ray.core._task import TaskRequest
+    from swarm_ray.core._watermark import WatermarkKey
+    from swarm_ray.runtime._results import ResultStore
+    from swarm_ray.runtime._store import open_state_store
 
     registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
     store = open_state_store(None, state_dir=tmp_path, supported_schema_version=SCHEMA_VERSION)

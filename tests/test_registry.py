@@ -8,10 +8,10 @@ from swarm_ray import (
     InvalidInputError,
     InvalidOutputError,
     InvalidSpecError,
-    Registry,
     Resources,
     UnknownCapabilityError,
 )
+from swarm_ray.core._registry import Registry
 from tests.support import TextIn, TextOut, spec
 
 

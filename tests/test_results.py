@@ -8,8 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray import InvalidSpecError, ResultStore, StateStoreError
-from swarm_ray._journal import OFFLOAD_LIMIT_BYTES, should_offload
+from swarm_ray import InvalidSpecError, StateStoreError
+from swarm_ray.core._journal import OFFLOAD_LIMIT_BYTES, should_offload
+from swarm_ray.runtime._results import ResultStore
 
 
 def files_under(root: Path) -> list[str]:

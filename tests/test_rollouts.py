@@ -10,25 +10,16 @@ import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
 
-from swarm_ray import (
-    Fallback,
-    Retry,
-    Scheduler,
-    Start,
-    SubTaskSpec,
-    TaskMachine,
-    TaskRecord,
-    TaskRequest,
-    TaskTemplate,
-    Timings,
-    TokenUsage,
-    expand,
-)
-from swarm_ray._attempts import histories, longest_path
-from swarm_ray._errors import ErrorCode
-from swarm_ray._results import ResultStore
-from swarm_ray._rollout import rollout_tables, write_rollout
-from swarm_ray._signals import Dispatch, RunIntent
+from swarm_ray import TaskRecord, TaskRequest, TaskTemplate, TokenUsage
+from swarm_ray.core._attempts import histories, longest_path
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._fsm import TaskMachine
+from swarm_ray.core._plan import expand
+from swarm_ray.core._scheduler import Scheduler
+from swarm_ray.core._signals import Dispatch, Fallback, Retry, RunIntent, Start
+from swarm_ray.core._subtask import SubTaskSpec, Timings
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._rollout import rollout_tables, write_rollout
 from tests.support import done, failed, registry, spec, wait_until
 
 

@@ -8,16 +8,9 @@ import time
 import pytest
 import ray
 
-import swarm_ray
-from swarm_ray import (
-    NoTemplateMatchedError,
-    Resources,
-    SubTaskResult,
-    SwarmClient,
-    TaskState,
-    issue_watermark,
-)
-from swarm_ray._executors import BACKGROUND_NICE, SubAgent
+from swarm_ray import NoTemplateMatchedError, Resources, SubTaskResult, SwarmClient, TaskState
+from swarm_ray.core._watermark import WatermarkKey, issue_watermark
+from swarm_ray.runtime._executors import BACKGROUND_NICE, SubAgent
 from swarm_ray.testing import count_executions
 from tests.support import spec, wait_until
 
@@ -134,7 +127,7 @@ def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
 def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClient) -> None:
     task_id = swarm.submit(template="echo_fanout", items=("w",), params={"delay_s": 1.5})
     wait_until(lambda: swarm.status(task_id).subtasks["echo[0]"].status == "running")
-    key = swarm_ray.WatermarkKey(b"not-the-orchestrator-key")
+    key = WatermarkKey(b"not-the-orchestrator-key")
     forged_token = issue_watermark(
         key,
         task_id=task_id,

@@ -7,17 +7,12 @@ import time
 import pytest
 from pydantic import BaseModel
 
-from swarm_ray import (
-    CapabilitySpec,
-    CodeField,
-    SubTask,
-    WatermarkKey,
-    issue_watermark,
-    sanitize_output,
-)
-from swarm_ray._agent import run_subtask
-from swarm_ray._errors import ErrorCode
-from swarm_ray._sanitize import check_python
+from swarm_ray import CapabilitySpec
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._sanitize import CodeField, check_python, sanitize_output
+from swarm_ray.core._subtask import SubTask
+from swarm_ray.core._watermark import WatermarkKey, issue_watermark
+from swarm_ray.runtime._agent import run_subtask
 
 DANGEROUS = {
     "rm -rf /": "shell: rm -rf on a root or home",

@@ -8,12 +8,14 @@ from collections.abc import Callable
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from swarm_ray import (
-    EVENT_ADAPTER,
+from swarm_ray import BreakerPolicy, TaskRequest, TaskTemplate, TokenUsage
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._plan import expand
+from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
+from swarm_ray.core._signals import (
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
-    BreakerPolicy,
     CancelRequested,
     CancelSubTasks,
     Dispatch,
@@ -26,20 +28,13 @@ from swarm_ray import (
     Retry,
     RuleFired,
     RunIntent,
-    Scheduler,
     SchedulerEvent,
     SkipSubTask,
     Start,
-    SubTaskStatus,
     SubTaskTimedOut,
-    TaskRequest,
-    TaskTemplate,
     Tick,
-    TokenUsage,
     Warn,
-    expand,
 )
-from swarm_ray._errors import ErrorCode
 from tests.support import ManyIn, done, failed, pipeline, registry, spec
 
 REQ = TaskRequest(query="compare", items=("a", "b"), dimensions=("battery", "motor"))

@@ -27,7 +27,7 @@ from websockets.sync.client import connect as ws_connect
 
 import swarm_ray
 from swarm_ray import SwarmClient
-from swarm_ray._store import SQLiteStateStore
+from swarm_ray.runtime._store import SQLiteStateStore
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
@@ -403,8 +403,8 @@ def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None)
 
     import ray
 
-    from swarm_ray._executors import ActorPoolExecutor
-    from swarm_ray._subtask import SubTask
+    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.runtime._executors import ActorPoolExecutor
     from swarm_ray.testing import testing_catalog
 
     spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")

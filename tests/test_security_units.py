@@ -11,24 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray import (
-    InputNotAllowedError,
-    LimitExceededError,
-    Principal,
-    TaskConflictError,
-    TaskRequest,
-)
-from swarm_ray._access import AccessPolicy
-from swarm_ray._catalog import load_catalogs
-from swarm_ray._intake import Layout, take_in
-from swarm_ray._limits import RequestLimits, json_depth
-from swarm_ray._principal import LOCAL, scoped_task_id
-from swarm_ray._results import ResultStore
-from swarm_ray._store import SQLiteStateStore
-from swarm_ray._uploads import Uploads, sniff
+from swarm_ray import InputNotAllowedError, LimitExceededError, TaskConflictError, TaskRequest
+from swarm_ray.core._access import AccessPolicy
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._limits import RequestLimits, json_depth
+from swarm_ray.core._principal import LOCAL, Principal, scoped_task_id
 from swarm_ray.documents._capabilities import ParseIn
 from swarm_ray.documents._index import IndexRequest
 from swarm_ray.gateway._limits import json_nesting
+from swarm_ray.runtime._intake import Layout, take_in
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._store import SQLiteStateStore
+from swarm_ray.runtime._uploads import Uploads, sniff
 from swarm_ray.testing import EchoIn
 
 ALICE = Principal(id="alice")
@@ -237,8 +231,8 @@ def test_intake_puts_outputs_in_the_tasks_own_directory(
 def test_intake_scopes_idempotent_ids_and_checks_the_request(
     intake_env: dict[str, object],
 ) -> None:
-    from swarm_ray._driver import TaskDriver
-    from swarm_ray._watermark import WatermarkKey
+    from swarm_ray.core._driver import TaskDriver
+    from swarm_ray.core._watermark import WatermarkKey
 
     first = TaskRequest(template="echo_fanout", items=("x",), task_id="job-1")
     intake = take_in(first, ALICE, **intake_env)  # type: ignore[arg-type]
@@ -267,9 +261,9 @@ def test_intake_scopes_idempotent_ids_and_checks_the_request(
 def test_a_data_row_past_its_deadline_stops_itself() -> None:
     import time
 
-    from swarm_ray._errors import ErrorCode
-    from swarm_ray._executors import _data_row
-    from swarm_ray._subtask import SubTask, SubTaskResult
+    from swarm_ray.core._errors import ErrorCode
+    from swarm_ray.core._subtask import SubTask, SubTaskResult
+    from swarm_ray.runtime._executors import _data_row
     from swarm_ray.testing import testing_catalog
 
     spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
@@ -294,7 +288,7 @@ def test_a_data_row_past_its_deadline_stops_itself() -> None:
 
 
 def test_the_audit_trail_survives_a_full_disk(tmp_path: Path) -> None:
-    from swarm_ray._audit import AuditTrail
+    from swarm_ray.runtime._audit import AuditTrail
 
     audit = AuditTrail(tmp_path / "audit")
     (tmp_path / "audit" / "tasks").mkdir(parents=True)
@@ -322,7 +316,7 @@ class _FlakyStore(SQLiteStateStore):
     ) -> int:
         if kind == "sched" and self.failures > 0:
             self.failures -= 1
-            from swarm_ray._errors import StateStoreError
+            from swarm_ray.core._errors import StateStoreError
 
             raise StateStoreError("disk I/O error (test)")
         return super().append(task_id, kind, payload_json, dedupe_key=dedupe_key)
@@ -332,10 +326,10 @@ class _FlakyStore(SQLiteStateStore):
 def test_a_failing_log_write_is_retried_then_named(
     tmp_path: Path, failures: int, survives: bool
 ) -> None:
-    from swarm_ray._driver import TaskDriver
-    from swarm_ray._errors import StateStoreError
-    from swarm_ray._signals import Start
-    from swarm_ray._watermark import WatermarkKey
+    from swarm_ray.core._driver import TaskDriver
+    from swarm_ray.core._errors import StateStoreError
+    from swarm_ray.core._signals import Start
+    from swarm_ray.core._watermark import WatermarkKey
 
     registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
     store = _FlakyStore(tmp_path / "state.db", failures=0)

@@ -19,15 +19,10 @@ from typing import Any
 import pytest
 
 import swarm_ray
-from swarm_ray import (
-    InvalidSpecError,
-    LogEntry,
-    RedisStateStore,
-    SQLiteStateStore,
-    StateStore,
-    StateStoreError,
-    open_state_store,
-)
+from swarm_ray import InvalidSpecError, StateStoreError
+from swarm_ray.core._journal import LogEntry, StateStore
+from swarm_ray.runtime._store import SQLiteStateStore, open_state_store
+from swarm_ray.runtime._store_redis import RedisStateStore
 from tests.conftest_redis import free_port, running_redis_server
 
 STATE_DIR_ENV = "SWARM_RAY_STATE_DIR"
@@ -303,7 +298,7 @@ def test_sqlite_on_a_broken_path_raises_state_store_error(tmp_path: Path, broken
 
 _CHILD = """
 import sys
-from swarm_ray import SQLiteStateStore
+from swarm_ray.runtime._store import SQLiteStateStore
 
 store = SQLiteStateStore(sys.argv[1])
 store.put_task("t", "{}", is_open=True, schema_version=1)

@@ -9,7 +9,9 @@ from pathlib import Path
 import pytest
 
 import swarm_ray
-from swarm_ray import SubTaskDone, SwarmClient, SwarmRuntimeError, read_claims
+from swarm_ray import SwarmClient, SwarmRuntimeError
+from swarm_ray.core._signals import SubTaskDone
+from swarm_ray.core._watermark import read_claims
 from swarm_ray.video import (
     SampleVideo,
     VideoRun,

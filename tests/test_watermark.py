@@ -5,15 +5,15 @@ import pytest
 from hypothesis import given
 from hypothesis import strategies as st
 
-from swarm_ray import (
+from swarm_ray import WatermarkRejectedError
+from swarm_ray.core._watermark import (
     WatermarkKey,
-    WatermarkRejectedError,
     canonical_digest,
     issue_watermark,
     read_claims,
     verify_watermark,
 )
-from swarm_ray._config import watermark_key
+from swarm_ray.runtime._config import watermark_key
 
 KEY = WatermarkKey(b"k" * 32)
 INPUT = {"path": "brochure-01.pdf", "pages": [1, 2]}

@@ -21,19 +21,17 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray._access import ReadPath, WritePath
-from swarm_ray._agent import AgentReply
-from swarm_ray._capability import (
+from swarm_ray.core._access import ReadPath, WritePath
+from swarm_ray.core._capability import (
     CapabilitySpec,
     ExecutorKind,
     Resources,
     RetryPolicy,
     capability_maker,
 )
-from swarm_ray._catalog import Catalog
-from swarm_ray._config import state_dir
-from swarm_ray._errors import ErrorCode, InvalidInputError
-from swarm_ray._template import TaskTemplate
+from swarm_ray.core._catalog import Catalog
+from swarm_ray.core._errors import ErrorCode, InvalidInputError
+from swarm_ray.core._template import TaskTemplate
 from swarm_ray.documents._compare import Comparison, compare_facts
 from swarm_ray.documents._dimensions import Dimension, FieldSpec, default_dimensions, field_groups
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
@@ -63,6 +61,8 @@ from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
 from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
+from swarm_ray.runtime._agent import AgentReply
+from swarm_ray.runtime._config import state_dir
 
 __all__ = [
     "CompareIn",

@@ -36,8 +36,8 @@ from typing import Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swarm_ray._access import Label, Pattern
-from swarm_ray._errors import InvalidSpecError
+from swarm_ray.core._access import Label, Pattern
+from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._units import COUNT, MONEY, TEXT, parse_unit
 

@@ -29,7 +29,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped]  # ships no py.typed
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray._errors import InvalidInputError
+from swarm_ray.core._errors import InvalidInputError
 from swarm_ray.documents._layout import TextBox, page_boxes
 
 __all__ = [

@@ -10,11 +10,11 @@ Run it with `swarm-ray serve`, `serve run deployments/gateway-local.yaml`, or fr
 
 from __future__ import annotations
 
-from swarm_ray._health import health_score
 from swarm_ray.gateway._app import Gateway, app, build_app
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._models import GatewayConfig
 from swarm_ray.gateway._prometheus import render as render_metrics
+from swarm_ray.runtime._health import health_score
 
 __all__ = [
     "ApiKeys",

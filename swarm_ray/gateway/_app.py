@@ -9,7 +9,7 @@ fails validation gets 422 with field-level detail before anything is planned or 
 
 Every caller is an untrusted principal (its API key's, see `_auth`): it sees and cancels
 only its own tasks (an admin sees all), names files by upload id (`POST /v1/files`),
-never by server path, and is held to the request limits (`_limits`, `swarm_ray._limits`).
+never by server path, and is held to the request limits (`_limits`, `swarm_ray.core._limits`).
 """
 
 import asyncio
@@ -24,10 +24,7 @@ from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from swarm_ray._client import connect
-from swarm_ray._config import state_dir as default_state_dir
-from swarm_ray._config import tune_gc
-from swarm_ray._errors import (
+from swarm_ray.core._errors import (
     InvalidInputError,
     SwarmError,
     SwarmUserError,
@@ -35,12 +32,10 @@ from swarm_ray._errors import (
     TaskNotFoundError,
     UnknownCapabilityError,
 )
-from swarm_ray._principal import Principal
-from swarm_ray._results import ResultStore
-from swarm_ray._task import TaskEvent, TaskRequest
-from swarm_ray._trace import find_tokens
-from swarm_ray._uploads import UploadInfo, Uploads
-from swarm_ray._views import TaskStatus
+from swarm_ray.core._principal import Principal
+from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._trace import find_tokens
+from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
 from swarm_ray.gateway._files import receive_upload
@@ -59,6 +54,11 @@ from swarm_ray.gateway._models import (
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
 from swarm_ray.gateway._ui import install_ui
 from swarm_ray.gateway._ws_auth import presented_key
+from swarm_ray.runtime._client import connect
+from swarm_ray.runtime._config import state_dir as default_state_dir
+from swarm_ray.runtime._config import tune_gc
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._uploads import UploadInfo, Uploads
 
 __all__ = ["Gateway", "app", "build_app"]
 
@@ -473,7 +473,7 @@ class Gateway:
         """`ok`, `degraded` or `down`; with an API key, each capability and the score.
 
         `swarm_health_score = 0.4 x success rate + 0.3 x latency score + 0.3 x agent
-        availability` (see `swarm_ray._health`). Without a key only the status is told,
+        availability` (see `swarm_ray.runtime._health`). Without a key only the status is told,
         so probes and load balancers need no key and strangers learn nothing else.
         """
         keys = _Keys.current

@@ -14,9 +14,9 @@ import asyncio
 from fastapi import HTTPException, Request
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from swarm_ray._errors import InvalidInputError, LimitExceededError, StateStoreError
-from swarm_ray._principal import Principal
-from swarm_ray._uploads import UploadInfo, Uploads, UploadWriter
+from swarm_ray.core._errors import InvalidInputError, LimitExceededError, StateStoreError
+from swarm_ray.core._principal import Principal
+from swarm_ray.runtime._uploads import UploadInfo, Uploads, UploadWriter
 
 __all__ = ["receive_upload"]
 

@@ -100,7 +100,7 @@ class CapabilityInfo(BaseModel):
 
 
 class CapabilityHealth(BaseModel):
-    """Health of one capability (see `swarm_ray._health`)."""
+    """Health of one capability (see `swarm_ray.runtime._health`)."""
 
     status: str
     in_dispatch: bool

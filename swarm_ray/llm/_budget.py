@@ -38,7 +38,7 @@ from swarm_ray.llm._engine import EndpointLimits
 
 __all__: list[str] = []
 
-BUDGET_PREFIX = "swarm-llm-budget:"
+BUDGET_PREFIX = "swarm-metrics/llm_budgets:"
 """Names of budget actors start with this (the orchestrator finds them by it)."""
 _WINDOW_S = 60.0
 _GAUGES = {
@@ -272,7 +272,7 @@ def budget_client(endpoint: str, limits: EndpointLimits, timeout_s: float) -> Bu
 
     if not ray.is_initialized():
         return None
-    from swarm_ray._client import NAMESPACE
+    from swarm_ray.runtime._client import NAMESPACE
 
     actor = (
         ray.remote(EndpointBudget)

@@ -19,17 +19,17 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
-from swarm_ray._agent import AgentReply
-from swarm_ray._capability import ExecutorKind, Resources, RetryPolicy, capability_maker
-from swarm_ray._catalog import Catalog
-from swarm_ray._errors import InvalidOutputError
-from swarm_ray._task import TaskRequest
-from swarm_ray._template import TaskTemplate
+from swarm_ray.core._capability import ExecutorKind, Resources, RetryPolicy, capability_maker
+from swarm_ray.core._catalog import Catalog
+from swarm_ray.core._errors import InvalidOutputError
+from swarm_ray.core._task import TaskRequest
+from swarm_ray.core._template import TaskTemplate
 from swarm_ray.llm._engine import EngineKind, GenerationParams, Message, current_engine
 from swarm_ray.llm._planner import CapabilityLine, PlanDraft, draft_plan
 from swarm_ray.llm._settings import engine_config_for
 from swarm_ray.llm._structured import StructuredReply, generate_structured
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
+from swarm_ray.runtime._agent import AgentReply
 
 __all__ = [
     "ChatIn",

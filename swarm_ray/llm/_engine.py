@@ -18,8 +18,8 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray._errors import InvalidSpecError
-from swarm_ray._subtask import TokenUsage
+from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core._subtask import TokenUsage
 
 __all__ = [
     "Completion",
@@ -284,7 +284,7 @@ def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
     if kind is EngineKind.AUTO:
         kind = EngineKind.VLLM if num_gpus > 0 and _gpu_visible() else EngineKind.LLAMA_CPP
     if kind is EngineKind.SCRIPTED:
-        from swarm_ray._catalog import load_entrypoint
+        from swarm_ray.core._catalog import load_entrypoint
         from swarm_ray.llm._scripted import ScriptedEngine
 
         # `call:package.module:function` is a reply function (messages, schema) -> text.
@@ -326,8 +326,8 @@ def current_engine() -> Engine:
     capability (`SWARM_RAY_LLM_CONFIG`), else `EngineConfig.from_env()`.
     """
     if _current is None:
-        from swarm_ray._agent import current_subtask
         from swarm_ray.llm._settings import engine_config_for
+        from swarm_ray.runtime._agent import current_subtask
 
         subtask = current_subtask()
         use_engine(load_engine(engine_config_for(subtask.capability_id if subtask else None)))

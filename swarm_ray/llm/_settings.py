@@ -35,7 +35,7 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from swarm_ray._errors import InvalidSpecError
+from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.llm._engine import EngineConfig
 
 __all__ = ["LLMSettings", "McpServer", "engine_config_for", "llm_settings"]

@@ -18,18 +18,18 @@ import os
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray._access import ReadPath
-from swarm_ray._agent import AgentReply
-from swarm_ray._capability import (
+from swarm_ray.core._access import ReadPath
+from swarm_ray.core._capability import (
     CapabilitySpec,
     ExecutorKind,
     Resources,
     RetryPolicy,
     capability_maker,
 )
-from swarm_ray._catalog import Catalog
-from swarm_ray._errors import ErrorCode
-from swarm_ray._template import TaskTemplate
+from swarm_ray.core._catalog import Catalog
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._template import TaskTemplate
+from swarm_ray.runtime._agent import AgentReply
 from swarm_ray.video._analyze import analyze_segment
 from swarm_ray.video._models import SegmentAnalysis, SegmentAnalysisRequest
 from swarm_ray.video._probe import VideoMetadata, probe_video

@@ -1,0 +1,64 @@
+"""Catalogs: the capabilities and templates an orchestrator knows, found by import path.
+
+The orchestrator is a detached actor that Ray restarts on its own, so it cannot be handed
+Python objects once: it is given import paths (`"package.module:function"`) of functions
+returning a `Catalog`, and imports them again after every restart.
+"""
+
+from __future__ import annotations
+
+import functools
+import importlib
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from swarm_ray.core._capability import CapabilitySpec
+from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core._template import TaskTemplate
+
+__all__ = ["Catalog"]
+
+
+@dataclass(frozen=True)
+class Catalog:
+    """Capabilities and templates that belong together (a workload)."""
+
+    capabilities: tuple[CapabilitySpec, ...] = ()
+    """Capability specs."""
+    templates: tuple[TaskTemplate, ...] = ()
+    """Task templates using them."""
+
+
+@functools.cache
+def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
+    """Import `package.module:function` (cached per process)."""
+    module_name, _, attr = entrypoint.partition(":")
+    try:
+        target: Any = importlib.import_module(module_name)
+        for part in attr.split("."):
+            target = getattr(target, part)
+    except (ImportError, AttributeError) as exc:
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` cannot be imported: {exc}") from None
+    if not callable(target):
+        raise InvalidSpecError(f"entrypoint `{entrypoint}` is not callable")
+    return target  # type: ignore[no-any-return]
+
+
+def load_catalogs(paths: Iterable[str]) -> tuple[Registry, TemplateRouter]:
+    """Import every catalog function and merge them into one registry and router."""
+    registry, router = Registry(), TemplateRouter()
+    for path in paths:
+        catalog = load_entrypoint(path)()
+        if not isinstance(catalog, Catalog):
+            raise InvalidSpecError(
+                f"catalog `{path}` returned {type(catalog).__name__}, not Catalog"
+            )
+        for spec in catalog.capabilities:
+            registry.register(spec)
+        for template in catalog.templates:
+            router.add(template)
+    registry.check()
+    return registry, router

@@ -1,0 +1,188 @@
+"""A task driver's conversation with the orchestrator: inputs, commands and notices.
+
+The driver (`_driver.TaskDriver`) owns everything about one task and decides what
+happens next; the orchestrator actor only feeds it inputs and carries out what it says:
+
+    orchestrator                          driver.step(input) -> Step
+      Begin / Planned / PlanFailed   ->     commands: Run, Halt, WakeAt, Replan, Close
+      Arrived / Cancel / Wake / AddChild    notices:  Accepted, Retrying, BreakerMoved,
+      Resume / Broken                                 Refused
+
+Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
+wake the task's waiters); notices only inform (metrics, health, audit). Both are closed
+unions, matched exhaustively where they are consumed. Inputs hold exceptions, so they are
+dataclasses rather than persisted models: what must survive a crash is the scheduler's
+event log, which the driver writes before it decides.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from swarm_ray.core._errors import SwarmError
+from swarm_ray.core._plan import Plan
+from swarm_ray.core._signals import ChildAdded
+from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core._task import TaskRequest
+
+__all__: list[str] = []
+
+
+# ---- inputs ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Begin:
+    """A new task: its template's plan, a planner to ask, or why it cannot be planned."""
+
+    plan: Plan | None = None
+    planner: str | None = None
+    refusal: SwarmError | None = None
+    resolved: TaskRequest | None = None
+    """For a planner: the request with its file ids resolved (what the plan expands)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Planned:
+    """A plan made again from the templates after a restart (`Replan`)."""
+
+    plan: Plan
+
+
+@dataclass(frozen=True, slots=True)
+class PlanFailed:
+    """No plan can be made (the planner and the templates both refused)."""
+
+    error: SwarmError
+
+
+@dataclass(frozen=True, slots=True)
+class Arrived:
+    """An attempt's result came back from an executor."""
+
+    result: SubTaskResult
+
+
+@dataclass(frozen=True, slots=True)
+class Cancel:
+    """The task's owner (or an admin) cancelled it."""
+
+    reason: str = "cancelled by user"
+
+
+@dataclass(frozen=True, slots=True)
+class Wake:
+    """A timer the driver armed went off (a circuit breaker's cool-down)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Resume:
+    """The orchestrator restarted and reloaded this open task."""
+
+
+@dataclass(frozen=True, slots=True)
+class AddChild:
+    """A running attempt's agent asked for a child sub-task (see `_children`)."""
+
+    event: ChildAdded
+
+
+@dataclass(frozen=True, slots=True)
+class Broken:
+    """Taking an input failed: the state store refused a write, or a handler raised.
+
+    The task stops, in memory first, naming `subtask_id` when a result was lost.
+    """
+
+    error: SwarmError
+    subtask_id: str | None = None
+
+
+DriverInput = Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | AddChild | Broken
+"""Everything the orchestrator tells a driver."""
+
+
+# ---- commands -------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Run:
+    """Run one attempt (already watermarked) on its capability's executor."""
+
+    subtask: SubTask
+    delay_s: float = 0.0
+    """Wait this long first (a retry's backoff)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Halt:
+    """Stop these running attempts (the task ended)."""
+
+    subtask_ids: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class WakeAt:
+    """Feed the driver `Wake` at this time."""
+
+    at: float
+
+
+@dataclass(frozen=True, slots=True)
+class Replan:
+    """Plan a task stored before its plan, as a new request would be planned."""
+
+
+@dataclass(frozen=True, slots=True)
+class Close:
+    """The task ended: wake its waiters; its driver may be dropped from memory."""
+
+
+Command = Run | Halt | WakeAt | Replan | Close
+"""What a driver asks the orchestrator to do."""
+
+
+# ---- notices --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Accepted:
+    """A result passed its watermark check (for run-time metrics, health and audit)."""
+
+    result: SubTaskResult
+    trace_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class Retrying:
+    """An attempt goes again: `retry` on its capability or `fallback` to another."""
+
+    capability_id: str
+    kind: str
+
+
+@dataclass(frozen=True, slots=True)
+class BreakerMoved:
+    """A capability's circuit breaker changed: 0 closed, 1 half-open, 2 open."""
+
+    capability_id: str
+    state: int
+
+
+@dataclass(frozen=True, slots=True)
+class Refused:
+    """A result was refused (`forged`, `replayed`, `not_outstanding`, `unknown_task`...)."""
+
+    reason: str
+
+
+Notice = Accepted | Retrying | BreakerMoved | Refused
+"""What a driver tells the orchestrator without asking anything of it."""
+
+
+@dataclass
+class Step:
+    """What one input led to."""
+
+    commands: list[Command] = field(default_factory=list)
+    notices: list[Notice] = field(default_factory=list)

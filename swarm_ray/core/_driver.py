@@ -1,0 +1,790 @@
+"""One task's owner: it decides everything that happens to its task.
+
+`TaskDriver.step(input) -> Step` is the one entry point (see `_commands`): a new task's
+plan or planner, a result, a cancel, a timer, a restart, a failure to take an input in.
+The driver runs the state machine and the scheduler, issues watermarks, announces events,
+and answers with commands (run these attempts, stop those, arm a timer, ask a planner,
+close) and notices (for metrics and audit). The orchestrator actor carries the commands
+out on Ray and feeds the results back; it decides nothing about a task.
+
+No Ray here. The driver writes before it acts, through the state store's interface:
+every transition updates the task's snapshot and every scheduler event is appended to the
+task's log before the scheduler sees it, so `TaskDriver.load()` after a crash replays the
+log and knows exactly what is done and what was outstanding.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from typing import Any, assert_never
+
+from swarm_ray.core._access import AccessPolicy
+from swarm_ray.core._commands import (
+    Accepted,
+    AddChild,
+    Arrived,
+    Begin,
+    BreakerMoved,
+    Broken,
+    Cancel,
+    Close,
+    DriverInput,
+    Halt,
+    PlanFailed,
+    Planned,
+    Refused,
+    Replan,
+    Resume,
+    Retrying,
+    Run,
+    Step,
+    Wake,
+    WakeAt,
+)
+from swarm_ray.core._errors import (
+    ErrorCode,
+    StateStoreError,
+    SwarmError,
+    SwarmUserError,
+    WatermarkRejectedError,
+    error_for_code,
+)
+from swarm_ray.core._fsm import TaskMachine, TaskState, transition
+from swarm_ray.core._journal import Blobs, StateStore, should_offload
+from swarm_ray.core._plan import Plan, expand, validate_plan
+from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
+from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler
+from swarm_ray.core._signals import (
+    BreakerClosed,
+    BreakerHalfOpened,
+    BreakerOpened,
+    CancelRequested,
+    CancelSubTasks,
+    ChildAdded,
+    Dispatch,
+    FailTask,
+    Fallback,
+    FannedOut,
+    FeedbackRoundStarted,
+    FinishTask,
+    Intent,
+    ResultRejected,
+    Retry,
+    RuleFired,
+    RunIntent,
+    SchedulerEvent,
+    SkipSubTask,
+    Start,
+    SubTaskDone,
+    SubTaskFailed,
+    SubTaskTimedOut,
+    Tick,
+    Warn,
+)
+from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, TokenUsage
+from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_watermark
+
+__all__: list[str] = []
+
+_SCHED, _EVENT, _PLAN = "sched", "event", "plan"
+_STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
+"""Pauses between tries of a failing log write (a locked SQLite file, a Redis failover)."""
+Clock = Callable[[], float]
+
+
+def _summary(output: dict[str, Any] | None) -> str:
+    text = json.dumps(output, default=str) if output is not None else ""
+    return text if len(text) <= 160 else text[:157] + "..."
+
+
+class TaskDriver:
+    """Drives one task; single-threaded (the orchestrator's event loop)."""
+
+    def __init__(
+        self,
+        record: TaskRecord,
+        *,
+        registry: Registry,
+        store: StateStore,
+        results: Blobs,
+        key: WatermarkKey,
+        clock: Clock = time.time,
+        on_transition: Callable[[str, str], object] | None = None,
+        on_event: Callable[[TaskEvent], object] | None = None,
+        access_for: Callable[[TaskRecord], AccessPolicy | None] | None = None,
+        router: TemplateRouter | None = None,
+    ) -> None:
+        self.record = record
+        self._router = router or TemplateRouter()
+        """Plans a task whose planner's draft was refused (`_planning.fallback_plan`)."""
+        self._access = access_for(record) if access_for is not None else None
+        """What the task's inputs may name (None: a trusted task's, anything)."""
+        self._on_transition = on_transition
+        self._on_event = on_event
+        self.registry = registry
+        self._store = store
+        self._results = results
+        self._key = key
+        self._clock = clock
+        self.events: list[TaskEvent] = []
+        self.scheduler: Scheduler | None = None
+        self.planner: Scheduler | None = None
+        """The planning phase's scheduler, while a planning capability makes the plan."""
+        self._issued: dict[str, tuple[int, str]] = {}
+        self.orchestrator: str | None = None
+        """`namespace/name` of the orchestrator actor driving this task (set by it)."""
+
+    # ---- creation and recovery --------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        request: TaskRequest,
+        *,
+        task_id: str | None = None,
+        owner: str | None = None,
+        workdir: str | None = None,
+        **deps: Any,
+    ) -> TaskDriver:
+        """A new task in state `created`, persisted before anything else happens.
+
+        `task_id` defaults to the request's own, else a new one; `owner` is the principal
+        that submitted it (None for a trusted caller); `workdir` its output directory.
+        """
+        clock: Clock = deps.get("clock", time.time)
+        now = clock()
+        task_id = task_id or request.task_id or uuid.uuid4().hex[:16]
+        record = TaskRecord(
+            task_id=task_id,
+            trace_id=uuid.uuid4().hex,
+            request=request,
+            machine=TaskMachine(task_id=task_id),
+            created_at=now,
+            updated_at=now,
+            owner=owner,
+            workdir=workdir,
+        )
+        driver = cls(record, **deps)
+        driver._save()
+        driver.emit("state", str(TaskState.CREATED), summary=request.query[:160])
+        return driver
+
+    @classmethod
+    def load(cls, task_id: str, **deps: Any) -> TaskDriver | None:
+        """Reload a task from the store and replay its scheduler log."""
+        store: StateStore = deps["store"]
+        stored = store.get_task(task_id)
+        if stored is None:
+            return None
+        driver = cls(TaskRecord.model_validate_json(stored.record_json), **deps)
+        log: list[SchedulerEvent] = []
+        planning_log: list[SchedulerEvent] = []
+        for entry in store.read_log(task_id):
+            if entry.kind == _EVENT:
+                driver.events.append(TaskEvent.model_validate_json(entry.payload_json))
+            elif entry.kind in (_SCHED, _PLAN):
+                event = driver._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
+                (log if entry.kind == _SCHED else planning_log).append(event)
+        if driver.record.planning is not None:
+            driver.planner = Scheduler.replay(driver.record.planning, driver.registry, planning_log)
+        if driver.record.plan is not None:
+            driver.scheduler = Scheduler.replay(
+                driver.record.plan, driver.registry, log, access=driver._access
+            )
+        return driver
+
+    # ---- facts -----------------------------------------------------------------------
+
+    @property
+    def task_id(self) -> str:
+        """The task id."""
+        return self.record.task_id
+
+    @property
+    def error(self) -> SwarmError | None:
+        """Why the task failed, as the error class of its code (None while it has not)."""
+        if self.record.error is None:
+            return None
+        error = self.record.error
+        return error_for_code(error.code)(error.message, **error.details)
+
+    @property
+    def state(self) -> TaskState:
+        """The task's state."""
+        return self.record.machine.state
+
+    def output(self) -> dict[str, Any] | None:
+        """The task's output, read back from the result store when it was large."""
+        if self.record.output is not None or self.record.output_ref is None:
+            return self.record.output
+        output: dict[str, Any] = self._results.get_json(self.record.output_ref)
+        return output
+
+    def usage(self) -> TokenUsage:
+        """Tokens spent by every attempt so far, the planner's included."""
+        total = TokenUsage()
+        for scheduler in (self.planner, self.scheduler):
+            if scheduler is not None:
+                total = total + scheduler.usage()
+        return total
+
+    def view(self) -> TaskRecord:
+        """The record with its scheduler log filled in (for `show`)."""
+        log = tuple(self.scheduler.log) if self.scheduler else ()
+        return self.record.model_copy(update={"log": log})
+
+    # ---- persistence -----------------------------------------------------------------
+
+    def save(self) -> None:
+        """Write the task's snapshot now (after an in-memory failure, when it can)."""
+        self._save()
+
+    def _save(self) -> None:
+        self.record = self.record.model_copy(update={"updated_at": self._clock()})
+        self._store.put_task(
+            self.task_id,
+            self.record.model_dump_json(),
+            is_open=not self.state.terminal,
+            schema_version=SCHEMA_VERSION,
+            owner=self.record.owner,
+        )
+
+    def _offload(self, event: SchedulerEvent) -> SchedulerEvent:
+        if not isinstance(event, SubTaskDone) or event.result.output is None:
+            return event
+        text = json.dumps(event.result.output)
+        if not should_offload(text):
+            return event
+        r = event.result
+        ref = self._results.put_bytes(
+            f"{self.task_id}/{r.subtask_id}-{r.attempt}.json", text.encode()
+        )
+        return event.model_copy(
+            update={"result": r.model_copy(update={"output": None, "output_ref": ref})}
+        )
+
+    def _rehydrate(self, event: SchedulerEvent) -> SchedulerEvent:
+        if (
+            isinstance(event, SubTaskDone)
+            and event.result.output_ref
+            and event.result.output is None
+        ):
+            output = self._results.get_json(event.result.output_ref)
+            return event.model_copy(
+                update={"result": event.result.model_copy(update={"output": output})}
+            )
+        return event
+
+    def emit(
+        self,
+        kind: str,
+        status: str,
+        *,
+        subtask_id: str | None = None,
+        agent: str | None = None,
+        summary: str = "",
+        persist: bool = True,
+    ) -> TaskEvent:
+        """Append a TaskEvent (persisted unless `persist` is false, numbered); return it."""
+        progress = self.scheduler.progress() if self.scheduler else 0.0
+        if self.state is TaskState.COMPLETED:
+            progress = 1.0
+        event = TaskEvent(
+            task_id=self.task_id,
+            seq=len(self.events) + 1,
+            at=self._clock(),
+            trace_id=self.record.trace_id,
+            kind=kind,
+            status=status,
+            subtask_id=subtask_id,
+            agent=agent,
+            progress=progress,
+            summary=summary,
+        )
+        if persist:
+            self._store.append(
+                self.task_id, _EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}"
+            )
+        self.events.append(event)
+        if self._on_event is not None:
+            self._on_event(event)
+        return event
+
+    def move(self, to: TaskState, reason: str, *, save: bool = True, persist: bool = True) -> None:
+        """Transition the state machine, persist, then announce it.
+
+        `save=False` is for a state left again before control returns to the event loop
+        (nothing acts on it): the next save records it in the machine's audit log.
+        `persist=False` writes nothing at all (the store itself is failing).
+        """
+        before = self.state
+        machine = transition(
+            self.record.machine, to, reason=reason, at=self._clock(), trace_id=self.record.trace_id
+        )
+        self.record = self.record.model_copy(update={"machine": machine})
+        if self._on_transition is not None:
+            self._on_transition(str(before), str(to))
+        if save and persist:
+            self._save()
+        self.emit("state", str(to), summary=reason, persist=persist)
+
+    # ---- the one entry point ---------------------------------------------------------
+
+    def step(self, event: DriverInput) -> Step:
+        """Take one input; return what the orchestrator must do and what it should know.
+
+        Raises `StateStoreError` when a write the driver must make before acting fails
+        (after the store's own retries); the orchestrator then feeds `Broken`.
+        """
+        out = Step()
+        match event:
+            case Begin(plan=plan, planner=planner, refusal=refusal, resolved=resolved):
+                if refusal is not None:
+                    self._fail(refusal, out)
+                elif planner is not None:
+                    self._ask(planner, resolved or self.record.request, out)
+                elif plan is not None:
+                    self._start(plan, out)
+            case Planned(plan=plan):
+                if not self.state.terminal:
+                    self._start(plan, out)
+            case PlanFailed(error=error):
+                self._fail(error, out)
+            case Arrived(result=result):
+                self._arrived(result, out)
+            case Cancel(reason=reason):
+                if self.state.terminal:
+                    return out
+                cancel = CancelRequested(at=self._clock(), reason=reason)
+                if self.scheduler is not None:
+                    self._carry(self.feed(cancel), out)
+                elif self.planner is not None:  # the planner's call stops; the task ends
+                    self._carry(self._feed_planning(cancel), out, planning=True)
+                else:  # waiting to be planned: it ends cancelled, not failed
+                    self.finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
+                    out.commands.append(Close())
+            case Wake():
+                if not self.state.terminal and self.scheduler is not None:
+                    self._carry(self.feed(Tick(at=self._clock())), out)
+                elif not self.state.terminal and self.planner is not None:
+                    self._carry(self._feed_planning(Tick(at=self._clock())), out, planning=True)
+            case Resume():
+                self._resume(out)
+            case AddChild(event=added):
+                if self.scheduler is not None and not self.state.terminal:
+                    self._carry(self.feed(added), out)
+            case Broken(error=error, subtask_id=subtask_id):
+                self._broken(error, subtask_id, out)
+            case _:
+                assert_never(event)
+        return out
+
+    def _start(self, plan: Plan, out: Step) -> None:
+        try:
+            intents = self.plan(None, plan)
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        self._carry(intents, out)
+        if self.state is TaskState.DISPATCHING:
+            self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
+
+    def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
+        """Start the planning phase: one sub-task, `plan`, on the planning capability."""
+        try:
+            planning = planning_plan(
+                planner,
+                request,
+                self.registry,
+                task_id=self.task_id,
+                workdir=self.record.workdir,
+            )
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        self.record = self.record.model_copy(update={"planning": planning})
+        self._save()
+        self.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+        self.planner = Scheduler(planning, self.registry)
+        self._carry(self._feed_planning(Start(at=self._clock())), out, planning=True)
+
+    def _planned(self, out: Step, failure: str | None = None) -> None:
+        """The planning sub-task settled: make the task's plan from its draft and start it."""
+        assert self.planner is not None and self.record.planning is not None
+        result = self.planner.result(PLAN_SUBTASK)
+        planner = self.record.planning.subtasks[0].capability_id
+        try:
+            plan = plan_from_output(
+                None if result is None else result.output,
+                self.record.planning,
+                self.registry,
+                self._router,
+                failure=failure,
+            )
+            if self._access is not None:
+                self._access.check_plan(plan, self.registry)
+        except SwarmUserError as exc:
+            self._fail(exc, out)
+            return
+        tokens = self.planner.usage().completion_tokens
+        self.emit(
+            "planning",
+            "planned",
+            agent=planner,
+            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
+            f"{tokens} planner tokens",
+        )
+        self._start(plan, out)
+
+    def _fail(self, error: SwarmError, out: Step) -> None:
+        if not self.state.terminal:
+            self.fail(error)
+            out.commands.append(Close())
+
+    def _arrived(self, result: SubTaskResult, out: Step) -> None:
+        planning = self.scheduler is None and self.planner is not None
+        if self.scheduler is None and not planning:
+            out.notices.append(Refused("unknown_task"))
+            return
+        try:
+            event = self.accept(result)
+        except WatermarkRejectedError as exc:
+            out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
+            return
+        out.notices.append(Accepted(result, self.record.trace_id))
+        if planning:
+            self._carry(self._feed_planning(event), out, planning=True)
+        else:
+            self._carry(self.feed(event), out)
+
+    def _resume(self, out: Step) -> None:
+        """After a restart: plan again if no plan was stored, else re-send what was out."""
+        if self.state.terminal:
+            out.commands.append(Close())
+            return
+        if self.scheduler is None and self.planner is not None:
+            if self.planner.outcome is not None:  # it settled; the plan was not stored yet
+                self._carry([self.planner.outcome], out, planning=True)
+                return
+            again = self.planner.outstanding()
+            for intent in again:
+                self._issued.pop(intent.subtask_id, None)
+            self._carry(list(again), out, planning=True)
+            return
+        if self.record.plan is None or self.scheduler is None:
+            out.commands.append(Replan())  # planned as a new request would be
+            return
+        if self.scheduler.outcome is not None:
+            self._carry([self.scheduler.outcome], out)
+            return
+        outstanding = self.scheduler.outstanding()
+        for intent in outstanding:
+            self._issued.pop(intent.subtask_id, None)
+        self.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
+        if self.state is TaskState.DISPATCHING:
+            self.move(TaskState.EXECUTING, "resumed after a restart")
+        self._carry(list(outstanding), out)
+
+    def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
+        """Stop the task in memory, then try to store that (the store may be what broke)."""
+        if self.state.terminal:
+            return
+        running = (
+            tuple(i.subtask_id for i in self.scheduler.outstanding()) if self.scheduler else ()
+        )
+        self.fail(error, persist=False)
+        with contextlib.suppress(StateStoreError):
+            self.save()
+        if running:
+            out.commands.append(Halt(running))
+        out.commands.append(Close())
+
+    def _carry(self, intents: Sequence[Intent], out: Step, *, planning: bool = False) -> None:
+        """Announce what the scheduler decided and turn it into commands and notices.
+
+        With `planning`, the intents are the planning phase's: its end starts the task's
+        plan (or, cancelled, ends the task) rather than finishing the task.
+        """
+        for intent in intents:
+            match intent:
+                case Dispatch() | Retry() | Fallback():
+                    kind = type(intent).__name__.lower()
+                    why = ""
+                    if isinstance(intent, Retry):
+                        why = f" after {intent.error_code}"  # a lost node: agent_unavailable
+                    elif isinstance(intent, Fallback):
+                        why = f" from `{intent.from_capability}`: {intent.reason}"
+                    if not isinstance(intent, Dispatch):
+                        out.notices.append(Retrying(intent.capability_id, kind))
+                    self.emit(
+                        "subtask",
+                        "running",
+                        subtask_id=intent.subtask_id,
+                        agent=intent.capability_id,
+                        summary=f"{kind}, attempt {intent.attempt}{why}",
+                    )
+                    aggregate = self.record.plan.template.aggregate if self.record.plan else None
+                    if intent.stage == aggregate and self.state is TaskState.EXECUTING:
+                        self.move(
+                            TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched"
+                        )
+                    out.commands.append(Run(self.subtask_for(intent), intent.delay_s))
+                case SkipSubTask():
+                    self.emit(
+                        "subtask", "skipped", subtask_id=intent.subtask_id, summary=intent.reason
+                    )
+                case Warn():
+                    self.emit(
+                        "warning", "warning", subtask_id=intent.subtask_id, summary=intent.message
+                    )
+                case BreakerOpened(capability_id=cid, until=until):
+                    self.emit("breaker", "opened", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 2))
+                    out.commands.append(WakeAt(until))
+                case BreakerHalfOpened(capability_id=cid):
+                    self.emit("breaker", "halfopened", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 1))
+                case BreakerClosed(capability_id=cid):
+                    self.emit("breaker", "closed", agent=cid)
+                    out.notices.append(BreakerMoved(cid, 0))
+                case RuleFired():
+                    self.emit(
+                        "rule",
+                        "fired",
+                        subtask_id=intent.source,
+                        summary=f"{intent.rule}: {intent.added}",
+                    )
+                case FeedbackRoundStarted():
+                    self.emit("feedback", f"round {intent.round}", subtask_id=intent.judge_subtask)
+                case FannedOut():
+                    self.emit(
+                        "fanout",
+                        "expanded",
+                        subtask_id=intent.source,
+                        summary=f"`{intent.stage}`: {len(intent.added)} sub-tasks",
+                    )
+                case ResultRejected():
+                    self.emit(
+                        "rejected",
+                        "not outstanding",
+                        subtask_id=intent.subtask_id,
+                        summary=intent.reason,
+                    )
+                    out.notices.append(Refused("not_outstanding"))
+                case CancelSubTasks(subtask_ids=ids):
+                    out.commands.append(Halt(ids))
+                case FinishTask() if planning:
+                    self._planned(out)
+                case FailTask(code=code, reason=reason) if planning:
+                    if code is ErrorCode.CANCELLED:
+                        self.finish(intent)
+                        out.commands.append(Close())
+                    else:
+                        self._planned(out, failure=reason)
+                case FinishTask() | FailTask():
+                    self.finish(intent)
+                    out.commands.append(Close())
+                case _:
+                    assert_never(intent)
+
+    # ---- planning and feeding --------------------------------------------------------
+
+    def plan(self, router: TemplateRouter | None, plan: Plan | None = None) -> list[Intent]:
+        """Route, expand and validate, then start the scheduler. Raises user errors."""
+        self.move(TaskState.ROUTING, "routing the request to a template", save=False)
+        if plan is None:
+            assert router is not None, "a plan or a router to make one"
+            template = router.route(self.record.request)
+            plan = expand(
+                template, self.record.request, task_id=self.task_id, workdir=self.record.workdir
+            )
+        elif plan.workdir is None:
+            plan = plan.model_copy(update={"workdir": self.record.workdir})
+        validate_plan(plan, self.registry)
+        self.record = self.record.model_copy(update={"plan": plan})
+        self.move(
+            TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
+        )
+        self.scheduler = Scheduler(plan, self.registry, access=self._access)
+        return self.feed(Start(at=self._clock()))
+
+    def feed(self, event: SchedulerEvent) -> list[Intent]:
+        """Persist `event`, then let the scheduler decide; announce what it decided."""
+        assert self.scheduler is not None
+        return self._feed_to(self.scheduler, event, _SCHED)
+
+    def _feed_to(self, scheduler: Scheduler, event: SchedulerEvent, kind: str) -> list[Intent]:
+        dedupe = None
+        if isinstance(event, ChildAdded):
+            dedupe = f"{event.kind}:{event.spec.id}"
+        elif isinstance(event, SubTaskDone | SubTaskFailed):
+            dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
+        elif isinstance(event, SubTaskTimedOut):
+            dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
+        stored = self._offload(event)
+        self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
+        intents = scheduler.handle(event)
+        if isinstance(event, SubTaskDone):
+            r = event.result
+            self.emit(
+                "subtask",
+                "succeeded",
+                subtask_id=r.subtask_id,
+                agent=r.agent,
+                summary=_summary(r.output),
+            )
+        return intents
+
+    def _feed_planning(self, event: SchedulerEvent) -> list[Intent]:
+        """`feed` for the planning phase's scheduler (its log entries are `plan` kind)."""
+        assert self.planner is not None
+        return self._feed_to(self.planner, event, _PLAN)
+
+    def _append_retrying(self, payload: str, dedupe: str | None, kind: str = _SCHED) -> None:
+        """Write a scheduler event to the log, trying again on a passing store failure.
+
+        The event is written before the scheduler sees it; a write that keeps failing
+        raises, and the caller fails the task by name rather than lose the event.
+        """
+        for pause in _STORE_RETRY_PAUSES:
+            try:
+                self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
+                return
+            except StateStoreError:
+                time.sleep(pause)
+        self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
+
+    def subtask_for(self, intent: RunIntent) -> SubTask:
+        """Turn a run intent into a dispatchable sub-task with a fresh watermark."""
+        now = self._clock()
+        token = issue_watermark(
+            self._key,
+            task_id=self.task_id,
+            parent_task_id=self.record.request.parent_task_id,
+            subtask_id=intent.subtask_id,
+            capability_id=intent.capability_id,
+            input=intent.input,
+            issued_ms=int(now * 1000),
+        )
+        self._issued[intent.subtask_id] = (intent.attempt, token)
+        return SubTask(
+            task_id=self.task_id,
+            parent_task_id=self.record.request.parent_task_id,
+            subtask_id=intent.subtask_id,
+            capability_id=intent.capability_id,
+            attempt=intent.attempt,
+            input=intent.input,
+            watermark=token,
+            trace_id=self.record.trace_id,
+            timeout_s=intent.timeout_s,
+            queued_at=now,
+            orchestrator=self.orchestrator,
+        )
+
+    def outstanding_watermark(self, subtask_id: str) -> str | None:
+        """The watermark of the attempt of `subtask_id` now running, if one is."""
+        issued = self._issued.get(subtask_id)
+        return None if issued is None else issued[1]
+
+    def accept(self, result: SubTaskResult) -> SchedulerEvent:
+        """Check a result's watermark; return the event to feed, or raise the rejection.
+
+        Raises:
+            WatermarkRejectedError: forged or altered (bad signature or claims), replayed
+                (its sub-task already settled) or unknown (never dispatched, or an older
+                attempt); the reason is in the error and a `rejected` event.
+        """
+        try:
+            verify_watermark(
+                self._key,
+                result.watermark,
+                now_ms=int(self._clock() * 1000),
+                task_id=self.task_id,
+                subtask_id=result.subtask_id,
+                capability_id=result.capability_id,
+            )
+            if self._issued.get(result.subtask_id) != (result.attempt, result.watermark):
+                settled = self.scheduler is not None and self.scheduler.settled(result.subtask_id)
+                reason = "replayed" if settled else "unknown"
+                raise WatermarkRejectedError(
+                    f"result for sub-task `{result.subtask_id}` attempt {result.attempt} "
+                    f"is not outstanding ({reason})",
+                    reason=reason,
+                    subtask_id=result.subtask_id,
+                )
+        except WatermarkRejectedError as exc:
+            reason = str(exc.details.get("reason", "invalid"))
+            self.emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
+            raise
+        del self._issued[result.subtask_id]
+        now = self._clock()
+        if result.ok:
+            return SubTaskDone(at=now, result=result)
+        assert result.error is not None
+        if result.error.code is ErrorCode.TIMEOUT:
+            return SubTaskTimedOut(at=now, subtask_id=result.subtask_id, attempt=result.attempt)
+        return SubTaskFailed(at=now, result=result)
+
+    # ---- announcing and finishing ----------------------------------------------------
+
+    def finish(self, outcome: FinishTask | FailTask) -> None:
+        """Finalise: store the output and move to completed, failed or cancelled."""
+        if self.state.terminal:
+            return
+        if isinstance(outcome, FailTask):
+            error = SubTaskError(code=outcome.code, message=outcome.reason)
+            to = TaskState.CANCELLED if outcome.code is ErrorCode.CANCELLED else TaskState.FAILED
+            self.record = self.record.model_copy(
+                update={"error": error, "warnings": self._warnings()}
+            )
+            self.move(to, outcome.reason)
+            return
+        if self.state is TaskState.DISPATCHING:  # recovered before `executing` was saved
+            self.move(TaskState.EXECUTING, "resumed", save=False)
+        if self.state is TaskState.EXECUTING:
+            self.move(TaskState.AGGREGATING, "every sub-task settled", save=False)
+        self.move(TaskState.FINALIZING, "collecting the result", save=False)
+        output = self._output()
+        text = json.dumps(output, default=str)
+        update: dict[str, Any] = {"warnings": self._warnings()}
+        if should_offload(text):
+            update["output_ref"] = self._results.put_bytes(
+                f"{self.task_id}/output.json", text.encode()
+            )
+        else:
+            update["output"] = output
+        self.record = self.record.model_copy(update=update)
+        self.move(TaskState.COMPLETED, f"done with {len(update['warnings'])} warning(s)")
+
+    def fail(self, error: SwarmError, *, persist: bool = True) -> None:
+        """Fail the task for a reason found outside the scheduler (routing, a bad plan).
+
+        `persist=False` fails it in memory only, for when the state store is what failed:
+        callers then see the failure and its reason instead of a task that never moves.
+        """
+        if self.state.terminal:
+            return
+        sub_error = SubTaskError.from_exception(error)
+        self.record = self.record.model_copy(update={"error": sub_error})
+        self.move(TaskState.FAILED, error.message, persist=persist)
+
+    def _warnings(self) -> tuple[str, ...]:
+        return tuple(self.scheduler.warnings) if self.scheduler else ()
+
+    def _output(self) -> dict[str, Any]:
+        assert self.scheduler is not None and self.record.plan is not None
+        finals = self.scheduler.final_results()
+        aggregate = self.record.plan.template.aggregate
+        if aggregate is not None:
+            current = self.scheduler.current(aggregate)
+            if current in finals and finals[current].output is not None:
+                return finals[current].output  # type: ignore[return-value]
+        return {"results": {k: v.output for k, v in finals.items()}}

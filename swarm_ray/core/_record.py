@@ -1,0 +1,65 @@
+"""`TaskRecord`: everything needed to resume a task after the orchestrator restarts.
+
+The record holds the request, the plan, the state machine with its audit log and the
+scheduler's event log. Replaying that log through a fresh `Scheduler` rebuilds the
+scheduler exactly, so a restarted orchestrator re-dispatches only what was outstanding.
+Large outputs are not kept here: results carry `output_ref`s into the result store.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from swarm_ray.core._fsm import TaskMachine
+from swarm_ray.core._plan import Plan
+from swarm_ray.core._signals import SchedulerEvent
+from swarm_ray.core._subtask import SubTaskError
+from swarm_ray.core._task import TaskRequest
+
+__all__ = ["TaskRecord"]
+
+SCHEMA_VERSION = 1
+"""Version of the persisted record format; bumped on incompatible changes."""
+
+
+class TaskRecord(BaseModel):
+    """A task as persisted by the orchestrator."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    schema_version: Literal[1] = 1
+    """Format version; a store refuses records newer than it understands."""
+    task_id: str
+    """The task."""
+    trace_id: str
+    """Shared by every event and log line of the task."""
+    request: TaskRequest
+    """What was asked."""
+    machine: TaskMachine
+    """State and audit log."""
+    plan: Plan | None = None
+    """The plan, once routing produced one."""
+    planning: Plan | None = None
+    """The one-sub-task plan that asks a planning capability for `plan` (see
+    `_planning`); its scheduler events are logged as `plan` entries."""
+    log: tuple[SchedulerEvent, ...] = ()
+    """Every scheduler event, in order (replayed on recovery)."""
+    created_at: float
+    """When it was submitted."""
+    updated_at: float
+    """When it last changed."""
+    output: dict[str, Any] | None = None
+    """The aggregate's output (small) once completed."""
+    output_ref: str | None = None
+    """Result-store reference of a large aggregate output."""
+    error: SubTaskError | None = None
+    """Why it failed or was cancelled."""
+    warnings: tuple[str, ...] = Field(default=())
+    """Degradations the result must mention."""
+    owner: str | None = None
+    """The principal that submitted it; None for a trusted caller (the Python client, a
+    job, the CLI). An owned task is untrusted: its inputs are checked (`_access`)."""
+    workdir: str | None = None
+    """The task's own directory for outputs (`$task_dir` in templates)."""

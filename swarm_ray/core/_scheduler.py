@@ -1,0 +1,707 @@
+"""The DAG scheduler, sans I/O: events in, intents out.
+
+A sub-task is dispatched as soon as its own dependencies have settled (partial rollout:
+no barrier between stages). Only failed sub-tasks are retried, with backoff; when the
+retries run out, or an output's confidence is under the capability's threshold, the
+sub-task switches to the capability's fallback. Each capability has a circuit breaker.
+Dynamic rules add sub-tasks when an output matches; feedback loops rerun a stage with
+its judge's feedback. Everything is decided from the events alone, so replaying a
+task's event log through a fresh scheduler rebuilds the same state.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from enum import StrEnum
+from typing import Any, assert_never, cast
+
+from pydantic import TypeAdapter
+
+from swarm_ray.core._access import AccessPolicy
+from swarm_ray.core._breaker import Breaker
+from swarm_ray.core._dynamic import (
+    next_round,
+    output_path,
+    result_field,
+    rule_matches,
+    rule_subtask,
+)
+from swarm_ray.core._errors import (
+    ErrorCode,
+    InputNotAllowedError,
+    InvalidInputError,
+    InvalidPlanError,
+)
+from swarm_ray.core._plan import (
+    FROM_MARKER,
+    TASK_MARKER,
+    Plan,
+    each_elements,
+    nesting_depth,
+    stage_subtask,
+)
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._signals import (
+    BreakerClosed,
+    BreakerHalfOpened,
+    BreakerOpened,
+    CancelRequested,
+    CancelSubTasks,
+    ChildAdded,
+    Dispatch,
+    FailTask,
+    Fallback,
+    FannedOut,
+    FeedbackRoundStarted,
+    FinishTask,
+    Intent,
+    ResultRejected,
+    Retry,
+    RuleFired,
+    RunIntent,
+    SchedulerEvent,
+    SkipSubTask,
+    Start,
+    SubTaskDone,
+    SubTaskFailed,
+    SubTaskTimedOut,
+    Tick,
+    Warn,
+)
+from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
+from swarm_ray.core._template import FOR_EACH
+
+__all__: list[str] = []
+
+EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
+"""Serialises scheduler events to and from JSON (the persisted log)."""
+
+_BREAKER_CODES = frozenset(
+    {
+        ErrorCode.TIMEOUT,
+        ErrorCode.AGENT_UNAVAILABLE,
+        ErrorCode.AGENT_ERROR,
+        ErrorCode.INVALID_OUTPUT,
+        ErrorCode.SANITIZATION_FAILED,
+    }
+)
+
+
+class SubTaskStatus(StrEnum):
+    """Where a sub-task is."""
+
+    PENDING = "pending"
+    RUNNING = "running"
+    HELD = "held"
+    SUCCEEDED = "succeeded"
+    FAILED = "failed"
+    SKIPPED = "skipped"
+    CANCELLED = "cancelled"
+
+
+_S = SubTaskStatus
+_SETTLED = frozenset({_S.SUCCEEDED, _S.FAILED, _S.SKIPPED, _S.CANCELLED})
+
+
+class Scheduler:
+    """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
+
+    def __init__(
+        self, plan: Plan, registry: Registry, *, access: AccessPolicy | None = None
+    ) -> None:
+        self.plan = plan
+        self._registry = registry
+        self._access = access
+        """What an untrusted task's inputs may name (None: a trusted task, anything)."""
+        self._specs: dict[str, SubTaskSpec] = {}
+        self._status: dict[str, SubTaskStatus] = {}
+        self._origin: dict[str, str] = {}
+        self._capability: dict[str, str] = {}
+        self._tried: dict[str, list[str]] = {}
+        self._attempt: dict[str, int] = {}
+        self._cap_attempts: dict[str, int] = {}
+        self._results: dict[str, SubTaskResult] = {}
+        self._low: dict[str, SubTaskResult] = {}
+        self._errors: dict[str, SubTaskError] = {}
+        self._alias: dict[str, str] = {}
+        self._running: dict[str, Dispatch | Retry | Fallback] = {}
+        self._held: list[str] = []
+        self._breakers: dict[str, Breaker] = {}
+        self._settled = 0
+        self._index: dict[str, int] = {}
+        self._fresh: list[str] = []
+        self._dependents: dict[str, list[str]] = {}
+        self._previous: dict[str, str] = {}
+        self._received: list[SubTaskResult] = []
+        self.warnings: list[str] = list(plan.warnings)
+        self.log: list[SchedulerEvent] = []
+        self.outcome: FinishTask | FailTask | None = None
+        for spec in plan.subtasks:
+            self._add(spec, origin="ready")
+
+    # ---- public ----------------------------------------------------------------------
+
+    @classmethod
+    def replay(
+        cls,
+        plan: Plan,
+        registry: Registry,
+        events: Iterable[SchedulerEvent],
+        *,
+        access: AccessPolicy | None = None,
+    ) -> Scheduler:
+        """Rebuild a scheduler from a task's event log (its intents are dropped)."""
+        scheduler = cls(plan, registry, access=access)
+        for event in events:
+            scheduler.handle(event)
+        return scheduler
+
+    def handle(self, event: SchedulerEvent) -> list[Intent]:
+        """Take one event; return what to do next, in order."""
+        self.log.append(event)
+        if self.outcome is not None:
+            return self._late(event)
+        out: list[Intent] = self._cool(event.at)
+        match event:
+            case Start():
+                out += self._dispatch_ready(event.at)
+            case SubTaskDone(result=result) | SubTaskFailed(result=result):
+                self._received.append(result)
+                if (reject := self._reject(result.subtask_id, result.attempt)) is not None:
+                    return [*out, reject]
+                if isinstance(event, SubTaskDone):
+                    out += self._on_done(result, event.at)
+                else:
+                    assert result.error is not None
+                    out += self._on_failure(result.subtask_id, result.error, event.at)
+            case SubTaskTimedOut(subtask_id=sid, attempt=attempt):
+                if (reject := self._reject(sid, attempt)) is not None:
+                    return [*out, reject]
+                error = SubTaskError(
+                    code=ErrorCode.TIMEOUT,
+                    message=f"sub-task `{sid}` attempt {attempt} on "
+                    f"`{self._capability[sid]}` passed its deadline",
+                )
+                out += self._on_failure(sid, error, event.at)
+            case Tick():
+                pass
+            case CancelRequested(reason=reason):
+                return [*out, *self._end(reason, ErrorCode.CANCELLED, None)]
+            case ChildAdded(spec=spec):
+                if spec.id not in self._specs:  # asked twice (a retried call): once
+                    self._add(spec, origin="child")
+                    out += self._launch(spec.id, event.at, Dispatch, reason="child")
+            case _:
+                assert_never(event)
+        return out + self._check_finished()
+
+    def outstanding(self) -> list[Dispatch | Retry | Fallback]:
+        """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
+        return [intent.model_copy(update={"delay_s": 0.0}) for intent in self._running.values()]
+
+    def status(self, subtask_id: str) -> SubTaskStatus:
+        """A sub-task's status."""
+        return self._status[subtask_id]
+
+    def settled(self, subtask_id: str) -> bool:
+        """True when the sub-task will not run again (succeeded, failed, skipped, cancelled)."""
+        return self._status.get(subtask_id) in _SETTLED
+
+    def specs(self) -> list[SubTaskSpec]:
+        """Every sub-task, the dynamically added ones included, in the order added."""
+        return list(self._specs.values())
+
+    def result(self, subtask_id: str) -> SubTaskResult | None:
+        """The accepted result of a sub-task, if it succeeded."""
+        return self._results.get(subtask_id)
+
+    def resolved_input(self, subtask_id: str) -> dict[str, Any]:
+        """The sub-task's input as it resolves now (what a dispatch would send).
+
+        For tracing: inputs that read `$warnings` or `$costs` can differ from what an
+        earlier attempt was sent, which the caller tells by the watermark's input digest.
+        """
+        spec = self._specs[subtask_id]
+        model = self._registry.validate_input(self._capability[subtask_id], self._resolve(spec))
+        return model.model_dump(mode="json")
+
+    def error(self, subtask_id: str) -> SubTaskError | None:
+        """The final error of a sub-task that failed for good."""
+        return self._errors.get(subtask_id)
+
+    def current(self, subtask_id: str) -> str:
+        """The latest round of a sub-task (follows feedback-loop revisions)."""
+        while subtask_id in self._alias:
+            subtask_id = self._alias[subtask_id]
+        return subtask_id
+
+    def final_results(self) -> dict[str, SubTaskResult]:
+        """Accepted results of the sub-tasks not superseded by a later round."""
+        return {k: v for k, v in self._results.items() if k not in self._alias}
+
+    def progress(self) -> float:
+        """Fraction of sub-tasks settled."""
+        return self._settled / max(1, len(self._status))
+
+    def usage(self) -> TokenUsage:
+        """Tokens spent by every attempt received so far, failed ones included."""
+        total = TokenUsage()
+        for result in self._received:
+            total = total + result.usage
+        return total
+
+    def compute_seconds(self) -> float:
+        """Agent run time of every attempt received so far."""
+        return sum(r.timings.duration_s for r in self._received)
+
+    def snapshot(self) -> dict[str, Any]:
+        """Everything that decides future intents, as plain data (for replay checks)."""
+        return {
+            "specs": [s.model_dump() for s in self._specs.values()],
+            "status": {k: str(v) for k, v in self._status.items()},
+            "capability": dict(self._capability),
+            "attempt": dict(self._attempt),
+            "results": sorted(self._results),
+            "alias": dict(self._alias),
+            "held": list(self._held),
+            "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
+            "warnings": list(self.warnings),
+            "outcome": None if self.outcome is None else self.outcome.model_dump(),
+        }
+
+    # ---- bookkeeping -----------------------------------------------------------------
+
+    def _set(self, sid: str, status: SubTaskStatus) -> None:
+        self._settled += (status in _SETTLED) - (self._status.get(sid) in _SETTLED)
+        self._status[sid] = status
+
+    def _add(self, spec: SubTaskSpec, *, origin: str) -> None:
+        self._index[spec.id] = len(self._index)
+        self._fresh.append(spec.id)
+        for dep in spec.depends_on:
+            self._dependents.setdefault(dep, []).append(spec.id)
+        self._specs[spec.id] = spec
+        self._set(spec.id, _S.PENDING)
+        self._origin[spec.id] = origin
+        self._capability[spec.id] = spec.capability_id
+        self._tried[spec.id] = [spec.capability_id]
+        self._attempt[spec.id] = 0
+        self._cap_attempts[spec.id] = 0
+
+    def _breaker(self, capability_id: str) -> Breaker:
+        if capability_id not in self._breakers:
+            policy = self._registry.get(capability_id).breaker
+            self._breakers[capability_id] = Breaker(policy)
+        return self._breakers[capability_id]
+
+    def _warn(self, message: str, subtask_id: str | None = None) -> Warn:
+        self.warnings.append(message)
+        return Warn(message=message, subtask_id=subtask_id)
+
+    def _reject(self, subtask_id: str, attempt: int) -> ResultRejected | None:
+        if subtask_id not in self._status:
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason="unknown sub-task")
+        if self._status[subtask_id] is not _S.RUNNING:
+            reason = f"sub-task is {self._status[subtask_id]}, not running"
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
+        if self._attempt[subtask_id] != attempt:
+            reason = f"stale attempt {attempt}, expecting {self._attempt[subtask_id]}"
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
+        return None
+
+    def _late(self, event: SchedulerEvent) -> list[Intent]:
+        if isinstance(event, SubTaskDone | SubTaskFailed):
+            r = event.result
+            return [ResultRejected(subtask_id=r.subtask_id, attempt=r.attempt, reason="task ended")]
+        return []
+
+    # ---- dispatch --------------------------------------------------------------------
+
+    def _resolve(self, spec: SubTaskSpec) -> dict[str, Any]:
+        deps = [self.current(d) for d in spec.depends_on]
+
+        def fill(value: Any) -> Any:
+            if isinstance(value, dict):
+                if FROM_MARKER in value and value.get("path") == "@outcome":
+                    found = [
+                        self._outcome(d) for d in deps if self._specs[d].stage == value[FROM_MARKER]
+                    ]
+                    return found if value.get("many") else (found[0] if found else None)
+                if FROM_MARKER in value:
+                    outputs = [
+                        result_field(self._results[d], value.get("path"))
+                        for d in deps
+                        if self._specs[d].stage == value[FROM_MARKER] and d in self._results
+                    ]
+                    return outputs if value.get("many") else (outputs[0] if outputs else None)
+                if TASK_MARKER in value:
+                    return self._task_value(value[TASK_MARKER])
+                return {k: fill(v) for k, v in value.items()}
+            if isinstance(value, list):
+                return [fill(v) for v in value]
+            return value
+
+        return fill(spec.input)  # type: ignore[no-any-return]
+
+    def _outcome(self, sid: str) -> dict[str, Any]:
+        """How one sub-task ended, for `$from.STAGE.@outcome` (failures included)."""
+        result = self._results.get(sid)
+        error = self._errors.get(sid)
+        return {
+            "subtask_id": sid,
+            "each": self._specs[sid].each,
+            "status": str(self._status[sid]),
+            "output": None if result is None else result.output,
+            "error": None if error is None else error.message,
+            "watermark": None if result is None else result.watermark,
+            "attempts": self._attempt[sid],
+        }
+
+    def _task_value(self, name: str) -> Any:
+        if name == "warnings":
+            return list(self.warnings)
+        return [
+            {
+                "sub_task_id": sid,
+                "seconds": result.timings.duration_s,
+                "calls": self._attempt[sid],
+            }
+            for sid, result in self._results.items()
+        ]
+
+    def _launch(self, sid: str, at: float, kind: type[RunIntent], **extra: Any) -> list[Intent]:
+        capability_id = self._capability[sid]
+        if not self._breaker(capability_id).admits(sid):
+            if self._next_fallback(sid) is not None:
+                return self._switch(sid, at, f"circuit open for `{capability_id}`")
+            self._set(sid, _S.HELD)
+            self._held.append(sid)
+            return []
+        spec = self._specs[sid]
+        try:
+            model = self._registry.validate_input(capability_id, self._resolve(spec))
+            if self._access is not None:
+                self._access.check(type(model), model.model_dump(mode="json"), where=f"{sid}.input")
+        except (InvalidInputError, InputNotAllowedError) as exc:
+            self._breaker(capability_id).release_trial(sid)
+            return self._on_failure(sid, SubTaskError.from_exception(exc), at)
+        self._attempt[sid] += 1
+        self._cap_attempts[sid] += 1
+        self._set(sid, _S.RUNNING)
+        intent = cast(
+            "Dispatch | Retry | Fallback",
+            kind(
+                subtask_id=sid,
+                stage=spec.stage,
+                capability_id=capability_id,
+                attempt=self._attempt[sid],
+                input=model.model_dump(mode="json"),
+                timeout_s=self._registry.get(capability_id).timeout_s,
+                **extra,
+            ),
+        )
+        self._running[sid] = intent
+        return [intent]
+
+    def _waiting_on(self, sid: str) -> list[str]:
+        """Sub-tasks that may have become ready because `sid` (or a round it replaced) settled."""
+        found: list[str] = []
+        while True:
+            found += self._dependents.get(sid, [])
+            if sid not in self._previous:
+                return found
+            sid = self._previous[sid]
+
+    def _dispatch_ready(self, at: float, settled: str | None = None) -> list[Intent]:
+        """Dispatch what became ready: everything pending, or what waited on `settled`."""
+        if settled is None:
+            candidates = list(self._specs)
+        else:
+            candidates = self._fresh + self._waiting_on(settled)
+        self._fresh = []
+        queue = sorted(set(candidates), key=self._index.__getitem__)
+        out: list[Intent] = []
+        position = 0
+        while position < len(queue):
+            sid = queue[position]
+            position += 1
+            spec = self._specs[sid]
+            if self._status[sid] is not _S.PENDING:
+                continue
+            deps = [self.current(d) for d in spec.depends_on]
+            if any(self._status[d] not in _SETTLED for d in deps):
+                continue
+            broken = [d for d in deps if self._status[d] is not _S.SUCCEEDED]
+            if broken and not spec.partial_ok:
+                self._set(sid, _S.SKIPPED)
+                reason = f"sub-task `{sid}` skipped: `{broken[0]}` did not succeed"
+                out += [SkipSubTask(subtask_id=sid, reason=reason), self._warn(reason, sid)]
+                if spec.required:
+                    return out + self._end(reason, ErrorCode.SKIPPED, sid)
+                queue += self._waiting_on(sid)
+                continue
+            out += self._launch(sid, at, Dispatch, reason=self._origin[sid])
+            if self.outcome is not None:
+                return out
+        return out
+
+    def _next_fallback(self, sid: str) -> str | None:
+        fallback = self._registry.get(self._capability[sid]).fallback
+        while fallback is not None and fallback in self._tried[sid]:
+            fallback = self._registry.get(fallback).fallback
+        return fallback
+
+    def _switch(self, sid: str, at: float, reason: str) -> list[Intent]:
+        fallback = self._next_fallback(sid)
+        assert fallback is not None
+        previous = self._capability[sid]
+        self._capability[sid] = fallback
+        self._tried[sid].append(fallback)
+        self._cap_attempts[sid] = 0
+        self._running.pop(sid, None)
+        warn = self._warn(
+            f"sub-task `{sid}` switched from `{previous}` to fallback `{fallback}`: {reason}", sid
+        )
+        return [warn, *self._launch(sid, at, Fallback, from_capability=previous, reason=reason)]
+
+    # ---- outcomes --------------------------------------------------------------------
+
+    def _on_failure(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
+        capability_id = self._capability[sid]
+        breaker = self._breaker(capability_id)
+        out: list[Intent] = []
+        self._running.pop(sid, None)
+        if error.code in _BREAKER_CODES:
+            if breaker.failure(at):
+                out.append(
+                    BreakerOpened(
+                        capability_id=capability_id, failures=breaker.failures, until=breaker.until
+                    )
+                )
+        else:
+            breaker.release_trial(sid)
+        policy = self._registry.get(capability_id).retry
+        if error.code in policy.retry_on and self._cap_attempts[sid] < policy.max_attempts:
+            delay = policy.delay_s(self._cap_attempts[sid] + 1)
+            return out + self._launch(sid, at, Retry, delay_s=delay, error_code=error.code)
+        if self._next_fallback(sid) is not None:
+            tries = self._cap_attempts[sid]
+            return out + self._switch(sid, at, f"{error.code} after {tries} attempt(s)")
+        if sid in self._low:
+            kept = self._low.pop(sid)
+            out.append(
+                self._warn(
+                    f"sub-task `{sid}`: fallback failed ({error.code}); kept the "
+                    f"low-confidence result of `{kept.capability_id}`",
+                    sid,
+                )
+            )
+            return out + self._accept(kept, at)
+        return out + self._settle_failed(sid, error, at)
+
+    def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
+        self._set(sid, _S.FAILED)
+        self._errors[sid] = error
+        message = f"sub-task `{sid}` on `{self._capability[sid]}` failed: {error.message}"
+        out: list[Intent] = [self._warn(message, sid)]
+        if self._specs[sid].required:
+            return out + self._end(message, error.code, sid)
+        return out + self._dispatch_ready(at, sid)
+
+    def _on_done(self, result: SubTaskResult, at: float) -> list[Intent]:
+        sid = result.subtask_id
+        capability_id = self._capability[sid]
+        out: list[Intent] = []
+        breaker = self._breaker(capability_id)
+        if breaker.success():
+            out.append(BreakerClosed(capability_id=capability_id))
+            held = [h for h in self._held if self._capability[h] == capability_id]
+            self._held = [h for h in self._held if h not in held]
+            for h in held:
+                out += self._launch(h, at, Dispatch, reason="ready")
+        threshold = self._registry.get(capability_id).confidence_threshold
+        if result.confidence < threshold:
+            previous = self._low.get(sid)
+            best = (
+                result if previous is None or result.confidence > previous.confidence else previous
+            )
+            if self._next_fallback(sid) is not None:
+                self._low[sid] = best
+                reason = f"confidence {result.confidence:.2f} under threshold {threshold:.2f}"
+                return out + self._switch(sid, at, reason)
+            self._low.pop(sid, None)
+            out.append(
+                self._warn(
+                    f"sub-task `{sid}`: confidence {best.confidence:.2f} of "
+                    f"`{best.capability_id}` is under its threshold; kept with this warning",
+                    sid,
+                )
+            )
+            result = best
+        return out + self._accept(result, at)
+
+    def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
+        sid = result.subtask_id
+        self._running.pop(sid, None)
+        self._set(sid, _S.SUCCEEDED)
+        self._results[sid] = result
+        # What the agent flagged about an accepted result (a unit it could not read, a
+        # page it skipped) is the task's to report, like any other degradation.
+        out: list[Intent] = [self._warn(f"sub-task `{sid}`: {w}", sid) for w in result.warnings]
+        out += self._fire_rules(sid, result)
+        out += self._feedback(sid, result)
+        out += self._expand_each(sid, result, at)
+        if self.outcome is not None:
+            return out
+        return out + self._dispatch_ready(at, sid)
+
+    def _expand_each(self, sid: str, result: SubTaskResult, at: float) -> list[Intent]:
+        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output.
+
+        Stages depending on such a stage waited on `sid` until now; they wait on the new
+        sub-tasks too. A value that is not a list, or a list over the stage's `max_each`,
+        fails the task naming the stage.
+        """
+        source = self._specs[sid]
+        out: list[Intent] = []
+        for stage in self.plan.template.stages:
+            found = FOR_EACH.match(stage.for_each or "")
+            if found is None or found.group("stage") != source.stage:
+                continue
+            try:
+                elements = each_elements(
+                    stage,
+                    output_path(result.output, found.group("path")),
+                    where=f"`{stage.for_each}` (the output of `{sid}`)",
+                )
+            except InvalidPlanError as exc:
+                return out + self._end(exc.message, ErrorCode.INVALID_PLAN, sid)
+            added = []
+            for index, element in enumerate(elements):
+                spec = stage_subtask(
+                    stage,
+                    request=self.plan.request,
+                    item=None,
+                    dimension=None,
+                    depends_on={source.stage: ([sid], False)},
+                    workdir=self.plan.workdir,
+                    each=element,
+                    each_index=index,
+                )
+                self._add(spec, origin="each")
+                added.append(spec.id)
+            waiting = {s.name for s in self.plan.template.stages if stage.name in s.depends_on}
+            for other in list(self._specs.values()):
+                if other.stage in waiting and self._status[other.id] is _S.PENDING:
+                    self._specs[other.id] = other.model_copy(
+                        update={"depends_on": (*other.depends_on, *added)}
+                    )
+                    for new in added:
+                        self._dependents.setdefault(new, []).append(other.id)
+            out.append(FannedOut(stage=stage.name, source=sid, added=tuple(added)))
+        return out
+
+    def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
+        out: list[Intent] = []
+        source = self._specs[sid]
+        template = self.plan.template
+        for rule in template.rules:
+            if rule.when_stage != source.stage or not rule_matches(rule, result.output):
+                continue
+            spec = rule_subtask(self.plan, rule, source)
+            if spec.id in self._specs:
+                continue
+            depth = nesting_depth({**self._specs, spec.id: spec}, spec.id)
+            if depth > template.max_depth:
+                out.append(
+                    self._warn(
+                        f"rule `{rule.name}` matched `{sid}` but `{spec.id}` would nest "
+                        f"{depth} deep, over the limit of {template.max_depth}; not run",
+                        sid,
+                    )
+                )
+                continue
+            self._add(spec, origin="rule")
+            for other in self._specs.values():
+                if (
+                    other.partial_ok
+                    and self._status[other.id] is _S.PENDING
+                    and self._depends_on(other.id, sid)
+                ):
+                    deps = (*other.depends_on, spec.id)
+                    self._specs[other.id] = other.model_copy(update={"depends_on": deps})
+                    self._dependents.setdefault(spec.id, []).append(other.id)
+            out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
+        return out
+
+    def _depends_on(self, sid: str, target: str) -> bool:
+        stack, seen = [sid], set()
+        while stack:
+            for dep in self._specs[stack.pop()].depends_on:
+                if dep == target:
+                    return True
+                if dep not in seen:
+                    seen.add(dep)
+                    stack.append(dep)
+        return False
+
+    def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
+        judge = self._specs[sid]
+        for loop in self.plan.template.loops:
+            if loop.judge != judge.stage or output_path(result.output, loop.verdict_field):
+                continue
+            if judge.round >= loop.max_rounds:
+                message = (
+                    f"judge `{sid}` still finds fault after {judge.round} round(s); "
+                    "kept the last version"
+                )
+                return [self._warn(message, sid)]
+            gen_id = next(d for d in judge.depends_on if self._specs[d].stage == loop.stage)
+            new_gen, new_judge = next_round(loop, judge, self._specs[gen_id], result.output)
+            for spec in (new_gen, new_judge):
+                self._add(spec, origin="feedback")
+            self._alias[gen_id], self._alias[sid] = new_gen.id, new_judge.id
+            self._previous[new_gen.id], self._previous[new_judge.id] = gen_id, sid
+            return [
+                FeedbackRoundStarted(
+                    stage=loop.stage,
+                    judge_subtask=sid,
+                    round=new_judge.round,
+                    added=(new_gen.id, new_judge.id),
+                )
+            ]
+        return []
+
+    def _cool(self, at: float) -> list[Intent]:
+        out: list[Intent] = []
+        for capability_id, breaker in self._breakers.items():
+            if breaker.cool(at):
+                out.append(BreakerHalfOpened(capability_id=capability_id))
+                trial = next((h for h in self._held if self._capability[h] == capability_id), None)
+                if trial is not None:
+                    self._held.remove(trial)
+                    out += self._launch(trial, at, Dispatch, reason="half_open")
+        return out
+
+    def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
+        running = tuple(k for k, v in self._status.items() if v in (_S.RUNNING, _S.HELD))
+        for k in running:
+            self._set(k, _S.CANCELLED)
+        for k, v in self._status.items():
+            if v is _S.PENDING:
+                self._set(k, _S.CANCELLED)
+        self._running.clear()
+        self._held.clear()
+        self.outcome = FailTask(reason=reason, code=code, subtask_id=sid)
+        out: list[Intent] = [CancelSubTasks(subtask_ids=running)] if running else []
+        return [*out, self.outcome]
+
+    def _check_finished(self) -> list[Intent]:
+        if self.outcome is not None:
+            return []
+        if self._settled < len(self._status):  # kept by `_set`: no scan per event
+            return []
+        if not self._results:
+            return self._end("no sub-task succeeded", ErrorCode.AGENT_ERROR, None)
+        self.outcome = FinishTask(warnings=tuple(self.warnings))
+        return [self.outcome]

@@ -1,0 +1,125 @@
+"""Running one sub-task attempt: the one contract every executor shares.
+
+`run_subtask()` imports the capability's entrypoint, validates the input, calls the
+function on a fresh input model (nothing carried from the previous sub-task), validates
+the output, passes it through the sanitizer (`_sanitize`) and wraps it all in a
+`SubTaskResult` that echoes the watermark. Exceptions become structured errors here, in
+one place, whichever executor ran the attempt.
+
+An entrypoint returns its output model, or an `AgentReply` when it also reports a
+confidence, token usage or warnings. While it runs, `current_subtask()` is the attempt it
+serves (an agent asking for child sub-tasks names its parent by it).
+"""
+
+from __future__ import annotations
+
+import contextvars
+import functools
+import os
+import time
+from dataclasses import dataclass, field
+
+from pydantic import BaseModel
+
+from swarm_ray.core._capability import CapabilitySpec
+from swarm_ray.core._catalog import load_entrypoint
+from swarm_ray.core._errors import InvalidSpecError, SanitizationError, SwarmError
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._sanitize import sanitize_output
+from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
+
+__all__ = ["AgentReply"]
+
+_CURRENT: contextvars.ContextVar[SubTask | None] = contextvars.ContextVar(
+    "swarm_ray_subtask", default=None
+)
+
+
+def current_subtask() -> SubTask | None:
+    """The sub-task attempt the calling code runs for (None outside a capability)."""
+    return _CURRENT.get()
+
+
+@dataclass(frozen=True)
+class AgentReply:
+    """An output with the extras an agent may report about it."""
+
+    output: BaseModel
+    """The output model instance."""
+    confidence: float = 1.0
+    """How sure the agent is, 0..1."""
+    usage: TokenUsage = field(default_factory=TokenUsage)
+    """LLM tokens spent."""
+    warnings: tuple[str, ...] = ()
+    """Degradations to show in the report."""
+
+
+def _agent_name() -> str:
+    return f"{os.uname().nodename}:{os.getpid()}"
+
+
+@functools.cache
+def _node_id() -> str | None:
+    """The Ray node this process runs on (cached: a process never moves)."""
+    try:
+        import ray
+
+        return ray.get_runtime_context().get_node_id() if ray.is_initialized() else None
+    except Exception:  # outside a Ray worker: no node to name
+        return None
+
+
+def run_subtask(
+    spec: CapabilitySpec, subtask: SubTask, *, agent: str | None = None
+) -> SubTaskResult:
+    """Run one attempt of `subtask` with `spec`'s entrypoint; never raises."""
+    started = time.time()
+    registry = Registry([spec])
+    base = {
+        "task_id": subtask.task_id,
+        "subtask_id": subtask.subtask_id,
+        "capability_id": spec.id,
+        "attempt": subtask.attempt,
+        "watermark": subtask.watermark,
+        "agent": agent or _agent_name(),
+        "node_id": _node_id(),
+    }
+    try:
+        if spec.entrypoint is None:
+            raise InvalidSpecError(f"capability `{spec.id}` has no entrypoint to run")
+        function = load_entrypoint(spec.entrypoint)
+        model = registry.validate_input(spec.id, subtask.input)
+        token = _CURRENT.set(subtask)
+        try:
+            reply = function(model)
+        finally:
+            _CURRENT.reset(token)
+        if not isinstance(reply, AgentReply):
+            reply = AgentReply(output=reply)
+        output = registry.validate_output(spec.id, reply.output)
+        data = output.model_dump(mode="json")
+        if spec.sanitize and (findings := sanitize_output(data, spec.output_model)):
+            raise SanitizationError(
+                f"output of `{spec.id}` refused by the sanitizer: {'; '.join(findings[:5])}",
+                findings=findings,
+            )
+    except SwarmError as exc:
+        error = SubTaskError.from_exception(exc)
+    except Exception as exc:  # an agent's bug must not take the executor down
+        error = SubTaskError.from_exception(exc)
+    else:
+        return SubTaskResult(
+            **base,
+            output=data,
+            confidence=reply.confidence,
+            usage=reply.usage,
+            warnings=reply.warnings,
+            timings=Timings(
+                queued_at=subtask.queued_at, started_at=started, finished_at=time.time()
+            ),
+        )
+    return SubTaskResult(
+        **base,
+        error=error,
+        timings=Timings(queued_at=subtask.queued_at, started_at=started, finished_at=time.time()),
+    )

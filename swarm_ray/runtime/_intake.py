@@ -1,0 +1,188 @@
+"""Intake: what a submitted request becomes before the orchestrator creates its task.
+
+Everything here is decided before a task exists, off the orchestrator's event loop
+(`Orchestrator.submit_many` runs `take_in` in a thread), so a large request cannot stall
+other callers, and a request that breaks a limit or names what its caller may not use is
+refused (422) with nothing saved:
+
+1. limits (`_limits`): depth for every caller; sizes for untrusted ones;
+2. the task id, scoped to the caller (`_principal.scoped_task_id`); a reused id returns
+   the existing task when the request is the same and `TaskConflictError` when it is not;
+3. file ids (`file-...`) among the items become the caller's own uploads (`_uploads`);
+4. the plan, from a template, with the task's directory for `$task_dir`; for an untrusted
+   caller, every server path or URL in the plan's inputs is checked (`_access`).
+
+A request planned by a planning capability (the LLM planner) is planned later, in the
+background; its plan is checked the same way when it arrives.
+"""
+
+from __future__ import annotations
+
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+
+from swarm_ray.core._access import AccessPolicy, input_roots
+from swarm_ray.core._errors import SwarmUserError, TaskConflictError
+from swarm_ray.core._journal import StateStore
+from swarm_ray.core._limits import RequestLimits
+from swarm_ray.core._plan import Plan, expand, validate_plan
+from swarm_ray.core._planning import check_planner, planner_for
+from swarm_ray.core._principal import Principal, scoped_task_id
+from swarm_ray.core._record import TaskRecord
+from swarm_ray.core._registry import Registry
+from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core._task import TaskRequest
+from swarm_ray.runtime._uploads import FILE_ID, Uploads
+
+__all__: list[str] = []
+
+
+@dataclass(frozen=True)
+class Layout:
+    """Where the server keeps tasks' own files."""
+
+    state_dir: Path
+    """The state directory; each task's outputs go under `tasks/<task id>` in it."""
+    uploads: Uploads
+    """Uploaded files, by principal."""
+
+    def workdir(self, task_id: str, request: TaskRequest, owner: str | None) -> str:
+        """The task's output directory: the server's, or a trusted caller's `out_dir`."""
+        chosen = request.params.get("out_dir")
+        if owner is None and isinstance(chosen, str) and chosen:
+            return chosen
+        return str(self.state_dir / "tasks" / task_id)
+
+    def policy(self, owner: str | None, workdir: str) -> AccessPolicy | None:
+        """What a task's inputs may name: None (anything) for a trusted caller's task."""
+        if owner is None:
+            return None
+        return AccessPolicy(
+            read_roots=(self.uploads.root_for(Principal(id=owner)), workdir, *input_roots()),
+            write_roots=(workdir,),
+        )
+
+    def policy_of(self, record: TaskRecord) -> AccessPolicy | None:
+        """`policy` for a stored task."""
+        workdir = record.workdir or str(self.state_dir / "tasks" / record.task_id)
+        return self.policy(record.owner, workdir)
+
+    def resolve(self, request: TaskRequest, owner: str | None) -> TaskRequest:
+        """An untrusted request with the file ids among its items resolved (see below)."""
+        if owner is None:
+            return request
+        return _resolve_files(request, Principal(id=owner), self.uploads)
+
+
+@dataclass(frozen=True)
+class Intake:
+    """A request ready to become a task (or to return an existing one)."""
+
+    task_id: str
+    request: TaskRequest
+    """As the caller sent it (what the record keeps)."""
+    owner: str | None
+    workdir: str
+    existing: bool = False
+    """The id already names this caller's same request: answer it, create nothing."""
+    resolved: TaskRequest | None = None
+    """The request with its file ids resolved (what a planner plans for)."""
+    planner: str | None = None
+    """A planning capability to ask in the background (no plan yet)."""
+    plan: Plan | None = None
+    """The template's plan, checked."""
+    refusal: SwarmUserError | None = None
+    """Why no template could plan it (recorded against a failed task, as before)."""
+
+
+def take_in(
+    request: TaskRequest,
+    principal: Principal,
+    *,
+    registry: Registry,
+    router: TemplateRouter,
+    store: StateStore,
+    layout: Layout,
+    limits: RequestLimits,
+) -> Intake:
+    """Check and plan one request (see the module docstring). Raises user errors."""
+    untrusted = not principal.trusted
+    limits.check(request, untrusted=untrusted)
+    owner = principal.id if untrusted else None
+    task_id = scoped_task_id(principal, request.task_id) or uuid.uuid4().hex[:16]
+    if request.task_id is not None and (stored := store.get_task(task_id)) is not None:
+        record = TaskRecord.model_validate_json(stored.record_json)
+        same = _without_id(record.request) == _without_id(request)
+        if record.owner != owner or not same:
+            raise TaskConflictError(
+                f"task id {request.task_id!r} already names another request of this caller"
+                if record.owner == owner
+                else f"task id {request.task_id!r} is taken; choose another",
+                task_id=request.task_id,
+            )
+        return Intake(task_id, request, owner, record.workdir or "", existing=True)
+    workdir = layout.workdir(task_id, request, owner)
+    resolved = layout.resolve(request, owner)
+    planner = planner_for(request, router)
+    if planner is not None:
+        check_planner(registry, planner)
+        return Intake(task_id, request, owner, workdir, planner=planner, resolved=resolved)
+    try:
+        plan = expand(router.route(resolved), resolved, task_id=task_id, workdir=workdir)
+        validate_plan(plan, registry)
+    except SwarmUserError as exc:
+        return Intake(task_id, request, owner, workdir, refusal=exc)
+    if untrusted:
+        policy = layout.policy(owner, workdir)
+        if policy is not None:
+            policy.check_plan(plan, registry)
+    return Intake(task_id, request, owner, workdir, plan=plan)
+
+
+def _without_id(request: TaskRequest) -> TaskRequest:
+    return request.model_copy(update={"task_id": None})
+
+
+def _resolve_files(request: TaskRequest, principal: Principal, uploads: Uploads) -> TaskRequest:
+    """The request with each file id among its items and top-level params resolved.
+
+    A file id (`file-...`) becomes the location of the caller's upload; a video's
+    `params.path` is such a parameter.
+    """
+    items = tuple(
+        uploads.resolve(principal, item, where=f"items[{n}]")
+        if isinstance(item, str) and FILE_ID.match(item)
+        else item
+        for n, item in enumerate(request.items)
+    )
+    params = {
+        name: uploads.resolve(principal, value, where=f"params.{name}")
+        if isinstance(value, str) and FILE_ID.match(value)
+        else value
+        for name, value in request.params.items()
+    }
+    if items == request.items and params == request.params:
+        return request
+    return request.model_copy(update={"items": items, "params": params})
+
+
+def plan_again(
+    record: TaskRecord, *, registry: Registry, router: TemplateRouter, layout: Layout
+) -> Plan | str:
+    """A stored task's plan made as `take_in` made it, or the planner to ask for one.
+
+    For a task that was stored before its plan (a restart in between). Raises user
+    errors (no template fits, a refused path).
+    """
+    planner = planner_for(record.request, router)
+    if planner is not None:
+        return planner
+    resolved = layout.resolve(record.request, record.owner)
+    workdir = record.workdir or str(layout.state_dir / "tasks" / record.task_id)
+    plan = expand(router.route(resolved), resolved, task_id=record.task_id, workdir=workdir)
+    validate_plan(plan, registry)
+    policy = layout.policy(record.owner, workdir)
+    if policy is not None:
+        policy.check_plan(plan, registry)
+    return plan

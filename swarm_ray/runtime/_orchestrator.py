@@ -1,0 +1,735 @@
+"""The orchestrator: a detached, restartable Ray actor that is only wiring.
+
+Who decides what happens next to a task: its `TaskDriver` (`_driver.py`), always. This
+actor feeds each driver its inputs (`driver.step(...)`: a plan, a result, a cancel, a
+timer, a restart) and carries out the commands it answers (`_apply`: run attempts on
+the executors, stop them, arm timers, ask planners, wake waiters). It is an async actor:
+everything runs on one event loop, so no locks.
+
+What it records and its background loops live in `_upkeep`.
+
+Ray re-runs `__init__` after a crash; the actor then reloads every open task from the
+state store and dispatches only what was outstanding.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+import os
+import time
+from collections import OrderedDict, defaultdict
+from pathlib import Path
+from typing import Any, assert_never
+
+import ray
+
+from swarm_ray.core._access import Access
+from swarm_ray.core._capability import ExecutorKind
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._commands import (
+    Accepted,
+    AddChild,
+    Arrived,
+    Begin,
+    BreakerMoved,
+    Broken,
+    Cancel,
+    Close,
+    DriverInput,
+    Halt,
+    PlanFailed,
+    Planned,
+    Refused,
+    Replan,
+    Resume,
+    Retrying,
+    Run,
+    Step,
+    Wake,
+    WakeAt,
+)
+from swarm_ray.core._driver import TaskDriver
+from swarm_ray.core._errors import (
+    InputNotAllowedError,
+    RecordUnreadableError,
+    StateStoreError,
+    SwarmError,
+    SwarmRuntimeError,
+    SwarmUserError,
+    TaskNotFoundError,
+)
+from swarm_ray.core._fsm import TaskState
+from swarm_ray.core._limits import RequestLimits
+from swarm_ray.core._planning import PLAN_SUBTASK
+from swarm_ray.core._principal import LOCAL, Principal
+from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray.core._subtask import SubTaskResult
+from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._trace import trace_tokens
+from swarm_ray.core._views import TaskStatus, status_view
+from swarm_ray.runtime._audit import AuditTrail
+from swarm_ray.runtime._children import ChildBook, ChildOutcome
+from swarm_ray.runtime._config import secure_state_dir, tune_gc, watermark_key
+from swarm_ray.runtime._config import state_dir as default_state_dir
+from swarm_ray.runtime._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
+from swarm_ray.runtime._health import HealthBook
+from swarm_ray.runtime._intake import Intake, Layout, plan_again, take_in
+from swarm_ray.runtime._metrics import SwarmMetrics
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._rollout import record_rollout
+from swarm_ray.runtime._store import open_state_store
+from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
+from swarm_ray.runtime._uploads import Uploads
+
+__all__: list[str] = []
+
+
+class Orchestrator:
+    """Owns every task's driver and the executors. Create it with `swarm_ray.connect()`."""
+
+    def __init__(
+        self,
+        catalogs: list[str],
+        state_url: str | None = None,
+        results_uri: str | None = None,
+        state_dir: str | None = None,
+    ) -> None:
+        self._registry, self._router = load_catalogs(catalogs)
+        home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+        secure_state_dir(home)
+        self._store = open_state_store(
+            state_url, state_dir=state_dir, supported_schema_version=SCHEMA_VERSION
+        )
+        if results_uri is None and state_dir is not None:
+            results_uri = f"{state_dir.rstrip('/')}/results"
+        self._results = ResultStore(results_uri)
+        self._layout = Layout(home, Uploads(self._results))
+        self._limits = RequestLimits.from_env()
+        self._key = watermark_key(state_dir)
+        self._drivers: dict[str, TaskDriver] = {}
+        self._finished: dict[str, asyncio.Event] = {}
+        self._changed: dict[str, asyncio.Future[None]] = {}
+        """Per followed task, a future resolved at its next change (then replaced)."""
+        self._done: OrderedDict[str, None] = OrderedDict()
+        self._keep_finished = max(1, int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
+        self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
+        self._members: dict[tuple[str, str], set[str]] = {}
+        self._serial = itertools.count()
+        self._metrics = SwarmMetrics()
+        self._health = HealthBook(self._registry)
+        self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
+        self._serve = ServeExecutor(out_of_dispatch=self._health.why_out_if_out)
+        self._data = DataExecutor()
+        self._executors: dict[ExecutorKind, Executor] = {
+            ExecutorKind.ACTOR: self._pool,
+            ExecutorKind.SERVE: self._serve,
+            ExecutorKind.DATA: self._data,
+        }
+        audit = AuditTrail.from_env(home)
+        self._observer = Observer(self._metrics, self._health, audit)
+        self._recovered: asyncio.Task[int] | None = None
+        self._turn: tuple[Any, asyncio.Future[bool], set[str]] | None = None
+        """This event-loop turn's open store batch (see `_turn_for`)."""
+        self._background: list[asyncio.Task[None]] = []
+        self._children = ChildBook()
+        context = ray.get_runtime_context()
+        self._name = f"{context.namespace}/{context.get_actor_name()}"
+        self.started_at = time.time()
+        tune_gc()
+        # Recovery needs the event loop, which __init__ does not run on: ask ourselves.
+        ray.get_runtime_context().current_actor.recover.remote()
+
+    # ---- recovery --------------------------------------------------------------------
+
+    async def recover(self) -> int:
+        """Reload open tasks and resume them (idempotent); returns how many were resumed."""
+        if self._recovered is None:
+            self._recovered = asyncio.get_running_loop().create_task(self._recover())
+        return await asyncio.shield(self._recovered)
+
+    async def _recover(self) -> int:
+        self._background += start_upkeep(
+            self._pool,
+            self._serve,
+            self._observer,
+            agent_idle_s=float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60")),
+            health_interval_s=float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10")),
+        )
+        resumed = 0
+        for n, task_id in enumerate(self._store.list_tasks(open_only=True)):
+            # Each task on its own: one that cannot be loaded or resumed is quarantined
+            # (it fails alone, by name) and the others go on.
+            try:
+                driver = self._load(task_id)
+                if driver is None:
+                    continue
+                self._track(driver)
+                self._step(driver, Resume())
+            except RecordUnreadableError:
+                continue
+            except SwarmError as exc:
+                self._quarantine(task_id, exc)
+                continue
+            resumed += 1
+            if n % 50 == 49:
+                await asyncio.sleep(0)
+        return resumed
+
+    def _load(self, task_id: str) -> TaskDriver | None:
+        """Load a stored task; a record that cannot be read is quarantined, by name."""
+        try:
+            return TaskDriver.load(task_id, **self._deps())
+        except StateStoreError:
+            raise
+        except (ValueError, RecursionError, KeyError, TypeError) as exc:
+            error = RecordUnreadableError(
+                f"task `{task_id}` has a stored record that cannot be loaded "
+                f"({type(exc).__name__}: {str(exc)[:200]}); it is quarantined",
+                task_id=task_id,
+            )
+            self._quarantine(task_id, error)
+            raise error from None
+
+    def _quarantine(self, task_id: str, error: SwarmError) -> None:
+        with contextlib.suppress(StateStoreError):
+            self._store.quarantine(task_id)
+        self._observer.quarantined(task_id, error)
+
+    def _deps(self) -> dict[str, Any]:
+        return {
+            "registry": self._registry,
+            "store": self._store,
+            "results": self._results,
+            "key": self._key,
+            "on_transition": self._metrics.transition,
+            "on_event": self._observer.event,
+            "access_for": self._layout.policy_of,
+            "router": self._router,
+        }
+
+    def _track(self, driver: TaskDriver) -> None:
+        driver.orchestrator = self._name  # agents call back here for child sub-tasks
+        self._drivers[driver.task_id] = driver
+        self._finished.setdefault(driver.task_id, asyncio.Event())
+
+        if driver.state.terminal:
+            self._ended(driver)
+
+    def _ended(self, driver: TaskDriver) -> None:
+        """Wake the task's waiters; forget the oldest ended tasks past the memory bound.
+
+        An ended task is reloaded from the store when asked for again, so memory stays
+        bounded however many tasks a long-lived orchestrator sees.
+        """
+        self._finished[driver.task_id].set()
+        self._done[driver.task_id] = None
+        self._done.move_to_end(driver.task_id)
+        while len(self._done) > self._keep_finished:
+            old, _ = self._done.popitem(last=False)
+            self._drivers.pop(old, None)
+            self._finished.pop(old, None)
+            self._changed.pop(old, None)
+
+    def _driver(self, task_id: str, principal: Principal | None = None) -> TaskDriver:
+        """The task's driver, if `principal` may see it (others' tasks are not known)."""
+        driver = self._drivers.get(task_id)
+        if driver is None:
+            driver = self._load(task_id)
+            if driver is not None:
+                self._track(driver)
+        if driver is None or not (principal or LOCAL).sees(driver.record.owner):
+            raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
+        return driver
+
+    # ---- public API ------------------------------------------------------------------
+
+    async def submit(self, request: TaskRequest, principal: Principal | None = None) -> str:
+        """Plan a task and start it; returns its id at once. Raises user errors.
+
+        With a template the plan is made (and refused) before this returns; a planning
+        capability is asked in the background, so its task starts in state `created`.
+        `principal` is who asks: None for a trusted caller (see `swarm_ray.core._principal`).
+        """
+        (answer,) = await self.submit_many([request], [principal])
+        if isinstance(answer, SwarmUserError):
+            raise answer
+        return answer
+
+    async def submit_many(
+        self, requests: list[TaskRequest], principals: list[Principal | None] | None = None
+    ) -> list[str | SwarmUserError]:
+        """`submit` for each request, in one call and one store commit (the gateway's).
+
+        Each request gets its task id or its own user error; the others go ahead. The
+        checks and template expansion run off the event loop (`_intake`).
+        """
+        await self.recover()
+        who = [p or LOCAL for p in (principals or [None] * len(requests))]
+        intakes = await asyncio.to_thread(self._take_in, requests, who)
+        answers: list[str | SwarmUserError] = []
+        with self._store.batch():
+            for intake in intakes:
+                if isinstance(intake, SwarmUserError):
+                    answers.append(intake)
+                    continue
+                try:
+                    answers.append(self._create(intake))
+                except SwarmUserError as exc:
+                    answers.append(exc)
+        return answers
+
+    def _take_in(
+        self, requests: list[TaskRequest], principals: list[Principal]
+    ) -> list[Intake | SwarmUserError]:
+        found: list[Intake | SwarmUserError] = []
+        for request, principal in zip(requests, principals, strict=True):
+            try:
+                found.append(
+                    take_in(
+                        request,
+                        principal,
+                        registry=self._registry,
+                        router=self._router,
+                        store=self._store,
+                        layout=self._layout,
+                        limits=self._limits,
+                    )
+                )
+            except SwarmUserError as exc:
+                found.append(exc)
+        return found
+
+    def _create(self, intake: Intake) -> str:
+        """Create the task an intake describes and start it (on the event loop)."""
+        if intake.existing or intake.task_id in self._drivers:
+            return intake.task_id
+        if intake.owner is not None:
+            self._limits.check_open(self._open_of(intake.owner))
+        driver = TaskDriver.create(
+            intake.request,
+            task_id=intake.task_id,
+            owner=intake.owner,
+            workdir=intake.workdir,
+            **self._deps(),
+        )
+        self._track(driver)
+        self._step(
+            driver,
+            Begin(
+                plan=intake.plan,
+                planner=intake.planner,
+                refusal=intake.refusal,
+                resolved=intake.resolved,
+            ),
+        )
+        if intake.refusal is not None:
+            raise intake.refusal
+        if driver.state.terminal and isinstance(driver.error, SwarmUserError):
+            raise driver.error  # a plan the driver refused (validation)
+        return driver.task_id
+
+    def _open_of(self, owner: str) -> int:
+        return sum(
+            1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
+        )
+
+    async def _replan(self, driver: TaskDriver) -> None:
+        """Carry out `Replan`: plan a stored task again as a new request would be planned."""
+        record = driver.record
+        try:
+            found = await asyncio.to_thread(
+                plan_again,
+                record,
+                registry=self._registry,
+                router=self._router,
+                layout=self._layout,
+            )
+        except SwarmError as exc:
+            self._step(driver, PlanFailed(exc))
+            return
+        if isinstance(found, str):
+            resolved = self._layout.resolve(record.request, record.owner)
+            self._step(driver, Begin(planner=found, resolved=resolved))
+        else:
+            self._step(driver, Planned(found))
+
+    async def wait(
+        self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
+    ) -> TaskRecord:
+        """Wait until the task ends (or the timeout passes); returns its record."""
+        await self.recover()
+        driver = self._driver(task_id, principal)
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
+        await self._committed()
+        return driver.view()
+
+    async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
+        """The task's record: request, plan, state, audit log and scheduler log."""
+        await self.recover()
+        return self._driver(task_id, principal).view()
+
+    async def output(
+        self, task_id: str, principal: Principal | None = None
+    ) -> dict[str, Any] | None:
+        """The task's output (None until it completes), wherever it is stored."""
+        await self.recover()
+        return self._driver(task_id, principal).output()
+
+    async def status(self, task_id: str, principal: Principal | None = None) -> TaskStatus:
+        """A compact status: state, progress, each sub-task's status, warnings, error."""
+        await self.recover()
+        return status_view(self._driver(task_id, principal))
+
+    async def tasks(self, limit: int = 100, principal: Principal | None = None) -> list[TaskStatus]:
+        """The newest tasks `principal` may see (its own; all for admins), one line each."""
+        await self.recover()
+        who = principal or LOCAL
+        owner = None if who.admin or who.trusted else who.id
+        views = []
+        for n, task_id in enumerate(reversed(self._store.list_tasks(newest=limit, owner=owner))):
+            # Ended tasks out of memory are read back but not kept (a long listing would
+            # push out the ones clients are following); other calls go between reads.
+            try:
+                driver = self._drivers.get(task_id) or self._load(task_id)
+            except RecordUnreadableError:
+                continue
+            if driver is not None and who.sees(driver.record.owner):
+                views.append(status_view(driver, brief=True))
+            if n % 50 == 49:
+                await asyncio.sleep(0)
+        return views
+
+    async def events(
+        self,
+        task_id: str,
+        after_seq: int = 0,
+        wait_s: float = 0.0,
+        principal: Principal | None = None,
+    ) -> list[TaskEvent]:
+        """Events after `after_seq`; waits up to `wait_s` for one when there are none."""
+        await self.recover()
+        driver = self._driver(task_id, principal)
+        deadline = asyncio.get_running_loop().time() + wait_s
+        while len(driver.events) <= after_seq and not driver.state.terminal:
+            left = deadline - asyncio.get_running_loop().time()
+            if left <= 0:
+                break
+            changed = self._changed.get(task_id)
+            if changed is None or changed.done():
+                changed = self._changed[task_id] = asyncio.get_running_loop().create_future()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(asyncio.shield(changed), left)
+        return driver.events[after_seq:]
+
+    async def cancel(
+        self,
+        task_id: str,
+        reason: str = "cancelled by user",
+        principal: Principal | None = None,
+    ) -> TaskRecord:
+        """Cancel a running task (no-op for an ended one)."""
+        await self.recover()
+        driver = self._driver(task_id, principal)
+        self._step(driver, Cancel(reason))
+        await self._committed()
+        return driver.view()
+
+    async def report(self, result: SubTaskResult) -> bool:
+        """Accept a result from an external agent; False (and counted) when refused."""
+        await self.recover()
+        accepted = any(isinstance(n, Accepted) for n in self._on_result(result).notices)
+        await self._committed()
+        return accepted
+
+    async def run_child(
+        self,
+        task_id: str,
+        parent_subtask_id: str,
+        parent_watermark: str,
+        capability_id: str,
+        data: dict[str, Any],
+        key: str,
+    ) -> ChildOutcome:
+        """Run a child sub-task for a running attempt's agent; answer when it settles.
+
+        See `swarm_ray.runtime._children`: the caller proves it is the running attempt of
+        `parent_subtask_id` by its watermark; the child is dispatched like any sub-task.
+        """
+        await self.recover()
+        driver = self._driver(task_id)
+        child_id, event = self._children.request(
+            driver, parent_subtask_id, parent_watermark, capability_id, data, key
+        )
+        if event is not None:
+            self._step(driver, AddChild(event))
+            await self._committed()
+        return await self._children.wait(driver, child_id)
+
+    async def info(self) -> dict[str, Any]:
+        """Capabilities, templates, agents and counters of this orchestrator."""
+        await self.recover()
+        rejections = {
+            reason: int(n)
+            for reason, n in self._metrics.tally("swarm_watermark_rejections", "reason").items()
+        }
+        return {
+            "capabilities": self._registry.ids(),
+            "templates": [t.name for t in self._router],
+            "agents": self._pool.agent_names(),
+            "data_pipelines": self._data.pipelines,
+            "watermark_rejections": dict(rejections),
+            "open_tasks": sum(not d.state.terminal for d in self._drivers.values()),
+            "started_at": self.started_at,
+        }
+
+    async def health(self) -> dict[str, Any]:
+        """Each capability's health and the swarm health score (see `swarm_ray.runtime._health`)."""
+        await self.recover()
+        report = self._health.report()
+        report["open_tasks"] = sum(not d.state.terminal for d in self._drivers.values())
+        report["uptime_s"] = round(time.time() - self.started_at, 3)
+        audit = self._observer.audit
+        if audit is not None and audit.failures:
+            report["audit_error"] = f"{audit.failures} audit writes failed; {audit.last_error}"
+        return report
+
+    async def metrics(self) -> dict[str, Any]:
+        """Swarm-level numbers for `GET /metrics` (this actor is their one owner)."""
+        await self.recover()
+        snapshot = self._metrics.snapshot()
+        snapshot["tasks"] = self._task_counts()
+        snapshot["health"] = self._health.report()
+        snapshot.update(await reported_states())  # e.g. `llm_budgets`: endpoint budgets
+        return snapshot
+
+    def _task_counts(self) -> dict[str, int]:
+        """Open tasks by state, and the tasks that ended since this orchestrator started."""
+        states: dict[str, int] = defaultdict(int)
+        for driver in self._drivers.values():
+            if not driver.state.terminal:
+                states[str(driver.state)] += 1
+        ended = self._metrics.tally("swarm_task_transitions", "to_state")
+        for state in TaskState:
+            if state.terminal and ended.get(str(state)):
+                states[str(state)] = int(ended[str(state)])
+        return dict(states)
+
+    async def trace_watermarks(
+        self,
+        tokens: list[str],
+        principal: Principal | None = None,
+        include_input: bool = False,
+    ) -> list[dict[str, Any]]:
+        """Trace watermark tokens (full or short, see `_trace`) back to their sub-tasks.
+
+        Only tasks `principal` may see are looked up; a sub-task's input comes back only
+        when asked for, and only to the task's owner (or a trusted caller).
+        """
+        await self.recover()
+        who = principal or LOCAL
+
+        def driver_of(task_id: str) -> TaskDriver | None:
+            try:
+                return self._driver(task_id, who)
+            except (TaskNotFoundError, RecordUnreadableError):
+                return None
+
+        return trace_tokens(self._key, tokens, driver_of, who, include_input=include_input)
+
+    async def storage(self) -> dict[str, str]:
+        """Where this orchestrator keeps results (the gateway streams uploads there)."""
+        return {"results_uri": self._results.root_uri}
+
+    async def markdown(self, task_id: str, principal: Principal | None = None) -> str | None:
+        """The Markdown report of a completed task, read from its own directory.
+
+        A report path outside the task's directory (possible only if its aggregate
+        said so) is not read for an untrusted caller's task.
+        """
+        await self.recover()
+        driver = self._driver(task_id, principal)
+        path = (driver.output() or {}).get("markdown_path")
+        if not isinstance(path, str):
+            return None
+        policy = self._layout.policy_of(driver.record)
+        if policy is not None:
+            try:
+                policy.allows(Access.READ, path, "markdown_path")
+            except InputNotAllowedError:
+                return None
+        file = Path(path)
+        if not file.is_file():
+            return None
+        return await asyncio.to_thread(file.read_text, encoding="utf-8")
+
+    async def catalogue(self, schemas: bool = False) -> list[dict[str, Any]]:
+        """The registry's catalogue, with each capability's JSON Schemas if asked."""
+        return self._registry.catalogue(schemas=schemas)
+
+    async def capability(self, capability_id: str) -> dict[str, Any]:
+        """One capability with its JSON Schemas; raises `UnknownCapabilityError`."""
+        return self._registry.describe(capability_id)
+
+    # ---- feeding drivers and carrying out their commands -------------------------------
+
+    def _step(self, driver: TaskDriver, event: DriverInput) -> Step:
+        """Feed one input to a task's driver and carry out what it answers.
+
+        A write the driver could not make, or a bug in taking the input, stops that task
+        by name (`Broken`), never the orchestrator and never the other tasks.
+        """
+        gate = self._turn_for(driver)
+        try:
+            step = driver.step(event)
+        except Exception as exc:  # a failed write, or a bug: the task stops, named
+            why = exc.message if isinstance(exc, SwarmError) else f"{type(exc).__name__}: {exc}"
+            subtask_id = None
+            if isinstance(event, Arrived):
+                r = event.result
+                subtask_id = r.subtask_id
+                why = (
+                    f"the result of sub-task `{r.subtask_id}` (attempt {r.attempt}) could not "
+                    f"be taken in, so the task stopped rather than lose it: {why}"
+                )
+            kind = StateStoreError if isinstance(exc, StateStoreError) else SwarmRuntimeError
+            self._metrics.error("orchestrator", type(exc).__name__)
+            step = driver.step(Broken(kind(why, task_id=driver.task_id), subtask_id))
+        self._apply(driver, step, gate)
+        return step
+
+    def _turn_for(self, driver: TaskDriver) -> asyncio.Future[bool]:
+        """This event-loop turn's store batch, committed once when the turn ends.
+
+        Every write the drivers make in one turn (many results arrive together) goes
+        into one transaction instead of one commit each. The returned future resolves
+        True once it is committed; attempts are dispatched only then, and callers are
+        answered only then, so nothing acts on a write that could still be lost. A
+        commit that fails stops every task that wrote in the turn, by name.
+        """
+        if self._turn is None:
+            batch = self._store.batch()
+            batch.__enter__()
+            gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            self._turn = (batch, gate, set())
+            asyncio.get_running_loop().call_soon(self._close_turn)
+        self._turn[2].add(driver.task_id)
+        return self._turn[1]
+
+    def _close_turn(self) -> None:
+        if self._turn is None:
+            return
+        batch, gate, touched = self._turn
+        self._turn = None
+        try:
+            batch.__exit__(None, None, None)
+        except StateStoreError as exc:
+            gate.set_result(False)
+            for task_id in touched:
+                driver = self._drivers.get(task_id)
+                if driver is not None and not driver.state.terminal:
+                    error = StateStoreError(
+                        f"task `{task_id}` stopped: its state could not be committed: "
+                        f"{exc.message}",
+                        task_id=task_id,
+                    )
+                    self._apply(driver, driver.step(Broken(error)), None)
+            return
+        gate.set_result(True)
+
+    async def _committed(self) -> None:
+        """Wait until this turn's writes are committed (before answering a caller)."""
+        if self._turn is not None:
+            await asyncio.shield(self._turn[1])
+
+    def _apply(self, driver: TaskDriver, step: Step, gate: asyncio.Future[bool] | None) -> None:
+        for notice in step.notices:
+            match notice:
+                case Accepted(result=result, trace_id=trace_id):
+                    self._observer.result(result, trace_id)
+                case Retrying(capability_id=cid, kind=kind):
+                    self._metrics.retry(cid, kind)
+                case BreakerMoved(capability_id=cid, state=state):
+                    self._metrics.breaker(cid, state)
+                case Refused(reason=reason):
+                    self._metrics.rejection(reason)
+                case _:
+                    assert_never(notice)
+        batches: dict[tuple[str, float], list[Any]] = defaultdict(list)
+        for command in step.commands:
+            match command:
+                case Run(subtask=subtask, delay_s=delay):
+                    batches[(subtask.capability_id, delay)].append(subtask)
+                case Halt(subtask_ids=halted):
+                    self._halt(driver.task_id, set(halted))
+                case WakeAt(at=at):
+                    delay = max(0.0, at - time.time())
+                    asyncio.get_running_loop().call_later(delay, self._wake, driver.task_id)
+                case Replan():
+                    self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
+                case Close():
+                    self._ended(driver)
+                    record_rollout(driver, self._results)  # Parquet under the result store
+                case _:
+                    assert_never(command)
+        for (cid, delay), subtasks in batches.items():
+            spec = self._registry.get(cid)
+            for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
+                self._spawn(driver, ids, self._after(delay, driver, run, gate))
+        self._children.settle(driver)  # agents waiting on children that settled
+        self._notify(driver.task_id)
+
+    async def _after(
+        self, delay_s: float, driver: TaskDriver, run: Any, gate: asyncio.Future[bool] | None
+    ) -> None:
+        """Start `run` once its dispatch is committed, after a retry's backoff.
+
+        Not at all when the commit failed or the task ended meanwhile.
+        """
+        committed = True if gate is None else await asyncio.shield(gate)
+        if delay_s and committed:
+            await asyncio.sleep(delay_s)
+        if not committed or driver.state.terminal:
+            run.close()
+            return
+        await run
+
+    def _on_result(self, result: SubTaskResult) -> Step:
+        """An executor's result for its task's driver (never raises)."""
+        driver = self._drivers.get(result.task_id)
+        if driver is None:
+            self._metrics.rejection("unknown_task")
+            return Step()
+        return self._step(driver, Arrived(result))
+
+    def _halt(self, task_id: str, subtask_ids: set[str]) -> None:
+        for key, members in list(self._members.items()):
+            if key[0] == task_id and subtask_ids & members:
+                task = self._inflight.pop(key, None)
+                if task is not None:
+                    task.cancel()
+
+    def _wake(self, task_id: str) -> None:
+        driver = self._drivers.get(task_id)
+        if driver is not None and not driver.state.terminal:
+            self._step(driver, Wake())
+
+    def _spawn(self, driver: TaskDriver, ids: list[str], coro: Any) -> None:
+        key = (driver.task_id, f"{ids[0]}+{len(ids)}:{next(self._serial)}")
+        task = asyncio.get_running_loop().create_task(coro)
+        self._inflight[key] = task
+        self._members[key] = set(ids)
+
+        def forget(_task: asyncio.Task[None]) -> None:
+            self._inflight.pop(key, None)
+            self._members.pop(key, None)
+
+        task.add_done_callback(forget)
+
+    def _notify(self, task_id: str) -> None:
+        """Wake whoever follows the task (cheap when nobody does: no task is created)."""
+        changed = self._changed.pop(task_id, None)
+        if changed is not None and not changed.done():
+            changed.set_result(None)

@@ -1,0 +1,191 @@
+"""Hard limits for agents that run untrusted work: memory, CPU time, processes.
+
+A capability whose `Resources` set `max_memory_bytes`, `max_cpu_s` or `max_processes`
+runs each attempt in a fresh child process of its pooled agent (`python -m
+swarm_ray.runtime._rlimits`), with `resource.setrlimit` applied in that child only:
+
+- `RLIMIT_AS`: the child's address space may grow by `max_memory_bytes` past what the
+  interpreter and the capability's imports took; a runaway allocation gets a
+  `MemoryError` (the attempt fails with `resource_limit`);
+- `RLIMIT_CPU`: `max_cpu_s` seconds of CPU past start-up; then the kernel stops it
+  (`SIGXCPU`, then `SIGKILL`);
+- `RLIMIT_NPROC`: `max_processes` more processes (threads count too) for the child's
+  user; a fork bomb's `fork` fails. Root ignores this limit, so a child of a root
+  agent first becomes `nobody`.
+
+The child leads its own process group and dies with its agent (`PR_SET_PDEATHSIG`);
+when it ends, the whole group is killed, so nothing it started outlives the attempt.
+Only that attempt fails: the agent, its other sub-tasks and the rest of the swarm go on.
+A fresh interpreter per attempt costs about half a second: limits are for untrusted
+work, not for every capability.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import os
+import pickle
+import signal
+import subprocess
+import sys
+import time
+
+from swarm_ray.core._capability import CapabilitySpec, Resources
+from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._subtask import SubTask, SubTaskResult
+
+__all__: list[str] = []
+
+NOBODY = 65534
+"""The user a root agent's limited children run as."""
+
+
+def _tasks_of(uid: int) -> int:
+    """Processes and threads whose real user is `uid` (what `RLIMIT_NPROC` counts)."""
+    count = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/status") as status:
+                real = next(int(line.split()[1]) for line in status if line.startswith("Uid:"))
+            if real == uid:
+                count += len(os.listdir(f"/proc/{pid}/task"))
+        except (OSError, StopIteration, ValueError):
+            continue
+    return count
+
+
+def _vm_size() -> int:
+    with open("/proc/self/status") as status:
+        for line in status:
+            if line.startswith("VmSize:"):
+                return int(line.split()[1]) * 1024
+    return 0
+
+
+def apply_limits(resources: Resources) -> None:
+    """Set this process's limits from `resources` (in the child, after its imports)."""
+    import resource
+
+    if resources.max_memory_bytes is not None:
+        cap = _vm_size() + resources.max_memory_bytes
+        resource.setrlimit(resource.RLIMIT_AS, (cap, cap))
+    if resources.max_cpu_s is not None:
+        used = resource.getrusage(resource.RUSAGE_SELF)
+        soft = math.ceil(used.ru_utime + used.ru_stime + resources.max_cpu_s)
+        resource.setrlimit(resource.RLIMIT_CPU, (soft, soft + 1))
+    if resources.max_processes is not None:
+        uid = NOBODY if os.geteuid() == 0 else os.getuid()
+        cap = _tasks_of(uid) + 1 + resources.max_processes
+        resource.setrlimit(resource.RLIMIT_NPROC, (cap, cap))
+        if os.geteuid() == 0:  # root ignores RLIMIT_NPROC: become nobody for the attempt
+            os.setgroups([])
+            os.setgid(NOBODY)
+            os.setuid(NOBODY)
+
+
+def _die_with_parent() -> None:
+    with contextlib.suppress(Exception):  # Linux only; elsewhere the group kill must do
+        import ctypes
+
+        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
+
+
+def _failed(
+    subtask: SubTask,
+    agent: str | None,
+    started: float,
+    message: str,
+    code: ErrorCode = ErrorCode.RESOURCE_LIMIT,
+) -> SubTaskResult:
+    from swarm_ray.runtime._executors import error_result
+
+    result = error_result(subtask, code, message, agent)
+    return result.model_copy(
+        update={"timings": result.timings.model_copy(update={"started_at": started})}
+    )
+
+
+def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) -> SubTaskResult:
+    """Run one attempt in a limited child process; never raises."""
+    started = time.time()
+    limits = spec.resources
+    child = subprocess.Popen(
+        [sys.executable, "-m", "swarm_ray.runtime._rlimits"],
+        stdin=subprocess.PIPE,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        start_new_session=True,
+    )
+    try:
+        out, err = child.communicate(
+            pickle.dumps((spec, subtask, agent)), timeout=subtask.timeout_s * 0.95
+        )
+    except subprocess.TimeoutExpired:
+        child.kill()
+        child.wait()
+        message = (
+            f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
+            "in its limited process"
+        )
+        return _failed(subtask, agent, started, message, ErrorCode.TIMEOUT)
+    finally:
+        with contextlib.suppress(ProcessLookupError, PermissionError):
+            os.killpg(child.pid, signal.SIGKILL)  # whatever it started goes with it
+    if child.returncode == 0 and out:
+        return SubTaskResult.model_validate_json(out)
+    code = child.returncode
+    if code in (-signal.SIGXCPU, -signal.SIGKILL) and limits.max_cpu_s is not None:
+        why = f"used its {limits.max_cpu_s} s of CPU time and was stopped"
+    elif code is not None and code < 0:
+        why = f"was killed by {signal.Signals(-code).name}"
+    else:
+        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        why = f"ended with status {code}: {tail[0][:300]}"
+    return _failed(subtask, agent, started, f"attempt of `{spec.id}` {why}")
+
+
+def _main() -> None:
+    """The child: read the attempt, import, limit, run, write the result, exit."""
+    _die_with_parent()
+    spec, subtask, agent = pickle.loads(sys.stdin.buffer.read())
+    from swarm_ray.core._catalog import load_entrypoint
+    from swarm_ray.runtime._agent import run_subtask
+
+    if spec.entrypoint is not None:
+        with contextlib.suppress(Exception):  # errors are reported by `run_subtask`
+            load_entrypoint(spec.entrypoint)  # imports count as start-up, not as the attempt
+    result_fd = os.dup(1)
+    os.dup2(2, 1)  # what the capability prints goes to stderr, not into the result
+    me = os.getpid()
+    apply_limits(spec.resources)
+    result = run_subtask(spec, subtask, agent=agent)
+    if os.getpid() != me:  # a process the capability forked came back here: not ours
+        os._exit(1)
+    error = result.error
+    forks = spec.resources.max_processes is not None
+    if forks and error is not None and error.message.startswith("BlockingIOError"):
+        # `fork` refused: EAGAIN at the process limit
+        message = (
+            f"attempt of `{spec.id}` hit its limit of {spec.resources.max_processes} "
+            f"processes: {error.message}"
+        )
+        update = {"code": ErrorCode.RESOURCE_LIMIT, "message": message}
+        result = result.model_copy(update={"error": error.model_copy(update=update)})
+    with os.fdopen(result_fd, "wb") as sink:
+        sink.write(result.model_dump_json().encode())
+    os._exit(0)
+
+
+def limited(resources: Resources) -> bool:
+    """Whether attempts with `resources` run in a limited child process."""
+    return any(
+        v is not None
+        for v in (resources.max_memory_bytes, resources.max_cpu_s, resources.max_processes)
+    )
+
+
+if __name__ == "__main__":
+    _main()

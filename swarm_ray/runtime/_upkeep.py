@@ -1,0 +1,168 @@
+"""What the orchestrator does besides carrying out intents.
+
+`Observer` records what happens (metric tallies, capability health, the audit trail) in
+one place; `start_upkeep` runs the background loops: releasing idle agents, probing the
+Serve capabilities' health, and flushing the audit trail.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import time
+from typing import Any
+
+from swarm_ray.core._errors import ErrorCode, SwarmError
+from swarm_ray.core._subtask import SubTaskResult
+from swarm_ray.core._task import TaskEvent
+from swarm_ray.runtime._audit import AuditTrail
+from swarm_ray.runtime._executors import ActorPoolExecutor, ServeExecutor
+from swarm_ray.runtime._health import HealthBook
+from swarm_ray.runtime._metrics import SwarmMetrics
+
+__all__: list[str] = []
+
+
+class Observer:
+    """The orchestrator's metrics, health book and audit trail (the trail may be off)."""
+
+    def __init__(self, metrics: SwarmMetrics, health: HealthBook, audit: AuditTrail | None):
+        self.metrics = metrics
+        self.health = health
+        self.audit = audit
+
+    def event(self, event: TaskEvent) -> None:
+        """A task event, as an INFO line of its task's (and agent's) trail."""
+        if self.audit is not None:
+            self.audit.write(
+                "INFO",
+                event.model_dump(exclude={"task_id", "trace_id"}),
+                task_id=event.task_id,
+                trace_id=event.trace_id,
+                agent=event.agent,
+            )
+
+    def swarm_line(self, level: str, record: dict[str, Any]) -> None:
+        """A line about the swarm rather than one task (under the `swarm` pseudo-task)."""
+        if self.audit is not None:
+            self.audit.write(level, {"at": time.time(), **record}, task_id="swarm", trace_id="-")
+
+    def quarantined(self, task_id: str, error: SwarmError) -> None:
+        """A stored task that could not be loaded or resumed: counted and written down."""
+        self.metrics.error("orchestrator", str(error.code))
+        self.swarm_line(
+            "ERROR", {"event": "quarantined", "task_id": task_id, "error": error.message}
+        )
+
+    def result(self, result: SubTaskResult, trace_id: str) -> None:
+        """An accepted result: its run time, error, health outcome and DEBUG audit line."""
+        if result.timings.duration_s:
+            self.metrics.duration(result.capability_id, result.timings.duration_s)
+        if result.error is not None:
+            self.metrics.error(result.capability_id, str(result.error.code))
+        if result.error is None or result.error.code is not ErrorCode.CANCELLED:
+            self.health.attempt(
+                result.capability_id, ok=result.ok, duration_s=result.timings.duration_s
+            )
+        if self.audit is not None:
+            self.audit.write(
+                "DEBUG",
+                {
+                    "event": "result",
+                    "subtask_id": result.subtask_id,
+                    "attempt": result.attempt,
+                    "capability": result.capability_id,
+                    "ok": result.ok,
+                    "error": None if result.error is None else str(result.error.code),
+                    "confidence": result.confidence,
+                    "timings": result.timings.model_dump(),
+                    "usage": result.usage.model_dump(),
+                },
+                task_id=result.task_id,
+                trace_id=trace_id,
+                agent=result.agent or result.capability_id,
+            )
+
+
+async def _reap_idle_agents(pool: ActorPoolExecutor, idle_s: float) -> None:
+    """Give back the resources of agents nobody used for a while."""
+    while True:
+        await asyncio.sleep(max(1.0, idle_s / 4))
+        pool.reap(idle_s)
+
+
+async def _flush_audit(audit: AuditTrail) -> None:
+    """Write the audit trail's buffered lines out about once a second."""
+    while True:
+        await asyncio.sleep(1.0)
+        audit.flush()
+
+
+async def _probe_deployments(serve: ServeExecutor, observer: Observer, interval_s: float) -> None:
+    """Health-check every deployed Serve capability; see `swarm_ray.runtime._health`."""
+    health = observer.health
+    while True:
+        await asyncio.sleep(interval_s)
+        for cid in serve.deployed():
+            ok, detail = await serve.probe(cid)
+            was_in = health.in_dispatch(cid)
+            if health.probe(cid, ok=ok, detail=detail) != was_in:
+                observer.swarm_line(
+                    "WARNING" if was_in else "INFO",
+                    {"event": "dispatch", "capability": cid, "in_dispatch": not was_in},
+                )
+
+
+def start_upkeep(
+    pool: ActorPoolExecutor,
+    serve: ServeExecutor,
+    observer: Observer,
+    *,
+    agent_idle_s: float,
+    health_interval_s: float,
+) -> list[asyncio.Task[None]]:
+    """Start the background loops on the running event loop; returns their tasks."""
+    loop = asyncio.get_running_loop()
+    tasks = [
+        loop.create_task(_reap_idle_agents(pool, agent_idle_s)),
+        loop.create_task(_probe_deployments(serve, observer, health_interval_s)),
+    ]
+    if observer.audit is not None:
+        tasks.append(loop.create_task(_flush_audit(observer.audit)))
+    return tasks
+
+
+REPORTER_PREFIX = "swarm-metrics/"
+"""Named actors called `swarm-metrics/FAMILY:ID` report swarm-level state for `/metrics`.
+
+Any layer can start one (the LLM endpoint budgets do); the orchestrator gathers their
+`state()` by family without importing what they are."""
+
+
+async def reported_states(timeout_s: float = 2.0) -> dict[str, list[dict[str, Any]]]:
+    """`state()` of every reporter actor in the cluster, by family; silent ones skipped."""
+    import ray
+
+    named = await asyncio.to_thread(ray.util.list_named_actors, all_namespaces=True)
+    found = [
+        (str(entry["name"]), str(entry["namespace"]))
+        for entry in named
+        if str(entry.get("name", "")).startswith(REPORTER_PREFIX)
+    ]
+
+    async def one(name: str, namespace: str) -> tuple[str, dict[str, Any] | None]:
+        family = name[len(REPORTER_PREFIX) :].split(":", 1)[0]
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+            state: dict[str, Any] = await asyncio.wait_for(actor.state.remote(), timeout_s)
+        except Exception:  # restarting or gone: left out of this scrape
+            return family, None
+        return family, state
+
+    states: dict[str, list[dict[str, Any]]] = {}
+    for family, state in await asyncio.gather(*(one(n, ns) for n, ns in found)):
+        if state is not None:
+            states.setdefault(family, []).append(state)
+    for family in states:
+        states[family].sort(key=lambda s: json.dumps(s, sort_keys=True, default=str))
+    return states

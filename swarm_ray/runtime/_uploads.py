@@ -1,0 +1,264 @@
+"""Uploads: files an HTTP caller sends, kept in the result store under its principal.
+
+An HTTP caller never names a server path. It uploads a document or a video
+(`POST /v1/files`), gets a file id (`file-` and 24 hex digits) and names that id as a
+task item; the orchestrator resolves the id, among the caller's own uploads only, to the
+place where the bytes lie. Layout under the result store's root:
+
+    uploads/<principal tag>/<file id>/<name>          the bytes
+    uploads/<principal tag>/<file id>/.upload.json    name, size, type, sha256, time
+
+What may be uploaded is decided by the content, not the name or the declared type: the
+first bytes must be a PDF or one of the video containers the video workload reads.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import re
+import secrets
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import pyarrow as pa  # type: ignore[import-untyped]
+import pyarrow.fs as pafs  # type: ignore[import-untyped]
+from pydantic import BaseModel, ConfigDict
+
+from swarm_ray.core._errors import InvalidInputError, LimitExceededError, StateStoreError
+from swarm_ray.core._principal import Principal
+from swarm_ray.runtime._results import ResultStore
+
+__all__: list[str] = []
+
+FILE_ID = re.compile(r"^file-[0-9a-f]{24}$")
+"""What a file id looks like (OpenAI's files API uses the same prefix)."""
+_META = ".upload.json"
+_SAFE = re.compile(r"[^A-Za-z0-9._\-]+")
+
+_KINDS: dict[str, tuple[str, ...]] = {
+    "application/pdf": (".pdf",),
+    "video/mp4": (".mp4", ".m4v", ".mov"),
+    "video/webm": (".webm", ".mkv"),
+    "video/x-msvideo": (".avi",),
+    "video/mp2t": (".ts",),
+}
+
+
+def sniff(head: bytes) -> str | None:
+    """The content type the first bytes of a file show, or None when not accepted."""
+    if b"%PDF-" in head[:1024]:
+        return "application/pdf"
+    if head[4:8] == b"ftyp":
+        return "video/mp4"
+    if head[:4] == b"\x1a\x45\xdf\xa3":
+        return "video/webm"
+    if head[:4] == b"RIFF" and head[8:12] == b"AVI ":
+        return "video/x-msvideo"
+    if len(head) > 188 and head[0] == 0x47 and head[188] == 0x47:
+        return "video/mp2t"
+    return None
+
+
+def _safe_name(name: str, kind: str) -> str:
+    """A file name safe on any filesystem, ending in an extension of its sniffed type."""
+    base = _SAFE.sub("_", name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]).lstrip("._")[:100]
+    extensions = _KINDS[kind]
+    if not base.lower().endswith(extensions):
+        base = f"{base or 'upload'}{extensions[0]}"
+    return base
+
+
+class UploadInfo(BaseModel):
+    """What `POST /v1/files` answers and `GET /v1/files` lists."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    id: str
+    """The file id to name in a task's items."""
+    object: str = "file"
+    filename: str
+    """The name it was uploaded with, made safe."""
+    bytes: int
+    """Its size."""
+    content_type: str
+    """What its first bytes show it is."""
+    sha256: str
+    """Digest of its bytes."""
+    created_at: float
+    """When it was uploaded."""
+
+
+@dataclass
+class UploadWriter:
+    """Streams one upload into the store; `commit()` publishes it, `abort()` drops it."""
+
+    uploads: Uploads
+    principal: Principal
+    filename: str
+    max_bytes: int
+    file_id: str = ""
+    size: int = 0
+
+    def __post_init__(self) -> None:
+        self.file_id = f"file-{secrets.token_hex(12)}"
+        self._digest = hashlib.sha256()
+        self._head = b""
+        self._stream: Any | None = None
+        self._temp = ""
+
+    def write(self, chunk: bytes) -> None:
+        """Append `chunk`; raises `LimitExceededError` past `max_bytes`."""
+        self.size += len(chunk)
+        if self.size > self.max_bytes:
+            raise LimitExceededError(
+                f"upload `{self.filename}` is over the limit of {self.max_bytes} bytes",
+                limit="max_upload_bytes",
+                value=self.size,
+                maximum=self.max_bytes,
+            )
+        if self._stream is None:
+            self._head += chunk
+            if len(self._head) < 1024 and self.size < 1024:
+                return
+            self._open()
+            chunk, self._head = self._head, b""
+        self._digest.update(chunk)
+        stream: Any = self._stream
+        stream.write(chunk)
+
+    def _open(self) -> Any:
+        if sniff(self._head) is None:
+            raise InvalidInputError(
+                f"upload `{self.filename}` is neither a PDF nor a video this server reads "
+                "(checked by its first bytes)",
+                field="file",
+                reason="type",
+            )
+        directory = self.uploads.directory(self.principal, self.file_id)
+        fs = self.uploads.fs
+        with self.uploads.guard("create"):
+            fs.create_dir(directory, recursive=True)
+            self._temp = f"{directory}/.partial"
+            self._stream = fs.open_output_stream(self._temp, compression=None)
+        return self._stream
+
+    def commit(self) -> UploadInfo:
+        """Close the stream, move the bytes under their name, write the metadata."""
+        if self._stream is None:
+            if not self._head:
+                raise InvalidInputError(
+                    f"upload `{self.filename}` is empty", field="file", reason="empty"
+                )
+            self._open()
+            self._digest.update(self._head)
+        stream: Any = self._stream
+        if self._head:
+            stream.write(self._head)
+        stream.close()
+        head = self._peek()
+        kind = sniff(head) or "application/octet-stream"
+        name = _safe_name(self.filename, kind)
+        info = UploadInfo(
+            id=self.file_id,
+            filename=name,
+            bytes=self.size,
+            content_type=kind,
+            sha256=self._digest.hexdigest(),
+            created_at=time.time(),
+        )
+        directory = self.uploads.directory(self.principal, self.file_id)
+        with self.uploads.guard("commit"):
+            self.uploads.fs.move(self._temp, f"{directory}/{name}")
+            with self.uploads.fs.open_output_stream(
+                f"{directory}/{_META}", compression=None
+            ) as out:
+                out.write(info.model_dump_json().encode())
+        return info
+
+    def _peek(self) -> bytes:
+        with self.uploads.fs.open_input_stream(self._temp, compression=None) as f:
+            data: bytes = f.read(1024)
+        return data
+
+    def abort(self) -> None:
+        """Drop what was written."""
+        with contextlib.suppress(Exception):
+            if self._stream is not None:
+                self._stream.close()
+        with contextlib.suppress(OSError, pa.ArrowException):
+            self.uploads.fs.delete_dir(self.uploads.directory(self.principal, self.file_id))
+
+
+class Uploads:
+    """The uploads area of a result store (see the module docstring)."""
+
+    def __init__(self, store: ResultStore) -> None:
+        self.store = store
+        self.fs: Any = store.filesystem
+        self._root = f"{store.root}/uploads"
+
+    def directory(self, principal: Principal, file_id: str) -> str:
+        """Filesystem path of one upload's folder."""
+        return f"{self._root}/{principal.tag}/{file_id}"
+
+    def root_for(self, principal: Principal) -> str:
+        """Where a principal's uploads lie, as a worker reads it (a path or a URI)."""
+        return self._location(f"{self._root}/{principal.tag}")
+
+    def _location(self, path: str) -> str:
+        if isinstance(self.fs, pafs.LocalFileSystem):
+            return path
+        scheme = self.store.root_uri.split("://", 1)[0]
+        return f"{scheme}://{path}"
+
+    def writer(self, principal: Principal, filename: str, *, max_bytes: int) -> UploadWriter:
+        """A writer for one new upload of `principal`."""
+        return UploadWriter(self, principal, filename or "upload", max_bytes)
+
+    def info(self, principal: Principal, file_id: str) -> UploadInfo | None:
+        """An upload of `principal`'s, or None (another principal's look the same)."""
+        if not FILE_ID.match(file_id):
+            return None
+        path = f"{self.directory(principal, file_id)}/{_META}"
+        try:
+            with self.fs.open_input_stream(path, compression=None) as f:
+                return UploadInfo.model_validate_json(f.read())
+        except (OSError, pa.ArrowException, ValueError):
+            return None
+
+    def resolve(self, principal: Principal, file_id: str, *, where: str) -> str:
+        """The location of one of `principal`'s uploads; `InvalidInputError` if unknown."""
+        info = self.info(principal, file_id)
+        if info is None:
+            raise InvalidInputError(
+                f"`{where}`: no upload {file_id!r} of this caller's (`POST /v1/files` first)",
+                field=where,
+            )
+        return self._location(f"{self.directory(principal, file_id)}/{info.filename}")
+
+    def list(self, principal: Principal, limit: int = 100) -> list[UploadInfo]:
+        """The principal's uploads, newest first."""
+        selector = pafs.FileSelector(f"{self._root}/{principal.tag}", allow_not_found=True)
+        found = []
+        with self.guard("list"):
+            entries = self.fs.get_file_info(selector)
+        for entry in entries:
+            if entry.type == pafs.FileType.Directory:
+                info = self.info(principal, entry.base_name)
+                if info is not None:
+                    found.append(info)
+        found.sort(key=lambda i: i.created_at, reverse=True)
+        return found[:limit]
+
+    @contextlib.contextmanager
+    def guard(self, operation: str) -> Any:
+        """Filesystem errors as `StateStoreError`."""
+        try:
+            yield
+        except (OSError, pa.ArrowException) as exc:
+            raise StateStoreError(
+                f"uploads store failed to `{operation}`: {type(exc).__name__}: {exc}",
+                operation=operation,
+            ) from exc
