@@ -93,6 +93,11 @@ def main(job: str, state_dir: str) -> int:
             attempts.setdefault(r.subtask_id, []).append(
                 "ok" if r.error is None else str(r.error.code)
             )
+    deadline = time.monotonic() + 90  # the control store notices a dead node in time
+    while time.monotonic() < deadline and any(
+        n["NodeID"] == removed.get("node") and n["Alive"] for n in ray.nodes()
+    ):
+        time.sleep(1)
     retries = [
         {"subtask": e.subtask_id, "summary": e.summary}
         for e in swarm.events(task_id)
@@ -108,6 +113,9 @@ def main(job: str, state_dir: str) -> int:
                 "attempts": attempts,
                 "retries": retries,
                 "nodes_alive": sum(1 for n in ray.nodes() if n["Alive"]),
+                "removed_alive": any(
+                    n["NodeID"] == removed.get("node") and n["Alive"] for n in ray.nodes()
+                ),
             }
         ),
         flush=True,
