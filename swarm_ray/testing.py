@@ -31,11 +31,14 @@ __all__ = [
     "JoinIn",
     "JoinOut",
     "NoopIn",
+    "SplitIn",
+    "SplitOut",
     "count_executions",
     "echo",
     "health_flag_check",
     "join",
     "noop",
+    "split",
     "testing_catalog",
 ]
 
@@ -78,6 +81,19 @@ class JoinOut(BaseModel):
     """The parts joined by spaces."""
     count: int
     """How many parts were present."""
+
+
+class SplitIn(BaseModel):
+    """Input of `test.split.words`."""
+
+    text: str
+    """Words to split on spaces."""
+
+
+class SplitOut(BaseModel):
+    """Output of `test.split.words`: a list later stages fan out over (`for_each`)."""
+
+    parts: list[str]
 
 
 class NoopIn(BaseModel):
@@ -123,6 +139,11 @@ def join(data: JoinIn) -> JoinOut:
     """Join the present parts."""
     present = [p for p in data.parts if p is not None]
     return JoinOut(text=" ".join(present), count=len(present))
+
+
+def split(data: SplitIn) -> SplitOut:
+    """The words of the text."""
+    return SplitOut(parts=data.text.split())
 
 
 def noop(data: NoopIn) -> NoopOut:
@@ -251,8 +272,44 @@ def testing_catalog() -> Catalog:
             ],
         }
     )
+    split_fanout = TaskTemplate.model_validate(
+        {
+            "name": "split_fanout",
+            "description": "Split the query into words, echo each (for_each), join them.",
+            "aggregate": "join",
+            "stages": [
+                {"name": "split", "capability": "test.split.words", "input": {"text": "$query"}},
+                {
+                    "name": "echo",
+                    "capability": "test.echo.text",
+                    "depends_on": ["split"],
+                    "for_each": "$from.split.parts",
+                    "input": {
+                        "text": "$each",
+                        "delay_s": "$params.delay_s",
+                        "record_dir": "$params.record_dir",
+                    },
+                },
+                {
+                    "name": "join",
+                    "capability": "test.join.texts",
+                    "depends_on": ["split", "echo"],
+                    "partial_ok": True,
+                    "input": {"parts": "$from.echo.text"},
+                },
+            ],
+        }
+    )
     return Catalog(
         capabilities=(
+            CapabilitySpec(
+                id="test.split.words",
+                description="Split a text into words (for tests).",
+                input_model=SplitIn,
+                output_model=SplitOut,
+                entrypoint="swarm_ray.testing:split",
+                resources=Resources(num_cpus=0.25),
+            ),
             _echo_spec("test.echo.text", ExecutorKind.ACTOR, 4),
             _echo_spec("test.echo.serve", ExecutorKind.SERVE, 2),
             _echo_spec("test.echo.data", ExecutorKind.DATA, 2),
@@ -290,5 +347,6 @@ def testing_catalog() -> Catalog:
             _chain(),
             noop_template,
             flat,
+            split_fanout,
         ),
     )

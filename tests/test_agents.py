@@ -65,7 +65,7 @@ def script(*steps: dict[str, Any], row: dict[str, Any] | None = None) -> str:
 
 
 def trace(client: SwarmClient, token: str) -> dict[str, Any]:
-    (found,) = ray.get(client.actor.trace_watermarks.remote(token))
+    (found,) = client.trace(token)
     return found  # type: ignore[no-any-return]
 
 

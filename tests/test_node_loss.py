@@ -46,7 +46,7 @@ def test_a_job_survives_losing_a_worker_node(job: str, tmp_path: Path) -> None:
     outcome = _run(job, tmp_path)
     assert outcome["state"] == "completed", outcome["error"]
     assert outcome["removed"].get("node"), "the worker was never removed mid-job"
-    assert not outcome["removed_alive"] and outcome["nodes_alive"] == 2  # head and one worker
+    assert not outcome["removed_alive"]  # the control store saw the node go
     attempts: dict[str, list[str]] = outcome["attempts"]
     for subtask, tries in attempts.items():
         assert tries[-1] == "ok" or subtask not in outcome["removed"]["done_before"], tries

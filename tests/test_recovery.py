@@ -57,6 +57,84 @@ def test_orchestrator_killed_three_times_mid_run(
     client.shutdown()
 
 
+def test_orchestrator_killed_during_a_dynamic_fan_out(
+    ray_cluster: None, tmp_path, record_dir: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Killed after `echo` fanned out over `split`'s output: the expansion is replayed,
+    not redone; every element runs and is recorded once."""
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-recovery-each",
+    )
+    words = [f"w{i}" for i in range(30)]
+    task_id = client.submit(
+        template="split_fanout",
+        query=" ".join(words),
+        params={"record_dir": record_dir, "delay_s": 0.05},
+    )
+    deadline = time.monotonic() + 120
+    while len(count_executions(record_dir)) < 8 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    ray.kill(client.actor, no_restart=False)
+    record = client.wait(task_id, timeout_s=120)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    assert record.output is not None and record.output["count"] == len(words)
+    accepted = [e.result.subtask_id for e in record.log if isinstance(e, SubTaskDone)]
+    assert len(accepted) == len(set(accepted)), "a result was recorded twice"
+    assert accepted.count("split") == 1  # the list was made once, before the kill
+    assert {f"echo[{i}]" for i in range(len(words))} <= set(accepted)
+    fanned = [e for e in client.events(task_id) if e.kind == "fanout"]
+    assert len(fanned) == 1  # expanded once, replayed after the restart, not again
+    runs = count_executions(record_dir)
+    assert sorted(runs) == sorted(words)
+    assert sum(len(p) - 1 for p in runs.values()) <= 4  # only what was in flight
+    client.shutdown()
+
+
+def test_orchestrator_killed_during_a_video_job(ray_cluster: None, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """Killed while segments are analysed: the one video task completes, each segment's
+    result is recorded once, and segments finished before the kill are not analysed again."""
+    from swarm_ray.video import generate_sample_video
+
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.video:video_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-recovery-video",
+    )
+    sample = generate_sample_video(tmp_path / "v.mp4", duration_s=40, width=640, height=480)
+    task_id = client.submit(
+        template="analyze_video",
+        params={"path": sample.path, "target_segments": 8, "min_segment_s": 2},
+    )
+
+    def analysed() -> list[str]:
+        return [
+            e.subtask_id or ""
+            for e in client.events(task_id)
+            if e.status == "succeeded" and (e.subtask_id or "").startswith("analyze[")
+        ]
+
+    deadline = time.monotonic() + 180
+    while not analysed() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    done_before = set(analysed())
+    assert done_before, "no segment finished before the deadline"
+    ray.kill(client.actor, no_restart=False)
+    record = client.wait(task_id, timeout_s=300)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    accepted = [e.result.subtask_id for e in record.log if isinstance(e, SubTaskDone)]
+    assert len(accepted) == len(set(accepted)), "a result was recorded twice"
+    segments = {s for s in accepted if s.startswith("analyze[")}
+    assert done_before <= segments and len(segments) >= 5
+    dispatched = {}
+    for e in client.events(task_id):
+        if e.status == "running" and (e.subtask_id or "") in done_before:
+            dispatched[e.subtask_id] = dispatched.get(e.subtask_id, 0) + 1
+    assert all(n == 1 for n in dispatched.values()), dispatched  # never sent again
+    client.shutdown()
+
+
 def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from tests.conftest_redis import running_redis_server
 

@@ -54,6 +54,8 @@ class SubTaskView(BaseModel):
     """Where a large output lives in the result store."""
     error: dict[str, Any] | None = None
     """Why it failed for good: `code`, `message`, `details`."""
+    parent: str | None = None
+    """The sub-task that spawned it (a child sub-task, a rule's, a feedback round's)."""
 
 
 class UsageView(BaseModel):

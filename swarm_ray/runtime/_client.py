@@ -21,6 +21,7 @@ from ray.exceptions import RayActorError
 from swarm_ray.core._errors import SwarmRuntimeError
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._trace import find_tokens
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.runtime._orchestrator import Orchestrator
 
@@ -197,6 +198,16 @@ class SwarmClient:
         """Cancel a task."""
         record: TaskRecord = self._call(lambda a: a.cancel.remote(task_id))
         return record
+
+    def trace(self, text: str, *, include_input: bool = True) -> list[dict[str, Any]]:
+        """What produced each watermark found in `text` (full tokens or `wm:` short ids):
+        sub-task, capability, agent, timings, digests and, by default, the input.
+        """
+        tokens = find_tokens(text)
+        traced: list[dict[str, Any]] = self._call(
+            lambda a: a.trace_watermarks.remote(tokens, None, include_input)
+        )
+        return traced
 
     def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters."""
