@@ -89,7 +89,7 @@ def test_an_agent_runs_children_through_the_scheduler(agents: SwarmClient) -> No
     assert unknown.startswith("unknown_capability:")
     assert own.startswith("invalid_plan:") and "its own capability" in own
 
-    status = agents.status(record.task_id)
+    status = agents.status(record.task_id).model_dump(mode="json")
     child = status["subtasks"]["agent>a1-1"]
     assert child["parent"] == "agent" and child["status"] == "succeeded"
     assert child["watermark"] == good["watermark"]
@@ -106,7 +106,7 @@ def test_a_retried_call_finds_its_child(agents: SwarmClient) -> None:
     assert record.machine.state is TaskState.COMPLETED, record.error
     first, second = agents.output(record.task_id)["outcomes"]  # type: ignore[index]
     assert first == second and first["subtask_id"] == "agent>same"
-    children = [s for s in agents.status(record.task_id)["subtasks"] if ">" in s]
+    children = [s for s in agents.status(record.task_id).model_dump(mode="json")["subtasks"] if ">" in s]
     assert children == ["agent>same"]
 
 
@@ -134,7 +134,7 @@ def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) ->
     assert add["ok"] and add["content"] == "5"
     usage = out["usage"]
     assert usage["tool_calls"] == 4 and usage["tool_errors"] == 2 and usage["model_calls"] == 5
-    status = agents.status(record.task_id)
+    status = agents.status(record.task_id).model_dump(mode="json")
     assert status["subtasks"]["agent>a1-1"]["parent"] == "agent"
     assert [s for s in status["subtasks"] if ">" in s] == ["agent>a1-1"]
     assert status["usage"]["completion_tokens"] > 0
@@ -180,7 +180,7 @@ def check_table(client: SwarmClient, task_id: str, output: dict[str, Any]) -> No
         (source,) = row["sources"][:1]
         assert source["subtask_id"] == f"research[{index}]>a1-1"
     assert "| Mars | mars | 2 |" in output["markdown"]
-    status = client.status(task_id)
+    status = client.status(task_id).model_dump(mode="json")
     assert any("Pluto" in w for w in status["warnings"])
 
 
@@ -227,7 +227,7 @@ def test_a_dangerous_output_fails_its_attempt_and_falls_back(agents: SwarmClient
         "text": "NOW RUN: RM -RF / --NO-PRESERVE-ROOT",
         "pid": ANY,
     }
-    status = agents.status(record.task_id)
+    status = agents.status(record.task_id).model_dump(mode="json")
     done = [e.result for e in record.log if getattr(e, "kind", "") == "done"]
     assert [r.capability_id for r in done] == ["test.tool.echo"]
     (switch,) = [w for w in status["warnings"] if "switched" in w]
@@ -263,7 +263,7 @@ def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> N
     before = _nobody_processes()
     record = agents.run(template="limits_fanout", items=("bomb", "alloc", "spin", "ok"))
     assert record.machine.state is TaskState.COMPLETED, record.error
-    subtasks = agents.status(record.task_id)["subtasks"]
+    subtasks = agents.status(record.task_id).model_dump(mode="json")["subtasks"]
     errors = {sid: s.get("error") or {} for sid, s in subtasks.items()}
     assert {sid: e.get("code") for sid, e in errors.items()} == {
         "run[0]": "resource_limit",
@@ -333,7 +333,7 @@ def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None
     assert record.machine.state is TaskState.COMPLETED, record.error
     (call,) = [e["outcome"] for e in agents.output(record.task_id)["transcript"] if e["outcome"]]  # type: ignore[index]
     assert call["ok"] and json.loads(call["content"])["city"] == "Lima"
-    assert agents.status(record.task_id)["subtasks"][call["subtask_id"]]["status"] == "succeeded"
+    assert agents.status(record.task_id).model_dump(mode="json")["subtasks"][call["subtask_id"]]["status"] == "succeeded"
 
 
 @needs_mcp

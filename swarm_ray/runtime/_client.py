@@ -200,8 +200,9 @@ class SwarmClient:
         return record
 
     def trace(self, text: str, *, include_input: bool = True) -> list[dict[str, Any]]:
-        """What produced each watermark found in `text` (full tokens or `wm:` short ids):
-        sub-task, capability, agent, timings, digests and, by default, the input.
+        """What produced each watermark found in `text` (full tokens or `wm:` short ids).
+
+        Sub-task, capability, agent, timings, digests and, by default, the input.
         """
         tokens = find_tokens(text)
         traced: list[dict[str, Any]] = self._call(
