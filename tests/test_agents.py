@@ -106,7 +106,7 @@ def test_a_retried_call_finds_its_child(agents: SwarmClient) -> None:
     assert record.machine.state is TaskState.COMPLETED, record.error
     first, second = agents.output(record.task_id)["outcomes"]  # type: ignore[index]
     assert first == second and first["subtask_id"] == "agent>same"
-    children = [s for s in agents.status(record.task_id).model_dump(mode="json")["subtasks"] if ">" in s]
+    children = [s for s in agents.status(record.task_id).subtasks if ">" in s]
     assert children == ["agent>same"]
 
 
@@ -333,7 +333,7 @@ def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None
     assert record.machine.state is TaskState.COMPLETED, record.error
     (call,) = [e["outcome"] for e in agents.output(record.task_id)["transcript"] if e["outcome"]]  # type: ignore[index]
     assert call["ok"] and json.loads(call["content"])["city"] == "Lima"
-    assert agents.status(record.task_id).model_dump(mode="json")["subtasks"][call["subtask_id"]]["status"] == "succeeded"
+    assert agents.status(record.task_id).subtasks[call["subtask_id"]].status == "succeeded"
 
 
 @needs_mcp
