@@ -152,8 +152,7 @@ def swarm_run(
     task_id = client.submit(
         template="compare_documents",
         items=tuple(paths),
-        dimensions=tuple(dimensions),
-        params={"out_dir": str(out / "swarm")},
+        params={"dimensions": list(dimensions), "out_dir": str(out / "swarm")},
     )
     first = 0.0
     for event in client.follow(task_id):

@@ -24,7 +24,8 @@ def test_yaml_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path.write_text(PIPELINE_YAML)
     template = load_template(path)
     assert [s.name for s in template.stages] == ["parse", "extract", "merge"]
-    assert template.stage("extract").fan_out is FanOut.PER_ITEM_DIMENSION
+    extract = template.stage("extract")  # the retired `per_item_dimension`, read anew
+    assert extract.fan_out is FanOut.PER_ITEM and extract.for_each == "$params.dimensions"
 
 
 @pytest.mark.parametrize(
@@ -125,7 +126,7 @@ def test_a_conditional_stage_is_expanded_only_when_its_parameter_is_true(
         for s in template.stages
     ]
     template = template.model_copy(update={"stages": tuple(stages)})
-    params = {} if flag is None else {"deep": flag}
+    params = {**REQ.params, **({} if flag is None else {"deep": flag})}
     plan = expand(template, REQ.model_copy(update={"params": params}), task_id="t")
     by_id = plan.by_id()
     extracts = [i for i in by_id if i.startswith("extract")]

@@ -76,7 +76,10 @@ class RequestLimits:
         if items > self.max_items:
             _breach("max_items", f"{items} items", items, self.max_items)
         declared = request.params.get("fields")
-        fields = len(request.dimensions) + (len(declared) if isinstance(declared, list) else 0)
+        groups = request.params.get("dimensions")
+        fields = (len(groups) if isinstance(groups, list) else 0) + (
+            len(declared) if isinstance(declared, list) else 0
+        )
         if fields > self.max_fields:
             _breach("max_fields", f"{fields} fields", fields, self.max_fields)
         fanout = max(items, 1) * max(fields, 1)

@@ -109,7 +109,7 @@ def stage_subtask(
     """
     deps = [i for ids, _ in depends_on.values() for i in ids]
     many = {name: flag for name, (_, flag) in depends_on.items()}
-    key = _key(item, dimension) if each_index is None else f"[{each_index}]"
+    key = _key(item, dimension) if item is not None or each_index is None else f"[{each_index}]"
     return SubTaskSpec(
         id=stage.name + key,
         stage=stage.name,
@@ -161,12 +161,12 @@ def _fill(value: Any, ctx: _Context) -> Any:
     request = ctx.request
     if value == "$item":
         return None if ctx.item is None else request.items[ctx.item]
-    if value == "$dimension":
-        return ctx.dimension
+    if value == "$dimension":  # the retired name of a per-item `for_each` element
+        return ctx.each if ctx.each is not _NO_EACH else ctx.dimension
     if value == "$items":
         return list(request.items)
-    if value == "$dimensions":
-        return list(request.dimensions)
+    if value == "$dimensions":  # the retired name of `$params.dimensions`
+        return list(request.params.get("dimensions") or [])
     if value == "$query":
         return request.query
     if value in ("$each", "$each_index") and ctx.each is not _NO_EACH:
@@ -197,17 +197,20 @@ def _dependency_ids(
     item: int | None,
     dimension: str | None,
 ) -> tuple[list[str], bool]:
-    """Which sub-tasks of `dep` one sub-task of `stage` waits for, and whether many."""
+    """Which sub-tasks of `dep` one sub-task of `stage` waits for, and whether many.
+
+    `dimension` is the element label of a per-item `for_each` sub-task (`extract[0,battery]`).
+    """
     upstream = ids[dep.name]
-    if dep.for_each is not None:  # all of its sub-tasks (or, until they exist, its source)
-        return [i for i, _, _ in upstream], True
+    if dep.for_each is not None and dep.fan_out is FanOut.ONCE:
+        return [i for i, _, _ in upstream], True  # all of it (until it exists, its source)
     if dep.fan_out is FanOut.ONCE:
         return [i for i, _, _ in upstream], False
     if stage.fan_out is FanOut.ONCE:
         return [i for i, _, _ in upstream], True
-    if dep.fan_out is FanOut.PER_ITEM:
+    if dep.for_each is None:  # a plain per-item stage: this item's sub-task
         return [i for i, it, _ in upstream if it == item], False
-    if stage.fan_out is FanOut.PER_ITEM_DIMENSION:
+    if stage.for_each is not None:  # per item and element, both: the same pair
         return [i for i, it, d in upstream if it == item and d == dimension], False
     return [i for i, it, _ in upstream if it == item], True
 
@@ -229,17 +232,24 @@ def expand(
         if condition is not None and not request.params.get(condition.group(1)):
             ids[stage.name] = []  # left out: dependents wait for none of it
             continue
-        if stage.for_each is not None:
+        if stage.for_each is not None and stage.fan_out is FanOut.ONCE:
             ids[stage.name] = _expand_each(stage, request, ids, subtasks, by_name, workdir)
             continue
+        elements: list[tuple[str | None, int | None, Any]] = [(None, None, _NO_EACH)]
+        if stage.for_each is not None:  # per item and element of `$params.NAME`
+            found = FOR_EACH.match(stage.for_each)
+            assert found is not None and found.group("param") is not None
+            name = found.group("param")
+            listed = each_elements(stage, request.params.get(name, []), where=f"`$params.{name}`")
+            elements = [(_label(e, j), j, e) for j, e in enumerate(listed)]
         if stage.fan_out is FanOut.ONCE:
-            keys: list[tuple[int | None, str | None]] = [(None, None)]
-        elif stage.fan_out is FanOut.PER_ITEM:
-            keys = [(i, None) for i in range(len(request.items))]
+            keys: list[tuple[int | None, str | None, int | None, Any]] = [
+                (None, None, None, _NO_EACH)
+            ]
         else:
-            keys = [(i, d) for i in range(len(request.items)) for d in request.dimensions]
+            keys = [(i, lab, j, e) for i in range(len(request.items)) for lab, j, e in elements]
         ids[stage.name] = []
-        for item, dimension in keys:
+        for item, dimension, index, element in keys:
             depends = {
                 d: _dependency_ids(stage, by_name[d], ids, item, dimension)
                 for d in stage.depends_on
@@ -252,6 +262,8 @@ def expand(
                 depends_on=depends,
                 required=stage.name == template.aggregate,
                 workdir=workdir,
+                each=element,
+                each_index=index,
             )
             subtasks.append(spec)
             ids[stage.name].append((spec.id, item, dimension))
@@ -262,6 +274,14 @@ def expand(
         subtasks=tuple(subtasks),
         workdir=workdir,
     )
+
+
+_LABEL = re.compile(r"^[A-Za-z0-9_.\-]{1,40}$")
+
+
+def _label(element: Any, index: int) -> str:
+    """How an element names its sub-task: a short word as itself (`battery`), else its index."""
+    return element if isinstance(element, str) and _LABEL.match(element) else str(index)
 
 
 def each_elements(stage: Stage, value: Any, *, where: str) -> list[Any]:

@@ -104,7 +104,7 @@ class DraftStage(BaseModel):
     capability: str
     """A registered capability id."""
     fan_out: FanOut = FanOut.ONCE
-    """`once`, `per_item` or `per_item_dimension`."""
+    """`once` or `per_item`."""
     depends_on: tuple[str, ...] = ()
     """Names of earlier stages it needs."""
     input: dict[str, Any] = Field(default_factory=dict)

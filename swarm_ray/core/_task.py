@@ -23,9 +23,7 @@ class TaskRequest(BaseModel):
     template: str | None = None
     """Template name to use, skipping intent routing."""
     items: tuple[Any, ...] = ()
-    """What per-item stages fan out over (file paths, URLs, records)."""
-    dimensions: tuple[str, ...] = ()
-    """What per-item-and-dimension stages fan out over (battery, motor, ...)."""
+    """What per-item stages fan out over (file paths, URLs, records, upload ids)."""
     params: dict[str, Any] = Field(default_factory=dict)
     """Free parameters, reachable from templates as `$params.NAME`."""
     task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]{1,64}$")
@@ -41,6 +39,22 @@ class TaskRequest(BaseModel):
     `auto` (a template when one matches, else the LLM planner `llm.planning.plan`), or the
     id of a planning capability to ask. A planner's plan is checked like a template's;
     when it is refused, the template router plans instead and the task says why."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _dimensions_are_a_parameter(cls, data: Any) -> Any:
+        """Read the retired top-level `dimensions` as `params.dimensions`.
+
+        That is what a template's `for_each: $params.dimensions` fans out over.
+        """
+        if isinstance(data, dict) and "dimensions" in data:
+            data = dict(data)
+            dimensions = data.pop("dimensions")
+            if dimensions:
+                params = dict(data.get("params") or {})
+                params.setdefault("dimensions", list(dimensions))
+                data["params"] = params
+        return data
 
     @model_validator(mode="after")
     def _query_or_template(self) -> Self:

@@ -7,7 +7,8 @@ stages are judged and revised in rounds. `expand()` (`core._plan`) turns a templ
 request into a `Plan`.
 
 Inputs of a stage may use placeholders, filled in when the plan is expanded:
-`"$item"` (the request item), `"$dimension"`, `"$items"` (all items), `"$query"`,
+`"$item"` (the request item), `"$each"` / `"$each_index"` (a `for_each` element and its
+position), `"$items"` (all items), `"$query"`,
 `"$params.NAME"` (left out when the request has no such parameter, so the input model's
 default applies), `"$task_dir"` or `"$task_dir/SUB"` (the task's own directory for
 outputs, assigned by the server; an HTTP caller cannot choose it); and some filled in
@@ -59,9 +60,7 @@ class FanOut(StrEnum):
     ONCE = "once"
     """One sub-task."""
     PER_ITEM = "per_item"
-    """One per request item."""
-    PER_ITEM_DIMENSION = "per_item_dimension"
-    """One per (item, dimension) pair."""
+    """One per request item (with `for_each: $params.NAME`, one per item and element)."""
 
 
 class Stage(BaseModel):
@@ -104,6 +103,14 @@ class Stage(BaseModel):
     """
     max_each: int = Field(default=1000, ge=1, le=100_000)
     """Most elements a `for_each` may fan out over; a longer list fails the task, named."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _per_item_dimension(cls, data: Any) -> Any:
+        """Read the retired `fan_out: per_item_dimension` as what it always meant."""
+        if isinstance(data, dict) and data.get("fan_out") == "per_item_dimension":
+            return {**data, "fan_out": "per_item", "for_each": "$params.dimensions"}
+        return data
 
 
 class DynamicRule(BaseModel):
@@ -261,13 +268,17 @@ def _check_for_each(stage: Stage, by_name: Mapping[str, Stage], stages: tuple[St
         return
     found = FOR_EACH.match(stage.for_each)
     assert found is not None  # the field's pattern
-    if stage.fan_out is not FanOut.ONCE:
-        raise ValueError(f"stage `{stage.name}` has `for_each`, so its `fan_out` must be `once`")
-    if stage.triggered or stage.when is not None:
-        raise ValueError(
-            f"stage `{stage.name}` has `for_each` and cannot also be triggered or conditional"
-        )
     source = found.group("stage")
+    if stage.fan_out is not FanOut.ONCE and source is not None:
+        raise ValueError(
+            f"stage `{stage.name}` fans out over `{source}`'s output, so its `fan_out` must "
+            "be `once` (per item, fan out over `$params.NAME`)"
+        )
+    if stage.triggered or (stage.when is not None and source is not None):
+        raise ValueError(
+            f"stage `{stage.name}` fans out over an output and cannot also be triggered "
+            "or conditional"
+        )
     if source is not None:
         if source not in stage.depends_on:
             raise ValueError(
@@ -279,6 +290,8 @@ def _check_for_each(stage: Stage, by_name: Mapping[str, Stage], stages: tuple[St
                 "a once-stage (one sub-task)"
             )
     for other in stages:
+        if source is None:
+            break
         if stage.name in other.depends_on and other.fan_out is not FanOut.ONCE:
             raise ValueError(
                 f"stage `{other.name}` depends on `for_each` stage "

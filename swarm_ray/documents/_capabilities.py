@@ -154,7 +154,7 @@ class JudgeIn(BaseModel):
     cross_checks: list[CrossCheck | None] = []
     """The LLM cross-check per document (`enabled` false when not asked for)."""
     dimensions: list[str] = []
-    """The request's dimensions (`$dimensions`): their fields are distinct names."""
+    """The request's dimensions (`$params.dimensions`): their fields are distinct names."""
     fields: list[FieldSpec] = []
     """The request's inline field declarations (`$params.fields`)."""
 
@@ -188,7 +188,7 @@ class ReportIn(BaseModel):
     warnings: list[str] = []
     """Every degradation of the task so far (`$warnings`)."""
     dimensions: list[str] = []
-    """The request's dimensions (`$dimensions`): the declared fields, in order."""
+    """The request's dimensions (`$params.dimensions`): the declared fields, in order."""
     fields: list[FieldSpec] = []
     """The request's inline field declarations (`$params.fields`)."""
     out_dir: WritePath | None = None
@@ -529,9 +529,10 @@ stages:
     input: {path: $item, fields: $params.fields}
   - name: extract
     capability: document.extraction.specs
-    fan_out: per_item_dimension
+    fan_out: per_item
+    for_each: $params.dimensions
     depends_on: [parse]
-    input: {document: $from.parse, dimension: $dimension, fields: $params.fields}
+    input: {document: $from.parse, dimension: $each, fields: $params.fields}
   - name: normalize
     capability: analysis.normalize.units
     fan_out: per_item
@@ -580,7 +581,7 @@ stages:
       costs: $costs
       rel_tolerance: $params.rel_tolerance
       cross_checks: $from.crosscheck
-      dimensions: $dimensions
+      dimensions: $params.dimensions
       fields: $params.fields
   - name: report
     capability: report.render.markdown
@@ -593,7 +594,7 @@ stages:
       watermarks: $from.parse.@watermark
       judgement: $from.judge
       warnings: $warnings
-      dimensions: $dimensions
+      dimensions: $params.dimensions
       fields: $params.fields
       out_dir: $task_dir
 """

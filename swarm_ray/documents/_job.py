@@ -132,8 +132,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         template="compare_documents",
         query=f"compare {len(paths)} documents on {', '.join(dimensions)}",
         items=tuple(paths),
-        dimensions=tuple(dimensions),
         params={
+            "dimensions": list(dimensions),
             "out_dir": str(out),
             **({"fields": [f.model_dump(mode="json") for f in inline]} if inline else {}),
             **({"chroma_url": args.chroma_url} if args.chroma_url else {}),

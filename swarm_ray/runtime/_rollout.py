@@ -261,7 +261,7 @@ def rollout_tables(
         "planner": record.request.planner,
         "query": record.request.query,
         "items": len(record.request.items),
-        "dimensions": list(record.request.dimensions),
+        "dimensions": list(record.request.params.get("dimensions") or []),
         "stages": stages,
         "plan_json": json.dumps(dag, default=str),
         "subtasks": len(specs),
