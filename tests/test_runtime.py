@@ -297,3 +297,36 @@ def test_a_task_handle_follows_the_task_and_types_its_output(swarm: SwarmClient)
     assert isinstance(joined, JoinOut) and joined.count == 2
     assert sorted(joined.text.split()) == ["A", "B"]
     assert task.output() == joined.model_dump()
+
+
+def test_scarce_agents_go_to_higher_priority_tasks_first(ray_cluster: None) -> None:
+    import asyncio
+
+    from swarm_ray.runtime._executors import _Pool
+    from swarm_ray.testing import testing_catalog
+
+    spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
+    spec = spec.model_copy(
+        update={"resources": spec.resources.model_copy(update={"max_concurrency": 1})}
+    )
+    pool = _Pool(spec, ray.get_runtime_context().namespace)
+
+    async def scenario() -> list[str]:
+        only = await pool.acquire()
+        order: list[str] = []
+
+        async def want(priority: int, name: str) -> None:
+            agent = await pool.acquire(priority)
+            order.append(name)
+            pool.release(agent)
+
+        waiting = []
+        for priority, name in ((0, "first come, low"), (5, "later, high"), (0, "last, low")):
+            waiting.append(asyncio.create_task(want(priority, name)))
+            await asyncio.sleep(0)
+        pool.release(only)
+        await asyncio.gather(*waiting)
+        return order
+
+    assert asyncio.run(scenario()) == ["later, high", "first come, low", "last, low"]
+    pool.reap(0)

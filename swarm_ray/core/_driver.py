@@ -687,6 +687,7 @@ class TaskDriver:
             timeout_s=intent.timeout_s,
             queued_at=now,
             orchestrator=self.orchestrator,
+            priority=self.record.request.priority,
         )
 
     def outstanding_watermark(self, subtask_id: str) -> str | None:

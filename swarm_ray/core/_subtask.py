@@ -155,6 +155,8 @@ class SubTask(BaseModel):
     """Deadline for this attempt."""
     queued_at: float
     """When it was dispatched."""
+    priority: int = 0
+    """Its task's priority: when agents are scarce, higher goes first."""
     orchestrator: str | None = None
     """`namespace/name` of the orchestrator actor that dispatched it: an agent asks it for
     child sub-tasks (`swarm_ray.run_child`)."""

@@ -30,10 +30,11 @@ class TaskRequest(BaseModel):
     """Caller-chosen id (idempotent submit); generated when absent."""
     parent_task_id: str | None = None
     """The task that spawned this one, for nested swarms."""
-    priority: int = 0
-    """Higher runs first when agents are scarce."""
+    priority: int = Field(default=0, ge=-1000, le=1000)
+    """When agents are scarce, sub-tasks of higher-priority tasks get them first."""
     metadata: dict[str, str] = Field(default_factory=dict)
-    """Labels carried to events and the audit log."""
+    """Labels of the caller's (a team, a batch): kept with the task and shown in its
+    status and rollout."""
     planner: str = Field(default="template", pattern=_PLANNER)
     """How the plan is made: `template` (the named template, else keyword routing),
     `auto` (a template when one matches, else the LLM planner `llm.planning.plan`), or the

@@ -85,6 +85,8 @@ class TaskStatus(BaseModel):
     template: str | None = None
     """The template (or `llm-plan`) that shaped its plan."""
     query: str = ""
+    metadata: dict[str, str] = {}
+    """The caller's labels (`TaskRequest.metadata`)."""
     progress: float
     """Share of its sub-tasks settled, 0..1."""
     created_at: float
@@ -145,6 +147,7 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> TaskStatus:
         "state": str(driver.state),
         "template": record.plan.template.name if record.plan else None,
         "query": record.request.query,
+        "metadata": dict(record.request.metadata),
         "progress": 1.0
         if driver.state is TaskState.COMPLETED
         else (scheduler.progress() if scheduler else 0.0),

@@ -22,13 +22,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import heapq
 import itertools
 import os
 import signal
 import threading
 import time
 import uuid
-from collections import deque
 from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
@@ -124,7 +124,9 @@ class _Pool:
         self.idle: list[Any] = []
         self.idle_since: dict[Any, float] = {}
         self.names: dict[Any, str] = {}
-        self.waiters: deque[asyncio.Future[Any]] = deque()
+        self.waiters: list[tuple[int, int, asyncio.Future[Any]]] = []
+        """A heap of (-priority, arrival, waiter): higher priority first, then first come."""
+        self._arrivals = itertools.count()
 
     def _create(self) -> Any:
         name = f"swarm-agent:{self.spec.id}:{self._incarnation}-{next(self._serial)}"
@@ -133,7 +135,11 @@ class _Pool:
         self.names[actor] = name
         return actor
 
-    async def acquire(self) -> Any:
+    async def acquire(self, priority: int = 0) -> Any:
+        """An agent: idle, new (under `max_concurrency`), or the next one freed.
+
+        When agents are scarce, waiters of higher-`priority` tasks get them first.
+        """
         if self.idle:
             actor = self.idle.pop()
             self.idle_since.pop(actor, None)
@@ -141,12 +147,12 @@ class _Pool:
         if len(self.names) < self.spec.resources.max_concurrency:
             return self._create()
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self.waiters.append(waiter)
+        heapq.heappush(self.waiters, (-priority, next(self._arrivals), waiter))
         return await waiter
 
     def release(self, actor: Any) -> None:
         while self.waiters:
-            waiter = self.waiters.popleft()
+            _, _, waiter = heapq.heappop(self.waiters)
             if not waiter.done():
                 waiter.set_result(actor)
                 return
@@ -213,7 +219,7 @@ class ActorPoolExecutor:
         behind it never started and go to a fresh agent, unchanged.
         """
         pool = self._pool(spec)
-        actor = await pool.acquire()
+        actor = await pool.acquire(max(s.priority for s in subtasks))
         name = pool.names.get(actor, "?")
         pending = list(subtasks)
         failure: SubTaskResult | None = None
