@@ -356,6 +356,10 @@ def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenan
         assert _ended(http, task_id, timeout_s=240)["state"] == "completed"
         markdown = http.get(f"/v1/tasks/{task_id}/report", params={"format": "markdown"})
         assert markdown.status_code == 200 and "kWh" in markdown.text
+        # The report's short provenance ids trace back like full tokens.
+        first_line = next(line for line in markdown.text.splitlines() if "`wm:" in line)
+        traced = http.post("/v1/debug/watermark/extract", json={"text": first_line}).json()
+        assert traced and all(t["valid"] and t["known"] for t in traced), traced
         report = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
         workdir = tenants.state_dir / "tasks" / task_id
         assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())

@@ -36,6 +36,8 @@ import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray.core._errors import SwarmError
+from swarm_ray.core._trace import short_id
 from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
 from swarm_ray.documents._dimensions import FIELDS_GROUP, FieldSpec
@@ -115,9 +117,14 @@ class ReportFiles(BaseModel):
 
 
 def short_watermark(token: str) -> str:
-    """A watermark as a report line shows it: `wm:` and its signature's first characters."""
-    signature = token.rsplit(".", 1)[-1]
-    return f"wm:{signature[:10]}"
+    """A watermark as a report line shows it: `wm:TASK:SIGNATURE10` (`swarm_ray.short_id`).
+
+    `POST /v1/debug/watermark/extract` and `SwarmClient.trace` take it like the full token.
+    """
+    try:
+        return short_id(token)
+    except SwarmError:  # not a swarm-ray token: shown as its signature's first characters
+        return f"wm:{token.rsplit('.', 1)[-1][:10]}"
 
 
 def _dimension(field: str) -> str:
