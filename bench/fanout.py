@@ -72,33 +72,6 @@ def burn(ms: float) -> None:
         pass
 
 
-def time_langgraph_work(n: int, ms: float) -> float | None:
-    """LangGraph's `Send` fan-out of N nodes that compute for `ms` each."""
-    try:
-        from langgraph.graph import END, START, StateGraph
-        from langgraph.types import Send
-    except ImportError:
-        return None
-
-    def fan(state: State) -> list[Any]:
-        return [Send("work", {"item": i}) for i in state["items"]]
-
-    def work(state: dict[str, Any]) -> dict[str, list[int]]:
-        burn(ms)
-        return {"done": [state["item"]]}
-
-    graph = StateGraph(State)
-    graph.add_node("work", work)
-    graph.add_conditional_edges(START, fan, ["work"])
-    graph.add_edge("work", END)
-    app = graph.compile()
-    start = time.perf_counter()
-    out = app.invoke({"items": list(range(n)), "done": []})
-    elapsed = time.perf_counter() - start
-    assert len(out["done"]) == n
-    return elapsed
-
-
 def time_swarm_work(client: swarm_ray.SwarmClient, n: int, ms: float) -> float:
     start = time.perf_counter()
     items = tuple(str(i) for i in range(n))
@@ -108,7 +81,8 @@ def time_swarm_work(client: swarm_ray.SwarmClient, n: int, ms: float) -> float:
     return elapsed
 
 
-def time_langgraph(n: int) -> float | None:
+def time_langgraph(n: int, ms: float = 0.0) -> float | None:
+    """LangGraph's `Send` fan-out of N nodes that compute for `ms` each (0: no-ops)."""
     try:
         from langgraph.graph import END, START, StateGraph
         from langgraph.types import Send
@@ -119,6 +93,8 @@ def time_langgraph(n: int) -> float | None:
         return [Send("work", {"item": i}) for i in state["items"]]
 
     def work(state: dict[str, Any]) -> dict[str, list[int]]:
+        if ms:
+            burn(ms)
         return {"done": [state["item"]]}
 
     graph = StateGraph(State)
@@ -181,7 +157,7 @@ def main() -> None:
     time_swarm_work(client, 50, args.work_ms)
     swarm_times = [time_swarm_work(client, args.work_n, args.work_ms) for _ in range(args.repeat)]
     lg_times = [
-        t for t in (time_langgraph_work(args.work_n, args.work_ms) for _ in range(args.repeat)) if t
+        t for t in (time_langgraph(args.work_n, args.work_ms) for _ in range(args.repeat)) if t
     ]
     swarm_wall = statistics.median(swarm_times)
     line = f"  swarm-ray {swarm_wall:.2f} s"
