@@ -158,3 +158,46 @@ def test_a_restarted_driver_plans_again_or_resends_what_was_out(deps: dict[str, 
     assert isinstance(first, Run) and resent.subtask.subtask_id == first.subtask.subtask_id
     accepted = again.step(Arrived(_done(resent.subtask)))
     assert any(isinstance(n, Accepted) for n in accepted.notices)
+
+
+def test_the_request_and_plan_are_logged_once_and_left_out_of_snapshots(
+    deps: dict[str, object],
+) -> None:
+    store = deps["store"]
+    assert isinstance(store, SQLiteStateStore)
+    items = tuple(f"item-{i}" for i in range(50))
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=items))
+    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    for run in runs[:10]:
+        driver.step(Arrived(_done(run.subtask)))
+    specs = [e for e in store.read_log(driver.task_id) if e.kind == "spec"]
+    # One entry when the request was taken in, one when the plan was set: not one per result.
+    assert len(specs) == 2
+    snapshot = json.loads(store.get_task(driver.task_id).record_json)  # type: ignore[union-attr]
+    assert "request" not in snapshot and "plan" not in snapshot
+    assert "item-49" not in json.dumps(snapshot)
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None
+    assert reloaded.record.request.items == items
+    assert reloaded.record.plan == driver.record.plan
+    resent = [c for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert {r.subtask.subtask_id for r in resent} == {r.subtask.subtask_id for r in runs[10:]}
+
+
+def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, object]) -> None:
+    store = deps["store"]
+    assert isinstance(store, SQLiteStateStore)
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
+    driver.step(Begin(plan=_plan(deps, driver)))
+    # The layout before the request and plans moved to the log: one whole-record snapshot.
+    store.put_task(
+        driver.task_id,
+        driver.record.model_dump_json(),
+        is_open=True,
+        schema_version=driver.record.schema_version,
+    )
+    with store._lock, store._conn:  # type: ignore[attr-defined]
+        store._conn.execute("DELETE FROM log WHERE kind = 'spec'")  # type: ignore[attr-defined]
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None and reloaded.record.request.items == ("a", "b")
+    assert reloaded.record.plan == driver.record.plan

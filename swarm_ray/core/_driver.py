@@ -54,7 +54,7 @@ from swarm_ray.core._errors import (
     error_for_code,
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
-from swarm_ray.core._journal import Blobs, StateStore, should_offload
+from swarm_ray.core._journal import Blobs, LogEntry, StateStore, should_offload
 from swarm_ray.core._plan import Plan, expand, validate_plan
 from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
@@ -94,7 +94,30 @@ from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_wate
 
 __all__: list[str] = []
 
-_SCHED, _EVENT, _PLAN = "sched", "event", "plan"
+_SCHED, _EVENT, _PLAN, _SPEC = "sched", "event", "plan", "spec"
+_SPEC_FIELDS = ("request", "plan", "planning")
+"""Record fields written once to the log rather than in every snapshot (`_save`)."""
+
+
+def read_record(
+    store: StateStore, task_id: str, entries: list[LogEntry] | None = None
+) -> TaskRecord | None:
+    """A stored task's record: its snapshot joined with the last `spec` log entry.
+
+    Snapshots written before the request and plans moved to the log hold them inline.
+    """
+    stored = store.get_task(task_id)
+    if stored is None:
+        return None
+    data = json.loads(stored.record_json)
+    if "request" not in data:
+        for entry in reversed(entries if entries is not None else store.read_log(task_id)):
+            if entry.kind == _SPEC:
+                data.update(json.loads(entry.payload_json))
+                break
+    return TaskRecord.model_validate(data)
+
+
 _STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
 """Pauses between tries of a failing log write (a locked SQLite file, a Redis failover)."""
 Clock = Callable[[], float]
@@ -139,6 +162,8 @@ class TaskDriver:
         self.planner: Scheduler | None = None
         """The planning phase's scheduler, while a planning capability makes the plan."""
         self._issued: dict[str, tuple[int, str]] = {}
+        self._saved_spec: tuple[int, int, int] | None = None
+        """Identity of the request and plans last written to the log (see `_save`)."""
         self.orchestrator: str | None = None
         """`namespace/name` of the orchestrator actor driving this task (set by it)."""
 
@@ -181,13 +206,15 @@ class TaskDriver:
     def load(cls, task_id: str, **deps: Any) -> TaskDriver | None:
         """Reload a task from the store and replay its scheduler log."""
         store: StateStore = deps["store"]
-        stored = store.get_task(task_id)
-        if stored is None:
+        entries = store.read_log(task_id)
+        record = read_record(store, task_id, entries)
+        if record is None:
             return None
-        driver = cls(TaskRecord.model_validate_json(stored.record_json), **deps)
+        driver = cls(record, **deps)
+        driver._saved_spec = (id(record.request), id(record.plan), id(record.planning))
         log: list[SchedulerEvent] = []
         planning_log: list[SchedulerEvent] = []
-        for entry in store.read_log(task_id):
+        for entry in entries:
             if entry.kind == _EVENT:
                 driver.events.append(TaskEvent.model_validate_json(entry.payload_json))
             elif entry.kind in (_SCHED, _PLAN):
@@ -248,10 +275,22 @@ class TaskDriver:
         self._save()
 
     def _save(self) -> None:
+        """Write the snapshot; the request and plans only when they changed (see below).
+
+        The request and the plans hold every item and every sub-task's input (megabytes
+        for a large fan-out) and never change once set, while the snapshot is written
+        at every transition. So they go to the task's log, once each time one is set
+        (`spec` entries), and the snapshot leaves them out; `read_record` joins them.
+        """
         self.record = self.record.model_copy(update={"updated_at": self._clock()})
+        spec = (id(self.record.request), id(self.record.plan), id(self.record.planning))
+        if spec != self._saved_spec:
+            payload = self.record.model_dump_json(include=set(_SPEC_FIELDS))
+            self._store.append(self.task_id, _SPEC, payload)
+            self._saved_spec = spec
         self._store.put_task(
             self.task_id,
-            self.record.model_dump_json(),
+            self.record.model_dump_json(exclude=set(_SPEC_FIELDS)),
             is_open=not self.state.terminal,
             schema_version=SCHEMA_VERSION,
             owner=self.record.owner,

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_ray.core._access import AccessPolicy, input_roots
+from swarm_ray.core._driver import read_record
 from swarm_ray.core._errors import SwarmUserError, TaskConflictError
 from swarm_ray.core._journal import StateStore
 from swarm_ray.core._limits import RequestLimits
@@ -111,8 +112,7 @@ def take_in(
     limits.check(request, untrusted=untrusted)
     owner = principal.id if untrusted else None
     task_id = scoped_task_id(principal, request.task_id) or uuid.uuid4().hex[:16]
-    if request.task_id is not None and (stored := store.get_task(task_id)) is not None:
-        record = TaskRecord.model_validate_json(stored.record_json)
+    if request.task_id is not None and (record := read_record(store, task_id)) is not None:
         same = _without_id(record.request) == _without_id(request)
         if record.owner != owner or not same:
             raise TaskConflictError(
