@@ -170,7 +170,7 @@ def _serve(config: EngineConfig, args: argparse.Namespace) -> Side:
     import ray
     from ray import serve
 
-    ray.init(include_dashboard=False, log_to_driver=False, configure_logging=False)
+    ray.init(address="local", include_dashboard=False, log_to_driver=False, configure_logging=False)
     resources = Resources(num_cpus=args.num_cpus, num_gpus=args.num_gpus)
     options = LLMDeploymentOptions(
         min_replicas=args.replicas,

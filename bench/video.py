@@ -188,7 +188,7 @@ def main() -> None:
     )
     before = raw_rates(path, meta.duration_s, args.cpus)
 
-    ray.init(num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
     client = swarm_ray.connect(
         catalogs=["swarm_ray.video:video_catalog"], state_dir=folder / "state", name="bench-video"
     )

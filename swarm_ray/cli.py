@@ -24,7 +24,13 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 
 from swarm_ray.core._errors import SwarmError
-from swarm_ray.runtime._client import DEFAULT_CATALOGS, ORCHESTRATOR_NAME, SwarmClient, connect
+from swarm_ray.runtime._client import (
+    DEFAULT_CATALOGS,
+    ORCHESTRATOR_NAME,
+    SwarmClient,
+    connect,
+    local_cluster,
+)
 from swarm_ray.runtime._progress import follow_with_progress
 
 __all__ = ["main"]
@@ -35,16 +41,14 @@ def _when(ts: float) -> str:
 
 
 def _connect(args: argparse.Namespace) -> SwarmClient:
-    import ray
-
     address = args.address or os.environ.get("RAY_ADDRESS")
-    if address is None and not ray.is_initialized():
-        try:
-            ray.init(address="auto", log_to_driver=False, namespace="swarm-ray")
-        except ConnectionError:
-            address = None  # no cluster running: connect() starts a local one
+    # As Ray's "auto": a `ray start` head, or any other cluster running on this machine;
+    # None when there is none, and connect() starts a local one.
     return connect(
-        address, catalogs=args.catalog or DEFAULT_CATALOGS, state_dir=args.state_dir, name=args.name
+        address or local_cluster(any_cluster=True),
+        catalogs=args.catalog or DEFAULT_CATALOGS,
+        state_dir=args.state_dir,
+        name=args.name,
     )
 
 

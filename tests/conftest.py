@@ -45,6 +45,8 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # from the store (what a long-lived orchestrator does).
     os.environ.setdefault("SWARM_RAY_KEEP_FINISHED", "20")
     ray.init(
+        # A cluster of the session's own, whatever `/tmp/ray/ray_current_cluster` names.
+        address="local",
         # Logical CPUs: several orchestrators' agent pools live side by side in one session.
         num_cpus=12,
         include_dashboard=False,

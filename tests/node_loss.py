@@ -23,13 +23,25 @@ def main(job: str, state_dir: str) -> int:
     import ray
     from ray.cluster_utils import Cluster
 
-    import swarm_ray
-    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
-
     cluster = Cluster(
         initialize_head=True,
         head_node_args={"num_cpus": 1, "include_dashboard": False},
     )
+    try:
+        return _scenario(cluster, job, state_dir)
+    finally:
+        # Also when the scenario fails: the cluster's shutdown removes the address it
+        # wrote to /tmp/ray/ray_current_cluster, which a later plain `ray.init()` joins.
+        ray.shutdown()
+        cluster.shutdown()
+
+
+def _scenario(cluster: Any, job: str, state_dir: str) -> int:
+    import ray
+
+    import swarm_ray
+    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
+
     workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
@@ -121,8 +133,6 @@ def main(job: str, state_dir: str) -> int:
         flush=True,
     )
     swarm.shutdown()
-    ray.shutdown()
-    cluster.shutdown()
     return 0
 
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import socket
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar, overload
@@ -35,6 +36,34 @@ DEFAULT_CATALOGS = ("swarm_ray.catalog:default_catalog",)
 """Catalogs an orchestrator loads unless told otherwise."""
 
 
+def local_cluster(*, any_cluster: bool = False) -> str | None:
+    """The address of a Ray cluster on this machine that answers, if any.
+
+    The one a `ray start` head names in `/tmp/ray/ray_current_cluster`, and with
+    `any_cluster` also any other running GCS (as Ray's `address="auto"`). Ray itself would
+    wait minutes on an address a killed cluster left behind in that file; a one-second
+    TCP probe tells a live cluster from a stale address.
+    """
+    try:
+        from ray._private.services import find_gcs_addresses
+        from ray._private.utils import read_ray_address
+    except ImportError:  # a Ray that moved them: start a local cluster, as without one
+        return None
+    candidates = [read_ray_address()]
+    if any_cluster:
+        candidates += sorted(find_gcs_addresses())  # type: ignore[no-untyped-call]
+    for address in candidates:
+        if not address:
+            continue
+        host, _, port = address.rpartition(":")
+        try:
+            with socket.create_connection((host, int(port)), timeout=1):
+                return str(address)
+        except (OSError, ValueError):
+            continue
+    return None
+
+
 def connect(
     address: str | None = None,
     *,
@@ -49,8 +78,9 @@ def connect(
     """Join (or start) a Ray cluster and get or create the orchestrator.
 
     Args:
-        address: A Ray address (`auto`, `ray://...`, `host:port`); None starts a local
-            cluster unless this process is already connected.
+        address: A Ray address (`auto`, `ray://...`, `host:port`). None: `RAY_ADDRESS`,
+            else a `ray start` head on this machine that answers, else a new local
+            cluster (unless this process is already connected).
         catalogs: Import paths of `Catalog` functions the orchestrator loads.
         state_url: State store (`sqlite:///...`, `redis://...`); default
             `SWARM_RAY_STATE_URL`, else SQLite under the state directory.
@@ -70,10 +100,16 @@ def connect(
     if not ray.is_initialized():
         init_kwargs.setdefault("log_to_driver", False)
         if address is None and "RAY_ADDRESS" not in os.environ:
-            # A new local cluster: pooled agents keep their CPU reservation while idle, so
-            # with only as many logical CPUs as cores a few pools could starve the Ray Data
-            # stages that feed them. Oversubscribe logically; the OS shares the cores.
-            init_kwargs.setdefault("num_cpus", max(8, 4 * (os.cpu_count() or 1)))
+            address = local_cluster()
+            if address is None:
+                # A new local cluster: "local", not Ray's default, which joins whatever
+                # `/tmp/ray/ray_current_cluster` names, a dead address too (and refuses
+                # `num_cpus` there).
+                address = "local"
+                # Pooled agents keep their CPU reservation while idle, so with only as
+                # many logical CPUs as cores a few pools could starve the Ray Data
+                # stages that feed them. Oversubscribe logically; the OS shares the cores.
+                init_kwargs.setdefault("num_cpus", max(8, 4 * (os.cpu_count() or 1)))
         ray.init(address=address, namespace=namespace, **init_kwargs)
     actor = (
         ray.remote(Orchestrator)
