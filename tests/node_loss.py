@@ -78,8 +78,10 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
         while time.monotonic() < deadline:
             subtasks = swarm.status(task_id).subtasks
             mine = {k: v.status for k, v in subtasks.items() if k.startswith(stage)}
+            # Some finished and some not (running, or queued behind the running ones):
+            # results of one wave can arrive within a poll of each other.
             if any(v == "succeeded" for v in mine.values()) and any(
-                v == "running" for v in mine.values()
+                v != "succeeded" for v in mine.values()
             ):
                 done = [
                     e.result
@@ -92,7 +94,7 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
                 removed["done_before"] = sorted(r.subtask_id for r in done)
                 cluster.remove_node(victim, allow_graceful=False)
                 return
-            time.sleep(0.2)
+            time.sleep(0.05)
 
     killer = threading.Thread(target=remove_when_busy)
     killer.start()
