@@ -111,6 +111,19 @@ async def _await(awaitable: Any) -> Any:
     return await awaitable
 
 
+def _local(ref: ray.ObjectRef[Any]) -> Any:
+    """The object if this process already holds it, else None (then await it).
+
+    A streamed result is announced once it exists, and a small one arrives inline with
+    the announcement; reading it here skips awaiting it, a round trip through Ray's
+    I/O thread and the event loop that cost about a sixth of the orchestrator's CPU.
+    """
+    try:
+        return ray.get(ref, timeout=0)
+    except GetTimeoutError:
+        return None
+
+
 class _Pool:
     """Actors of one capability, leased one sub-task at a time."""
 
@@ -236,7 +249,9 @@ class ActorPoolExecutor:
             while pending:
                 current = pending[0]
                 ref = await asyncio.wait_for(stream.__anext__(), current.timeout_s)
-                result = await ref
+                result = _local(ref)
+                if result is None:
+                    result = await ref
                 pending.pop(0)
                 on_result(result)
             healthy = True

@@ -96,6 +96,9 @@ class Orchestrator:
         results_uri: str | None = None,
         state_dir: str | None = None,
     ) -> None:
+        # The executors read streamed results that are already here with `ray.get(ref,
+        # timeout=0)`, which never blocks; Ray would still warn of a blocking get.
+        os.environ.setdefault("RAY_WARN_BLOCKING_GET_INSIDE_ASYNC", "0")
         self._registry, self._router = load_catalogs(catalogs)
         home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
         secure_state_dir(home)
