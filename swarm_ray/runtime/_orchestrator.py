@@ -86,6 +86,10 @@ from swarm_ray.runtime._uploads import Uploads
 __all__: list[str] = []
 
 
+_COMMIT_GAP_S = 0.005
+"""Least time between two store commits while writes keep coming (see `_turn_for`)."""
+
+
 class Orchestrator:
     """Owns every task's driver and the executors. Create it with `swarm_ray.connect()`."""
 
@@ -120,6 +124,8 @@ class Orchestrator:
         self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
         self._members: dict[tuple[str, str], set[str]] = {}
         self._serial = itertools.count()
+        self._last_commit = 0.0
+        """Event-loop time of the last store commit (see `_turn_for`)."""
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
         self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
@@ -617,7 +623,15 @@ class Orchestrator:
             batch.__enter__()
             gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
             self._turn = (batch, gate, set())
-            asyncio.get_running_loop().call_soon(self._close_turn)
+            # At most one commit per `_COMMIT_GAP_S`: under a stream of results a turn
+            # stays open a few milliseconds and takes in the next turns' writes too;
+            # otherwise it commits at once.
+            loop = asyncio.get_running_loop()
+            wait = self._last_commit + _COMMIT_GAP_S - loop.time()
+            if wait > 0:
+                loop.call_later(wait, self._close_turn)
+            else:
+                loop.call_soon(self._close_turn)
         self._turn[2].add(driver.task_id)
         return self._turn[1]
 
@@ -626,6 +640,7 @@ class Orchestrator:
             return
         batch, gate, touched = self._turn
         self._turn = None
+        self._last_commit = asyncio.get_running_loop().time()
         try:
             batch.__exit__(None, None, None)
         except StateStoreError as exc:
