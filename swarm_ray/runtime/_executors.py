@@ -52,7 +52,7 @@ OnResult = Callable[[SubTaskResult], object]
 RunSpec = tuple[list[str], Coroutine[Any, Any, None]]
 """One run of an executor: the sub-task ids it carries and the coroutine that runs them."""
 
-_MAX_CHUNK = 16
+_MAX_CHUNK = 64
 """Most sub-tasks sent to one pooled agent in one streaming call."""
 
 
@@ -105,6 +105,23 @@ class SubAgent:
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""
         return os.getpid()
+
+
+def _chunks(subtasks: list[SubTask], agents: int) -> list[list[SubTask]]:
+    """Guided self-scheduling: each chunk half the remainder's share per agent.
+
+    Large chunks while much remains (one streaming call carries up to `_MAX_CHUNK`, so
+    a big fan-out costs few calls), smaller ones toward the end, so no agent is left with
+    a long chunk while the others have nothing to do.
+    """
+    chunks: list[list[SubTask]] = []
+    start = 0
+    while start < len(subtasks):
+        left = len(subtasks) - start
+        size = max(1, min(_MAX_CHUNK, -(-left // (2 * max(1, agents)))))
+        chunks.append(subtasks[start : start + size])
+        start += size
+    return chunks
 
 
 async def _await(awaitable: Any) -> Any:
@@ -215,9 +232,8 @@ class ActorPoolExecutor:
     def runs(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
     ) -> list[RunSpec]:
-        """Spread the batch over the pool; small chunks keep results streaming back."""
-        size = min(_MAX_CHUNK, -(-len(subtasks) // spec.resources.max_concurrency))
-        chunks = [subtasks[i : i + size] for i in range(0, len(subtasks), size)]
+        """Spread the batch over the pool in chunks (each streams its results back)."""
+        chunks = _chunks(subtasks, spec.resources.max_concurrency)
         return [([s.subtask_id for s in c], self.run_many(spec, c, on_result)) for c in chunks]
 
     async def run_many(
