@@ -41,11 +41,15 @@ def _when(ts: float) -> str:
 
 
 def _connect(args: argparse.Namespace) -> SwarmClient:
+    import ray
+
     address = args.address or os.environ.get("RAY_ADDRESS")
-    # As Ray's "auto": a `ray start` head, or any other cluster running on this machine;
-    # None when there is none, and connect() starts a local one.
+    if address is None and not ray.is_initialized():
+        # As Ray's "auto": a `ray start` head, or any other cluster running on this
+        # machine; None when there is none, and connect() starts a local one.
+        address = local_cluster(any_cluster=True)
     return connect(
-        address or local_cluster(any_cluster=True),
+        address,
         catalogs=args.catalog or DEFAULT_CATALOGS,
         state_dir=args.state_dir,
         name=args.name,
