@@ -57,7 +57,9 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
         sample = generate_sample_video(work / "sample.mp4", duration_s=40, width=640, height=480)
         task_id = swarm.submit(
             template="analyze_video",
-            params={"path": sample.path, "target_segments": 8, "min_segment_s": 2},
+            # 16 segments: several waves of the analysis stage on 4 CPUs, so the poll
+            # below finds some done and some not even on a loaded machine.
+            params={"path": sample.path, "target_segments": 16, "min_segment_s": 2},
         )
         stage = "analyze["
     else:

@@ -25,6 +25,7 @@ import functools
 import heapq
 import itertools
 import os
+import queue
 import signal
 import threading
 import time
@@ -54,6 +55,9 @@ RunSpec = tuple[list[str], Coroutine[Any, Any, None]]
 
 _MAX_CHUNK = 64
 """Most sub-tasks sent to one pooled agent in one streaming call."""
+
+_BUNCH_S = 0.002
+"""Longest a streaming agent holds a fast sub-task's result for the ones after it."""
 
 
 class Executor(Protocol):
@@ -97,10 +101,57 @@ class SubAgent:
             return run_limited(self._spec, subtask, agent=self._name)
         return run_subtask(self._spec, subtask, agent=self._name)
 
-    def run_stream(self, subtasks: list[SubTask]) -> Iterator[SubTaskResult]:
-        """Run attempts in order, yielding each result as soon as it exists."""
-        for subtask in subtasks:
-            yield self.run(subtask)
+    def run_stream(self, subtasks: list[SubTask]) -> Iterator[list[SubTaskResult]]:
+        """Run attempts in order on a worker thread; yield their results in bunches.
+
+        Every streamed item costs the orchestrator the same, whatever it holds: Ray
+        announces it, the orchestrator fetches and deserialises it. For sub-tasks that
+        take a fraction of a millisecond that price was most of the orchestrator's work.
+        So a result goes out with every other one finished by then, and after a fast one
+        (quicker than `_BUNCH_S`) the stream waits for the next ones up to `_BUNCH_S`.
+        No result is held back longer than that, and a slow sub-task's result goes out
+        alone the moment it exists.
+        """
+        done: queue.SimpleQueue[tuple[SubTaskResult | BaseException, float]] = queue.SimpleQueue()
+        stop = threading.Event()
+
+        def work() -> None:
+            for subtask in subtasks:
+                if stop.is_set():
+                    return
+                began = time.perf_counter()
+                try:
+                    result: SubTaskResult | BaseException = self.run(subtask)
+                except BaseException as exc:  # handed to the stream, which raises it
+                    result = exc
+                done.put((result, time.perf_counter() - began))
+                if isinstance(result, BaseException):
+                    return
+
+        threading.Thread(target=work, name=f"subtasks:{self._name}", daemon=True).start()
+        left = len(subtasks)
+        try:
+            while left:
+                bunch: list[SubTaskResult] = []
+                item, took = done.get()
+                until = time.perf_counter() + _BUNCH_S if took < _BUNCH_S else 0.0
+                while True:
+                    if isinstance(item, BaseException):
+                        if bunch:
+                            yield bunch
+                        raise item
+                    bunch.append(item)
+                    if len(bunch) == left:
+                        break
+                    try:
+                        wait = until - time.perf_counter()
+                        item, took = done.get(timeout=wait) if wait > 0 else done.get_nowait()
+                    except queue.Empty:
+                        break
+                left -= len(bunch)
+                yield bunch
+        finally:
+            stop.set()
 
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""
@@ -242,7 +293,8 @@ class ActorPoolExecutor:
         """Run attempts one after another on one agent, reporting each as it finishes.
 
         One streaming call carries the whole batch, which saves a round trip per sub-task;
-        each result still comes back the moment it is ready (partial rollout), and each
+        each result still comes back within `_BUNCH_S` of being ready (partial rollout;
+        fast ones in bunches, see `SubAgent.run_stream`), and each
         sub-task keeps its own deadline, counted from the previous result. When the agent
         dies or passes a deadline, the sub-task it was running fails; the ones queued
         behind it never started and go to a fresh agent, unchanged.
@@ -265,11 +317,12 @@ class ActorPoolExecutor:
             while pending:
                 current = pending[0]
                 ref = await asyncio.wait_for(stream.__anext__(), current.timeout_s)
-                result = _local(ref)
-                if result is None:
-                    result = await ref
-                pending.pop(0)
-                on_result(result)
+                bunch = _local(ref)
+                if bunch is None:
+                    bunch = await ref
+                for result in bunch:
+                    pending.pop(0)
+                    on_result(result)
             healthy = True
         except TimeoutError:
             failure = error_result(

@@ -1,0 +1,77 @@
+"""How a pooled capability's batch is cut into streaming calls, and how an agent streams
+the results back (no Ray started: the agent class runs in this process)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from swarm_ray.runtime._executors import _BUNCH_S, _MAX_CHUNK, SubAgent, _chunks
+
+
+@pytest.mark.parametrize(("n", "agents"), [(1, 1), (8, 4), (20, 2), (100, 4), (2000, 4)])
+def test_chunks_carry_every_subtask_once_in_order(n: int, agents: int) -> None:
+    chunks = _chunks(list(range(n)), agents)  # type: ignore[arg-type]
+    assert [x for c in chunks for x in c] == list(range(n))
+    sizes = [len(c) for c in chunks]
+    assert all(1 <= s <= _MAX_CHUNK for s in sizes)
+    assert sizes == sorted(sizes, reverse=True)  # large first, small toward the end
+
+
+def test_a_big_fan_out_costs_few_calls_and_ends_in_small_ones() -> None:
+    sizes = [len(c) for c in _chunks(list(range(2000)), 4)]  # type: ignore[arg-type]
+    assert len(sizes) <= 2000 // _MAX_CHUNK * 2  # not one call per 16, as before
+    # the last chunks are short: no agent keeps a long one while the others idle
+    assert max(sizes[-4:]) == 1
+
+
+def test_a_small_batch_goes_to_every_agent() -> None:
+    assert len(_chunks(list(range(4)), 4)) == 4  # type: ignore[arg-type]
+
+
+class _Timed(SubAgent):
+    """An agent whose sub-tasks are durations: each sleeps that long (None raises)."""
+
+    def __init__(self) -> None:  # no capability: `run` below stands in for it
+        self._name = "timed"
+        self.finished: dict[int, float] = {}
+
+    def run(self, subtask: Any) -> Any:
+        index, seconds = subtask
+        if seconds is None:
+            raise RuntimeError(f"sub-task {index} broke")
+        time.sleep(seconds)
+        self.finished[index] = time.perf_counter()
+        return index
+
+
+def _stream(durations: list[float | None]) -> tuple[_Timed, list[tuple[list[int], float]]]:
+    agent = _Timed()
+    bunches = [(b, time.perf_counter()) for b in agent.run_stream(list(enumerate(durations)))]
+    return agent, bunches
+
+
+def test_fast_results_stream_back_in_bunches_in_order() -> None:
+    _agent, bunches = _stream([0.0] * 300)
+    assert [i for bunch, _ in bunches for i in bunch] == list(range(300))
+    assert len(bunches) < 300 // 4  # not one streamed item per sub-task
+
+
+def test_no_result_waits_for_a_slow_one_behind_it() -> None:
+    agent, bunches = _stream([0.0, 0.0, 0.4, 0.0, 0.4])
+    assert [i for bunch, _ in bunches for i in bunch] == [0, 1, 2, 3, 4]
+    for bunch, arrived in bunches:
+        for i in bunch:  # out within the window (plus scheduling), never after a slow one
+            assert arrived - agent.finished[i] < _BUNCH_S + 0.15, (i, bunches)
+    assert [2] in [b for b, _ in bunches]  # a slow result goes out alone
+
+
+def test_a_failing_run_streams_what_finished_then_raises() -> None:
+    agent = _Timed()
+    stream = agent.run_stream([(0, 0.0), (1, None), (2, 0.0)])
+    assert next(stream) == [0]
+    with pytest.raises(RuntimeError, match="sub-task 1 broke"):
+        next(stream)
+    assert 2 not in agent.finished  # the worker stopped at the failure
