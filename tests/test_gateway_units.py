@@ -159,6 +159,19 @@ def test_audit_trail_writes_task_and_agent_lines(tmp_path: Path) -> None:
     }
     assert (tmp_path / "agents" / "a.b.c.jsonl").read_text() == line + "\n"
     assert (tmp_path / "tasks" / ".._evil.jsonl").exists()  # no escaping the directory
+    # A record serialised already (a task event's JSON) makes the same kind of line.
+    assert trail.write_json("INFO", '{"kind":"state","n":1}', task_id="t3", trace_id="ef" * 16)
+    assert not trail.write_json("DEBUG", '{"kind":"x"}', task_id="t3", trace_id="ef" * 16)
+    trail.close()
+    [line] = (tmp_path / "tasks" / "t3.jsonl").read_text().splitlines()
+    assert json.loads(line) == {
+        "level": "INFO",
+        "trace_id": "ef" * 16,
+        "task_id": "t3",
+        "agent": None,
+        "kind": "state",
+        "n": 1,
+    }
     with pytest.raises(ValueError, match="debug_sample"):
         AuditTrail(tmp_path, debug_sample=2)
 

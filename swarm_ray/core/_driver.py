@@ -123,8 +123,15 @@ _STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
 Clock = Callable[[], float]
 
 
-def _summary(output: dict[str, Any] | None) -> str:
-    text = json.dumps(output, default=str) if output is not None else ""
+def _output_text(event: SchedulerEvent) -> str | None:
+    """A succeeded attempt's output as JSON, made once for the log and the summary."""
+    if not isinstance(event, SubTaskDone) or event.result.output is None:
+        return None
+    return json.dumps(event.result.output, default=str)
+
+
+def _summary(text: str | None) -> str:
+    text = text or ""
     return text if len(text) <= 160 else text[:157] + "..."
 
 
@@ -296,11 +303,9 @@ class TaskDriver:
             owner=self.record.owner,
         )
 
-    def _offload(self, event: SchedulerEvent) -> SchedulerEvent:
-        if not isinstance(event, SubTaskDone) or event.result.output is None:
-            return event
-        text = json.dumps(event.result.output)
-        if not should_offload(text):
+    def _offload(self, event: SchedulerEvent, text: str | None) -> SchedulerEvent:
+        """`event` as the log keeps it: a large output (`text`) goes to the result store."""
+        if not isinstance(event, SubTaskDone) or text is None or not should_offload(text):
             return event
         r = event.result
         ref = self._results.put_bytes(
@@ -668,7 +673,8 @@ class TaskDriver:
             dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
-        stored = self._offload(event)
+        text = _output_text(event)
+        stored = self._offload(event, text)
         self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
         intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
@@ -678,7 +684,7 @@ class TaskDriver:
                 "succeeded",
                 subtask_id=r.subtask_id,
                 agent=r.agent,
-                summary=_summary(r.output),
+                summary=_summary(text),
             )
         return intents
 

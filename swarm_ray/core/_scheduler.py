@@ -380,8 +380,9 @@ class Scheduler:
         spec = self._specs[sid]
         try:
             model = self._registry.validate_input(capability_id, self._resolve(spec))
+            checked = model.model_dump(mode="json")
             if self._access is not None:
-                self._access.check(type(model), model.model_dump(mode="json"), where=f"{sid}.input")
+                self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
             self._breaker(capability_id).release_trial(sid)
             return self._on_failure(sid, SubTaskError.from_exception(exc), at)
@@ -395,7 +396,7 @@ class Scheduler:
                 stage=spec.stage,
                 capability_id=capability_id,
                 attempt=self._attempt[sid],
-                input=model.model_dump(mode="json"),
+                input=checked,
                 timeout_s=self._registry.get(capability_id).timeout_s,
                 **extra,
             ),

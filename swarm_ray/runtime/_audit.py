@@ -100,11 +100,28 @@ class AuditTrail:
         """Write one line for the task (and its agent); False when DEBUG is sampled out."""
         if level == "DEBUG" and not sampled(trace_id, self.debug_sample):
             return False
-        line = json.dumps(
-            {"level": level, "trace_id": trace_id, "task_id": task_id, "agent": agent, **record},
-            default=str,
-            separators=(",", ":"),
-        )
+        body = json.dumps(record, default=str, separators=(",", ":"))
+        return self.write_json(level, body, task_id=task_id, trace_id=trace_id, agent=agent)
+
+    def write_json(
+        self,
+        level: str,
+        body: str,
+        *,
+        task_id: str,
+        trace_id: str,
+        agent: str | None = None,
+    ) -> bool:
+        """`write` for a record already serialised as a JSON object.
+
+        A model's `model_dump_json()` is made in Rust; its fields follow the line's own.
+        """
+        if level == "DEBUG" and not sampled(trace_id, self.debug_sample):
+            return False
+        head = {"level": level, "trace_id": trace_id, "task_id": task_id, "agent": agent}
+        line = json.dumps(head, separators=(",", ":"))
+        if body.strip() != "{}":
+            line = f"{line[:-1]},{body.lstrip()[1:]}"
         targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
         for kind, name in targets:
             try:

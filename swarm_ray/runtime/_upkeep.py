@@ -34,9 +34,9 @@ class Observer:
     def event(self, event: TaskEvent) -> None:
         """A task event, as an INFO line of its task's (and agent's) trail."""
         if self.audit is not None:
-            self.audit.write(
+            self.audit.write_json(
                 "INFO",
-                event.model_dump(exclude={"task_id", "trace_id"}),
+                event.model_dump_json(exclude={"task_id", "trace_id", "agent"}),
                 task_id=event.task_id,
                 trace_id=event.trace_id,
                 agent=event.agent,
