@@ -75,3 +75,15 @@ def test_a_failing_run_streams_what_finished_then_raises() -> None:
     with pytest.raises(RuntimeError, match="sub-task 1 broke"):
         next(stream)
     assert 2 not in agent.finished  # the worker stopped at the failure
+
+
+def test_after_a_slow_sub_task_the_next_starts_only_once_its_result_is_sent() -> None:
+    """As a plain generator: if sending fails (the orchestrator died), nothing more runs."""
+    agent = _Timed()
+    stream = agent.run_stream([(0, 0.05), (1, 0.05), (2, 0.0)])
+    assert next(stream) == [0]
+    time.sleep(0.3)  # the stream is not asked for more: the worker waits, 1 never runs
+    assert list(agent.finished) == [0]
+    stream.close()  # what a failed send does to the generator
+    time.sleep(0.2)
+    assert list(agent.finished) == [0]

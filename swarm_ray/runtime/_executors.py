@@ -111,12 +111,19 @@ class SubAgent:
         (quicker than `_BUNCH_S`) the stream waits for the next ones up to `_BUNCH_S`.
         No result is held back longer than that, and a slow sub-task's result goes out
         alone the moment it exists.
+
+        Only fast sub-tasks run ahead of the stream. After a slow one the worker starts
+        the next once the stream has sent this result, as a plain generator would: when
+        the orchestrator has died, sending fails, the stream ends, and the agent starts
+        nothing more that a restarted orchestrator would run again.
         """
         done: queue.SimpleQueue[tuple[SubTaskResult | BaseException, float]] = queue.SimpleQueue()
         stop = threading.Event()
+        sent = threading.Condition()
+        progress = {"sent": 0}
 
         def work() -> None:
-            for subtask in subtasks:
+            for index, subtask in enumerate(subtasks):
                 if stop.is_set():
                     return
                 began = time.perf_counter()
@@ -124,9 +131,14 @@ class SubAgent:
                     result: SubTaskResult | BaseException = self.run(subtask)
                 except BaseException as exc:  # handed to the stream, which raises it
                     result = exc
-                done.put((result, time.perf_counter() - began))
+                took = time.perf_counter() - began
+                done.put((result, took))
                 if isinstance(result, BaseException):
                     return
+                if took >= _BUNCH_S:
+                    with sent:
+                        while progress["sent"] <= index and not stop.is_set():
+                            sent.wait()
 
         threading.Thread(target=work, name=f"subtasks:{self._name}", daemon=True).start()
         left = len(subtasks)
@@ -150,8 +162,13 @@ class SubAgent:
                         break
                 left -= len(bunch)
                 yield bunch
+                with sent:
+                    progress["sent"] += len(bunch)
+                    sent.notify()
         finally:
             stop.set()
+            with sent:
+                sent.notify()
 
     def pid(self) -> int:
         """This agent's process id (tests kill agents by it)."""
