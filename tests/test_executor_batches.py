@@ -8,7 +8,8 @@ from typing import Any
 
 import pytest
 
-from swarm_ray.runtime._executors import _BUNCH_S, _MAX_CHUNK, SubAgent, _chunks
+from swarm_ray.runtime._executors import _MAX_CHUNK, _chunks
+from swarm_ray.runtime._subagent import BUNCH_S, SubAgent
 
 
 @pytest.mark.parametrize(("n", "agents"), [(1, 1), (8, 4), (20, 2), (100, 4), (2000, 4)])
@@ -64,7 +65,7 @@ def test_no_result_waits_for_a_slow_one_behind_it() -> None:
     assert [i for bunch, _ in bunches for i in bunch] == [0, 1, 2, 3, 4]
     for bunch, arrived in bunches:
         for i in bunch:  # out within the window (plus scheduling), never after a slow one
-            assert arrived - agent.finished[i] < _BUNCH_S + 0.15, (i, bunches)
+            assert arrived - agent.finished[i] < BUNCH_S + 0.15, (i, bunches)
     assert [2] in [b for b, _ in bunches]  # a slow result goes out alone
 
 

@@ -10,7 +10,7 @@ import ray
 
 from swarm_ray import NoTemplateMatchedError, Resources, SubTaskResult, SwarmClient, TaskState
 from swarm_ray.core._watermark import WatermarkKey, issue_watermark
-from swarm_ray.runtime._executors import BACKGROUND_NICE, SubAgent
+from swarm_ray.runtime._subagent import BACKGROUND_NICE, SubAgent
 from swarm_ray.testing import count_executions
 from tests.support import spec, wait_until
 

@@ -101,7 +101,7 @@ class AuditTrail:
         if level == "DEBUG" and not sampled(trace_id, self.debug_sample):
             return False
         body = json.dumps(record, default=str, separators=(",", ":"))
-        return self.write_json(level, body, task_id=task_id, trace_id=trace_id, agent=agent)
+        return self._put(level, body, task_id=task_id, trace_id=trace_id, agent=agent)
 
     def write_json(
         self,
@@ -118,10 +118,16 @@ class AuditTrail:
         """
         if level == "DEBUG" and not sampled(trace_id, self.debug_sample):
             return False
+        return self._put(level, body, task_id=task_id, trace_id=trace_id, agent=agent)
+
+    def _put(
+        self, level: str, body: str, *, task_id: str, trace_id: str, agent: str | None
+    ) -> bool:
+        """Write the line: the level, trace, task and agent, then `body`'s fields."""
         head = {"level": level, "trace_id": trace_id, "task_id": task_id, "agent": agent}
         line = json.dumps(head, separators=(",", ":"))
-        if body.strip() != "{}":
-            line = f"{line[:-1]},{body.lstrip()[1:]}"
+        if body != "{}":
+            line = f"{line[:-1]},{body[1:]}"
         targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
         for kind, name in targets:
             try:

@@ -5,11 +5,11 @@ one capability into runs (coroutines the orchestrator tracks and may cancel, eac
 the sub-task ids it carries) and owns everything particular to it: how it batches, how
 it keeps deadlines, whether the capability is in dispatch.
 
-- `ActorPoolExecutor`: pooled sub-agent actors per capability, created with the
-  capability's resources (fractional GPUs included) up to its max concurrency. Each
-  sub-task is a fresh call on a fresh input: nothing is carried between sub-tasks. On a
-  deadline the actor is killed and replaced, which frees the slot for sure; an actor that
-  dies is replaced and only its own sub-task is reported failed.
+- `ActorPoolExecutor`: pooled sub-agent actors (`_subagent.SubAgent`) per capability,
+  created with the capability's resources (fractional GPUs included) up to its max
+  concurrency. Each sub-task is a fresh call on a fresh input: nothing is carried between
+  sub-tasks. On a deadline the actor is killed and replaced, which frees the slot for
+  sure; an actor that dies is replaced and only its own sub-task is reported failed.
 - `ServeExecutor`: capabilities hosted as Ray Serve deployments (model-backed agents).
 - `DataExecutor`: a batch of sub-tasks becomes a Ray Data stage whose rows stream back
   one by one as they finish, so downstream work starts at once (partial rollout).
@@ -24,8 +24,6 @@ import contextlib
 import functools
 import heapq
 import itertools
-import os
-import queue
 import signal
 import threading
 import time
@@ -40,10 +38,7 @@ from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings
 from swarm_ray.runtime._agent import run_subtask
-from swarm_ray.runtime._rlimits import limited, run_limited
-
-BACKGROUND_NICE = 10
-"""How much lower a `background` capability's sub-agents run (see `Resources`)."""
+from swarm_ray.runtime._subagent import SubAgent
 
 __all__: list[str] = []
 
@@ -55,9 +50,6 @@ RunSpec = tuple[list[str], Coroutine[Any, Any, None]]
 
 _MAX_CHUNK = 64
 """Most sub-tasks sent to one pooled agent in one streaming call."""
-
-_BUNCH_S = 0.002
-"""Longest a streaming agent holds a fast sub-task's result for the ones after it."""
 
 
 class Executor(Protocol):
@@ -84,95 +76,6 @@ def error_result(
         agent=agent,
         timings=Timings(queued_at=subtask.queued_at, finished_at=time.time()),
     )
-
-
-class SubAgent:
-    """A sub-agent actor: runs attempts of one capability, one at a time."""
-
-    def __init__(self, spec: CapabilitySpec, name: str) -> None:
-        self._spec = spec
-        self._name = name
-        if spec.resources.background:
-            os.nice(BACKGROUND_NICE)  # this actor's own worker process
-
-    def run(self, subtask: SubTask) -> SubTaskResult:
-        """Run one attempt (fresh input, no state kept between calls)."""
-        if limited(self._spec.resources):  # untrusted work: in a limited child process
-            return run_limited(self._spec, subtask, agent=self._name)
-        return run_subtask(self._spec, subtask, agent=self._name)
-
-    def run_stream(self, subtasks: list[SubTask]) -> Iterator[list[SubTaskResult]]:
-        """Run attempts in order on a worker thread; yield their results in bunches.
-
-        Every streamed item costs the orchestrator the same, whatever it holds: Ray
-        announces it, the orchestrator fetches and deserialises it. For sub-tasks that
-        take a fraction of a millisecond that price was most of the orchestrator's work.
-        So a result goes out with every other one finished by then, and after a fast one
-        (quicker than `_BUNCH_S`) the stream waits for the next ones up to `_BUNCH_S`.
-        No result is held back longer than that, and a slow sub-task's result goes out
-        alone the moment it exists.
-
-        Only fast sub-tasks run ahead of the stream. After a slow one the worker starts
-        the next once the stream has sent this result, as a plain generator would: when
-        the orchestrator has died, sending fails, the stream ends, and the agent starts
-        nothing more that a restarted orchestrator would run again.
-        """
-        done: queue.SimpleQueue[tuple[SubTaskResult | BaseException, float]] = queue.SimpleQueue()
-        stop = threading.Event()
-        sent = threading.Condition()
-        progress = {"sent": 0}
-
-        def work() -> None:
-            for index, subtask in enumerate(subtasks):
-                if stop.is_set():
-                    return
-                began = time.perf_counter()
-                try:
-                    result: SubTaskResult | BaseException = self.run(subtask)
-                except BaseException as exc:  # handed to the stream, which raises it
-                    result = exc
-                took = time.perf_counter() - began
-                done.put((result, took))
-                if isinstance(result, BaseException):
-                    return
-                if took >= _BUNCH_S:
-                    with sent:
-                        while progress["sent"] <= index and not stop.is_set():
-                            sent.wait()
-
-        threading.Thread(target=work, name=f"subtasks:{self._name}", daemon=True).start()
-        left = len(subtasks)
-        try:
-            while left:
-                bunch: list[SubTaskResult] = []
-                item, took = done.get()
-                until = time.perf_counter() + _BUNCH_S if took < _BUNCH_S else 0.0
-                while True:
-                    if isinstance(item, BaseException):
-                        if bunch:
-                            yield bunch
-                        raise item
-                    bunch.append(item)
-                    if len(bunch) == left:
-                        break
-                    try:
-                        wait = until - time.perf_counter()
-                        item, took = done.get(timeout=wait) if wait > 0 else done.get_nowait()
-                    except queue.Empty:
-                        break
-                left -= len(bunch)
-                yield bunch
-                with sent:
-                    progress["sent"] += len(bunch)
-                    sent.notify()
-        finally:
-            stop.set()
-            with sent:
-                sent.notify()
-
-    def pid(self) -> int:
-        """This agent's process id (tests kill agents by it)."""
-        return os.getpid()
 
 
 def _chunks(subtasks: list[SubTask], agents: int) -> list[list[SubTask]]:
@@ -310,7 +213,7 @@ class ActorPoolExecutor:
         """Run attempts one after another on one agent, reporting each as it finishes.
 
         One streaming call carries the whole batch, which saves a round trip per sub-task;
-        each result still comes back within `_BUNCH_S` of being ready (partial rollout;
+        each result still comes back within `_subagent.BUNCH_S` of being ready (partial rollout;
         fast ones in bunches, see `SubAgent.run_stream`), and each
         sub-task keeps its own deadline, counted from the previous result. When the agent
         dies or passes a deadline, the sub-task it was running fails; the ones queued
