@@ -84,7 +84,7 @@ def page_rows(page: PageText) -> list[Row]:
     tabs or two spaces, placed by character offset.
     """
     if page.boxes:
-        return rows(page.boxes)
+        return [_split_headings(row) for row in rows(page.boxes)]
     out: list[Row] = []
     for number, line in enumerate(page.text.splitlines()):
         cells: list[TextBox] = []
@@ -99,6 +99,37 @@ def page_rows(page: PageText) -> list[Row]:
         if cells:
             out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
     return out
+
+
+def _split_headings(row: Row) -> Row:
+    """A header cell PDFium ran together (`Min. Typ. Max. Units`) as one cell per word.
+
+    Each word gets the share of the box its characters take, which is where it is printed
+    in a fixed-pitch approximation: near enough to place the values under it.
+    """
+    cells: list[TextBox] = []
+    changed = False
+    for cell in row.cells:
+        words = list(re.finditer(r"\S+", cell.text))
+        if len(words) < 2 or any(role(w.group()) not in _SPLIT_ROLES for w in words):
+            cells.append(cell)
+            continue
+        changed = True
+        width = (cell.x1 - cell.x0) / max(len(cell.text), 1)
+        for word in words:
+            cells.append(
+                cell.model_copy(
+                    update={
+                        "x0": cell.x0 + width * word.start(),
+                        "x1": cell.x0 + width * word.end(),
+                        "text": word.group(),
+                    }
+                )
+            )
+    return Row(top=row.top, bottom=row.bottom, cells=tuple(cells)) if changed else row
+
+
+_SPLIT_ROLES = frozenset({"min", "typ", "max", "unit"})
 
 
 def role(text: str) -> str | None:

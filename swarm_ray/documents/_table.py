@@ -25,8 +25,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
+from swarm_ray.documents._choice import Scored, choose
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
 from swarm_ray.documents._grid import (
@@ -46,6 +47,7 @@ from swarm_ray.documents._grid import (
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._symbols import label_forms
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
@@ -66,6 +68,8 @@ _ROWS_BELOW = 30
 _CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
 """Per tier: the exact label cell, a label cell with more words, a phrase; then the
 first two again in a table of limits (absolute maximum ratings)."""
+_SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72}
+"""Per tier, what the choice weighs: a limit in its own table still beats a phrase."""
 
 
 @dataclass(frozen=True)
@@ -110,8 +114,9 @@ class _Reader:
 
     def __init__(self, fields: Sequence[FieldSpec]) -> None:
         self.fields = fields
-        self.regexes = [labels_regex(f.all_labels) for f in fields]
-        self.all_labels = labels_regex(tuple(label for f in fields for label in f.all_labels))
+        forms = [label_forms(f) for f in fields]
+        self.regexes = [labels_regex(f) for f in forms]
+        self.all_labels = labels_regex(tuple(label for f in forms for label in f))
 
     def names_a_field(self, text: str) -> bool:
         """Whether a page's text names any of the fields (else it has nothing to read)."""
@@ -215,6 +220,10 @@ class _Reader:
         if stated_inline:
             tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
             unit = bracket_unit(text[:end])
+            first = inline_values[0]
+            if first.condition and first.start <= lead_end:
+                # `VDSS = 55V`: the `=` follows the field's own label, so states its value.
+                inline_values = [replace(first, condition=False), *inline_values[1:]]
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
         return self._phrase(spec, text, (start, end), base)
 
@@ -293,6 +302,10 @@ class _Reader:
             if part is None and out:
                 break  # past the one value under a label that no product table has
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            if part is None:
+                # One value under a label is a spec box's (`Weight` over `310 g`) only when it
+                # says its unit: bare numbers under `VDS (V)` are a chart's axis ticks.
+                values = [v for v in values if v.unit is not None]
             got = self._values(
                 spec, values, unit, None, tier + (0 if part else 1), base,
                 first_only=_prose(cell.text), entity=part,
@@ -425,8 +438,6 @@ def _label_statistic(text: str) -> Statistic | None:
 
 
 def _with(candidate: _Candidate, **changes: object) -> _Candidate:
-    from dataclasses import replace
-
     return replace(candidate, **changes)  # type: ignore[arg-type]
 
 
@@ -440,32 +451,15 @@ def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[in
     return position, position + len(label)
 
 
-def _select(spec: FieldSpec, found: list[_Candidate]) -> list[_Candidate]:
-    """The strongest evidence for a field, with the statistics it declares."""
-    if not found:
-        return []
-    best = min(c.tier for c in found)
-    found = [c for c in found if c.tier == best]
-    wanted = set(spec.statistics)
-    if wanted:
-        stated = [c for c in found if c.statistic in wanted]
-        return stated or [c for c in found if c.statistic is None]
-    # No statistic asked for: the value as stated (the typical one of a Min/Typ/Max row, an
-    # `up to` limit), no statistic reported; a range with no such value keeps both ends.
-    by_row: dict[tuple[int, int], list[_Candidate]] = {}
-    for candidate in found:
-        by_row.setdefault((candidate.page, candidate.row), []).append(candidate)
-    kept: list[_Candidate] = []
-    for group in by_row.values():
-        plain = [c for c in group if c.statistic in (None, Statistic.TYP)]
-        stats = {c.statistic for c in group}
-        if plain:
-            kept.extend(_with(c, statistic=None) for c in plain)
-        elif {Statistic.MIN, Statistic.MAX} <= stats:
-            kept.extend(group)
-        else:
-            kept.extend(_with(c, statistic=None) for c in group)
-    return kept
+def _scored(candidate: _Candidate) -> Scored:
+    return Scored(
+        score=_SCORE[candidate.tier],
+        statistic=candidate.statistic,
+        entity=candidate.entity,
+        page=candidate.page,
+        row=candidate.row,
+        value=candidate.value,
+    )
 
 
 def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
@@ -499,7 +493,9 @@ def extract_table_facts(
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
-        for candidate in _select(spec, [c for c in found if c.key == spec.key]):
+        mine = [c for c in found if c.key == spec.key]
+        chosen = choose(mine, _scored, statistics=spec.statistics, file_name=base["source"])
+        for candidate in chosen:
             entity = candidate.entity or base["entity"]
             key = (entity, candidate.statistic, candidate.value, candidate.unit, candidate.page)
             if key in seen:

@@ -1,0 +1,153 @@
+"""The choice: one value per entity, field and statistic, out of every candidate link.
+
+The readers (`_table`) link each value on a page to a label of a field and grade the
+link: how exactly the label names the field, where the value stands (in the label's row,
+under it, in a phrase), and in what context (a table of limits the part survives, rather
+than the conditions it works in). A datasheet states the same figure many times (the
+feature list, the ratings table, a page per variant), so the choice keeps, per entity,
+field and statistic, the best-scored candidate, the earliest on a tie: the first pages
+summarise, later ones repeat with variants.
+
+A document covering several parts (`1N4001 ... 1N4007` as column headers) gives each
+column's value its part. When the file is named after one of those parts, the file is
+about that part and the others' values are left out; otherwise every part keeps its own.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TypeVar
+
+from swarm_ray.documents._facts import Statistic
+
+C = TypeVar("C")
+
+__all__ = ["Scored", "choose", "file_part"]
+
+_FEW = 3
+"""More equally good values than this on one page list variants or parts: one is kept."""
+_PAGE_COST = 0.004
+"""Score lost per page after the first: a tie-breaker, never worth a better label."""
+
+
+@dataclass(frozen=True)
+class Scored:
+    """A candidate value, as the choice sees it."""
+
+    score: float
+    """How strongly the link ties the value to the field (0 to 1)."""
+    statistic: Statistic | None
+    entity: str | None
+    page: int
+    row: int
+    value: float | str
+
+
+def _letters(text: str) -> str:
+    return re.sub(r"[^a-z0-9]", "", text.lower())
+
+
+def file_part(file_name: str, entities: Sequence[str]) -> str | None:
+    """The part among `entities` that the file is named after (`1n4007_fairchild.pdf`).
+
+    A part matches when its letters and digits appear in the file's stem, or the stem's
+    first word (before `_`, `-`, space) is a prefix of the part (`uf5408` for `UF5408-E3`).
+    """
+    stem = re.sub(r"\.[A-Za-z0-9]{2,4}$", "", file_name)
+    flat = _letters(stem)
+    first = _letters(re.split(r"[_\s-]", stem, maxsplit=1)[0])
+    best: str | None = None
+    for entity in entities:
+        letters = _letters(entity)
+        named = letters in flat or (len(first) >= 4 and letters.startswith(first))
+        if len(letters) >= 4 and named and (best is None or len(_letters(best)) < len(letters)):
+            best = entity
+    return best
+
+
+def choose(
+    candidates: Sequence[C],
+    view: Callable[[C], Scored],
+    *,
+    statistics: Sequence[Statistic],
+    file_name: str,
+) -> list[C]:
+    """The chosen candidates of one field, each with the statistic it is reported under.
+
+    Args:
+        candidates: Every link found for the field in one document.
+        view: How to read a candidate's score, statistic, entity and position.
+        statistics: What the field declares (`min`, `max`, ...); empty for the value as
+            stated: the typical one of a `Min / Typ / Max` row, else a range's two ends.
+        file_name: The document's file name, to pick its part among several.
+
+    Returns:
+        At most one candidate per entity and statistic, in the order found.
+    """
+    if not candidates:
+        return []
+    views = [view(c) for c in candidates]
+    parts = sorted({v.entity for v in views if v.entity})
+    named = file_part(file_name, parts) if parts else None
+    keep = [i for i, v in enumerate(views) if named is None or v.entity in (None, named)]
+    if named is not None and any(views[i].entity == named for i in keep):
+        keep = [i for i in keep if views[i].entity == named]
+    wanted = set(statistics)
+    if wanted:
+        stated = [i for i in keep if views[i].statistic in wanted]
+        pool = stated or [i for i in keep if views[i].statistic is None]
+        return _best(candidates, views, pool, lambda v: v.statistic)
+    plain = [i for i in keep if views[i].statistic in (None, Statistic.TYP)]
+    if plain:
+        best_plain = _best(candidates, views, plain, lambda v: None)
+        return [_as_plain(c) for c in best_plain]
+    # No value as stated: a range gives both ends; a lone limit (`up to 82 I/Os`) is the value.
+    chosen = _best(candidates, views, keep, lambda v: v.statistic)
+    ends: dict[str | None, set[Statistic | None]] = {}
+    for candidate in chosen:
+        v = view(candidate)
+        ends.setdefault(v.entity, set()).add(v.statistic)
+    return [
+        c if {Statistic.MIN, Statistic.MAX} <= ends[view(c).entity] else _as_plain(c)
+        for c in chosen
+    ]
+
+
+def _as_plain(candidate: C) -> C:
+    statistic = getattr(candidate, "statistic", None)
+    if statistic is None:
+        return candidate
+    return replace(candidate, statistic=None)  # type: ignore[type-var]
+
+
+def _best(
+    candidates: Sequence[C],
+    views: Sequence[Scored],
+    pool: Sequence[int],
+    key: Callable[[Scored], Statistic | None],
+) -> list[C]:
+    """Per entity and statistic: the best-ranked candidate, and its peers.
+
+    Peers score the same on the same page: a spec table's two rails (`VUSB`, `VIN`), a
+    board's two memories (`1 MB SRAM`, `32 MB SDRAM`), two cores' clocks. More than a few
+    distinct peers are a list of variants or parts (a series table): then the best alone.
+    """
+    groups: dict[tuple[str | None, Statistic | None], list[int]] = {}
+    for index in pool:
+        groups.setdefault((views[index].entity, key(views[index])), []).append(index)
+    kept: list[int] = []
+    for group in groups.values():
+        best = max(group, key=lambda i: _rank(views[i]))
+        top = views[best]
+        peers = [i for i in group if views[i].page == top.page and views[i].score == top.score]
+        if len({views[i].value for i in peers}) <= _FEW:
+            kept.extend(peers)
+        else:
+            kept.append(best)
+    return [candidates[i] for i in sorted(set(kept))]
+
+
+def _rank(v: Scored) -> tuple[float, int, int]:
+    return (round(v.score - _PAGE_COST * (v.page - 1), 6), -v.page, -v.row)

@@ -1,0 +1,183 @@
+"""Other ways documents name a field: its symbol, its initials, its words reordered.
+
+A user declares `drain-source voltage`; the datasheet's table says `VDSS`, `Drain-to-Source
+Voltage` or `Collector to Emitter Voltage`. These forms are derived from the field's name
+by general conventions of technical writing, never from a list of products:
+
+- **Quantity symbols** (IEC 60027 and the semiconductor symbols of IEC 60747): the
+  quantity's letter (`V` voltage, `I` current, `R` resistance, `f` frequency, `t` time, `P`
+  power, `C` capacitance, `Q` charge, `T` temperature) followed by the initials of the
+  terminals or qualifiers the name lists (`drain-source` -> `DS`, `forward` -> `F`,
+  `reverse recovery` -> `rr`) and a bracketed condition (`threshold` -> `(th)`,
+  `saturation` -> `(sat)`, `on-resistance` -> `(on)`). `VDS` also stands as `VDSS` (a
+  rating, the third terminal shorted) and, where a condition follows, may carry terminal
+  letters the name leaves out (`gate threshold voltage` -> `VGS(th)`, `VGE(th)`).
+- **Initials** of a name of two words or more (`slew rate` -> `SR`), with the common
+  abbreviations of single words (`bandwidth` -> `BW`: `GBW`).
+- **Connectives**: words joined by a hyphen may be joined by `to` (`drain-to-source`,
+  `collector to emitter`).
+- **Statistic words** in the name are not part of the label: `max clock frequency` is
+  also found as `clock frequency` (the statistic still comes from the document).
+
+Symbols are matched case-sensitively in their letter (`ID`, not the word `id`); a
+one-letter subscript must be written as such (`IF`, not the word `If`).
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+
+from swarm_ray.documents._dimensions import FieldSpec
+
+__all__ = ["label_forms"]
+
+_QUANTITY = {
+    "voltage": "V",
+    "voltages": "V",
+    "current": "I",
+    "currents": "I",
+    "resistance": "R",
+    "frequency": "[fF]",
+    "time": "t",
+    "power": "P",
+    "dissipation": "P",
+    "capacitance": "C",
+    "charge": "Q",
+    "temperature": "T",
+    "impedance": "Z",
+    "inductance": "L",
+}
+"""The quantity a field's last word names, and its letter."""
+_TERMINAL = {
+    "drain": ("D",),
+    "source": ("S",),
+    "gate": ("G",),
+    "collector": ("C",),
+    "emitter": ("E",),
+    "base": ("B",),
+    "anode": ("A",),
+    "cathode": ("K",),
+    "forward": ("F",),
+    "reverse": ("R",),
+    "recovery": ("R",),
+    "input": ("I", "IN", ""),
+    "output": ("O", "OUT"),
+    "offset": ("O", "OS"),
+    "quiescent": ("Q",),
+    "switching": ("SW", "S"),
+    "supply": ("CC", "DD", "S", "SUP"),
+    "bias": ("B",),
+    "leakage": ("L",),
+    "rise": ("r",),
+    "fall": ("f",),
+    "clock": ("CLK", "C"),
+}
+"""Words of a name that become subscript letters, with their usual spellings."""
+_CONDITION = {
+    "threshold": "th",
+    "saturation": "sat",
+    "on": "on",
+    "off": "off",
+    "average": "AV",
+    "breakdown": "BR",
+}
+"""Words of a name that become a bracketed condition after the subscript."""
+_SILENT = frozenset({"continuous", "rated", "static", "peak", "dc", "total", "maximum", "max"})
+"""Words that qualify a rating without a letter of their own."""
+_ABBREVIATION = {"bandwidth": "BW", "frequency": "F", "temperature": "T", "voltage": "V"}
+"""Single words written as more than one initial in acronyms (`GBW`)."""
+_STATISTIC = re.compile(r"\b(?:max(?:imum)?|min(?:imum)?|typ(?:ical)?|nom(?:inal)?)\b\.?\s*", re.I)
+
+
+def _words(name: str) -> list[str]:
+    return [w for w in re.split(r"[\s\-_/]+", name.lower()) if w]
+
+
+def _subscripts(words: list[str]) -> list[str] | None:
+    """Regex alternatives for the subscript of `words`, or `None` if one has no letter."""
+    options = [""]
+    for word in words:
+        if word in _SILENT:
+            continue
+        spellings = _TERMINAL.get(word)
+        if spellings is None:
+            return None
+        options = [o + s for o in options for s in spellings]
+    return [o for o in options if o] or None
+
+
+def _symbol(name: str) -> str | None:
+    """A case-sensitive regex for the symbol of a quantity named `name`, if it has one."""
+    words = _words(name)
+    if not words or words[-1] not in _QUANTITY:
+        return None
+    letter = _QUANTITY[words[-1]]
+    head = words[:-1]
+    conditions = [_CONDITION[w] for w in head if w in _CONDITION]
+    terms = [w for w in head if w not in _CONDITION]
+    subscripts = _subscripts(terms)
+    if subscripts is None and (terms or not conditions):
+        return None
+    bodies: list[str] = []
+    if conditions:
+        subscripts = [*(subscripts or []), ""]  # `Vth`, `R(on)`: the condition alone
+    for sub in subscripts or ():
+        body = "".join(
+            re.escape(c) if not c.isalpha() or len(sub) == 1 else f"[{c.upper()}{c.lower()}]"
+            for c in sub
+        )
+        if conditions:
+            condition = "".join(rf"\(?(?i:{re.escape(c)})\)?" for c in conditions)
+            bodies.append(rf"{body}[A-Z]{{0,2}}\s?{condition}")
+        else:
+            rating = "S?" if len(sub) >= 2 and sub.isupper() else ""
+            bodies.append(body + rating + r"(?:\((?:AV|av)\))?(?!\()")
+    return rf"(?-i:{letter}[\s_]?(?:{'|'.join(bodies)}))"
+
+
+def _initials(name: str) -> list[str]:
+    words = [w for w in _words(_STATISTIC.sub("", name)) if w not in {"of", "and", "the", "per"}]
+    if len(words) < 2:
+        return []
+    plain = "".join(w[0].upper() for w in words)
+    forms = [plain]
+    abbreviated = "".join(_ABBREVIATION.get(w, w[0].upper()) for w in words)
+    if abbreviated != plain:
+        forms.append(abbreviated)
+    short = "".join(_ABBREVIATION.get(w, w[0].upper()) for w in words if w != "product")
+    if short not in forms and len(short) >= 2:
+        forms.append(short)
+    return [rf"(?-i:{re.escape(f)})" for f in forms]
+
+
+def _connected(name: str) -> str | None:
+    """`drain-source voltage` as a regex that also reads `Drain to Source Voltage`."""
+    if "-" not in name:
+        return None
+    parts = [re.escape(p) for p in re.split(r"[\s]+", name.strip()) if p]
+    joined = r"\s+".join(p.replace(r"\-", r"(?:\s*-\s*|\s*-?\s*to\s*-?\s*)") for p in parts)
+    return joined
+
+
+@functools.cache
+def _forms(name: str) -> tuple[str, ...]:
+    out: list[str] = []
+    plain = " ".join(_STATISTIC.sub("", name).split())
+    if plain and plain.lower() != name.lower():
+        out.append(plain)
+    if (connected := _connected(name)) is not None:
+        out.append("re:" + connected)
+    if (symbol := _symbol(plain or name)) is not None:
+        out.append("re:" + symbol)
+    else:
+        out.extend("re:" + i for i in _initials(name))
+    return tuple(out)
+
+
+def label_forms(spec: FieldSpec) -> tuple[str, ...]:
+    """Everything that names `spec` in a document: its name, labels and derived forms."""
+    plain = [label for label in spec.all_labels if not label.startswith("re:")]
+    derived = [form for label in plain for form in _forms(label)]
+    seen: dict[str, None] = dict.fromkeys((*spec.all_labels, *derived))
+    return tuple(seen)
