@@ -1,20 +1,24 @@
-"""Document comparison on real datasheets: precision, recall and time per page.
+"""Document comparison on real datasheets: precision and recall per family, time per page.
 
-Run: python bench/datasheets.py [--corpus DIR] [--in-process]
+Run: python bench/datasheets.py [--family NAME ...] [--in-process] [--quick]
 
-Runs `compare_documents` (as `swarm-ray compare --input DIR --field ...` does) on the
-OpenMV datasheets in `../shared/corpus/datasheets/openmv/` with fields declared only by
-name, labels, unit and statistics (`BENCH_FIELDS`, the `--field` syntax), reads the
-facts it wrote (`facts.parquet`) and scores them against the facts the products' YAML
-specs state (`_datasheet_truth`: how, and how a spec that states one field twice is
-treated). Prints precision and recall per field and overall, the facts missed and the
-wrong ones, and the time per page against pypdfium2 reading the same pages' text alone.
-Goal: recall at least 0.85 and precision at least 0.95 overall.
+Every labeled family is scored on its own: `openmv` (the OpenMV datasheets in
+`../shared/corpus/datasheets/openmv/`, scored against the facts the products' YAML specs
+state, `_datasheet_truth`) and each folder of `../shared/corpus/datasheets/multi/` (nine
+product families of 30 vendors: fields from the folder's `fields.txt`, scored with the
+corpus's own `score.py` on that family's rows of `gold.csv`, `_multi`). Fields are declared
+only by name, unit and statistics (the `--field` syntax), as a new user would. It runs
+`compare_documents` (as `swarm-ray compare --input DIR --field ...` does) and reads the
+facts it wrote (`facts.parquet`); prints recall and precision per family and overall, the
+goal line, the facts missed and the wrong ones, and the time per page against pypdfium2
+reading the same pages' text alone. Goal: recall at least 0.85 and precision at least
+0.95 on every family.
 
 `--in-process` skips Ray: parse, extract and normalise as plain calls, the quick loop for
 working on the rules; it also splits the time per page into parsing and extraction.
+`--quick` (CI) runs one small family (`rectifier_diodes`) through the real job on Ray.
 
-Either way it also times a generated user manual of `--manual-pages` pages (prose, with
+The OpenMV run also times a generated user manual of `--manual-pages` pages (prose, with
 one spec table in the middle) the same way: parsing for the declared fields lays out and
 reads only the pages that name one, so such a manual must cost little more per page than
 pypdfium2 reading its text.
@@ -32,6 +36,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pypdfium2 as pdfium
 from _datasheet_truth import BENCH_FIELDS, expected_facts
+from _multi import MULTI, FamilyScore, declarations, families, score_family
 
 from swarm_ray.documents import (
     Dimension,
@@ -39,6 +44,7 @@ from swarm_ray.documents import (
     Statistic,
     extract_facts,
     normalise_facts,
+    parse_field_arg,
     parse_pdf,
 )
 from swarm_ray.documents._job import list_pdfs, main
@@ -184,21 +190,72 @@ def report(score: ExtractionScore, *, verbose: bool) -> None:
             print(f"  wrong:  {line}")
 
 
-def run(argv: list[str] | None = None) -> ExtractionScore:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    parser.add_argument("--corpus", type=Path, default=CORPUS)
-    parser.add_argument("--in-process", action="store_true", help="no Ray: plain calls")
-    parser.add_argument("--out", type=Path, help="report folder (default: a temporary one)")
-    parser.add_argument("-q", "--quiet", action="store_true", help="no list of misses")
-    parser.add_argument("--manual-pages", type=int, default=300, help="0: no manual")
-    args = parser.parse_args(argv)
-    if not args.corpus.is_dir():
-        sys.exit(f"no corpus at {args.corpus}")
+def family_rows(paths: list[str], fields: list[str]) -> tuple[list[dict[str, object]], float]:
+    """In process: the rows `facts.parquet` would hold for `paths`, and the seconds taken."""
+    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
+    focus = names_a_field(dimension.fields)
+    rows: list[dict[str, object]] = []
+    started = time.perf_counter()
+    for path in paths:
+        result = extract_facts(parse_pdf(path, focus=focus), [dimension])
+        for fact in normalise_facts(result.facts).facts:
+            f = fact.fact
+            rows.append(
+                {
+                    "field": f.field, "source": f.source, "page": f.page, "quote": f.quote,
+                    "statistic": f.statistic.value if f.statistic else None,
+                    "qualifier": f.qualifier, "unit": fact.unit, "value_text": f.value_text,
+                    "value": fact.value if isinstance(fact.value, float) else None,
+                    "term": fact.value if isinstance(fact.value, str) else None,
+                }
+            )  # fmt: skip
+    return rows, time.perf_counter() - started
+
+
+def swarm_rows(folder: Path, fields: list[str], out: Path) -> tuple[list[dict[str, object]], float]:
+    """The job itself, as `swarm-ray compare` runs it; rows read back from `facts.parquet`."""
+    argv = ["--input", str(folder), "--out", str(out)]
+    for field in fields:
+        argv += ["--field", field]
+    started = time.perf_counter()
+    code = main(argv)
+    elapsed = time.perf_counter() - started
+    if code != 0:
+        sys.exit(f"the job failed on {folder} with exit code {code}")
+    return pq.read_table(out / "facts.parquet").to_pylist(), elapsed
+
+
+def run_family(family: str, *, in_process: bool, verbose: bool) -> FamilyScore:
+    folder = MULTI / family
+    paths = list_pdfs(str(folder))
+    fields = declarations(family)
+    baseline, pages = pdfium_seconds(paths)
+    if in_process:
+        rows, elapsed = family_rows(paths, fields)
+    else:
+        with tempfile.TemporaryDirectory() as tmp:
+            rows, elapsed = swarm_rows(folder, fields, Path(tmp) / "report")
+    score = score_family(family, rows)
+    print(
+        f"{family:18s} {len(paths):3d} files {pages:4d} pages  recall {score.recall:.3f} "
+        f"({score.found}/{score.gold})  precision {score.precision:.3f} "
+        f"({score.correct}/{score.facts})  {elapsed / pages * 1000:.1f} ms/page "
+        f"({elapsed / baseline:.1f}x pypdfium2 text)"
+    )
+    if verbose:
+        for line in score.misses:
+            print(f"    missed: {line}")
+        for line in score.wrong:
+            print(f"    wrong:  {line}")
+    return score
+
+
+def run_openmv(args: argparse.Namespace) -> ExtractionScore:
     paths = list_pdfs(str(args.corpus))
     expected = expected_facts(args.corpus / "_products_yaml" / "products")
     expected = {Path(p).name: expected.get(Path(p).name, []) for p in paths}
     baseline, pages = pdfium_seconds(paths)
-    print(f"{len(paths)} datasheets, {pages} pages, {len(BENCH_FIELDS)} fields")
+    print(f"openmv: {len(paths)} datasheets, {pages} pages, {len(BENCH_FIELDS)} fields")
     if args.in_process:
         found, parse_s, extract_s = in_process(paths)
         ms = 1000 / pages
@@ -221,6 +278,50 @@ def run(argv: list[str] | None = None) -> ExtractionScore:
     if args.manual_pages:
         time_manual(args.manual_pages)
     return score
+
+
+def run(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--corpus", type=Path, default=CORPUS, help="the OpenMV corpus")
+    parser.add_argument(
+        "--family", action="append", default=[],
+        help="openmv or a folder of datasheets/multi (repeatable; default: every family)",
+    )  # fmt: skip
+    parser.add_argument("--in-process", action="store_true", help="no Ray: plain calls")
+    parser.add_argument("--quick", action="store_true", help="CI: one small family, on Ray")
+    parser.add_argument("--out", type=Path, help="OpenMV report folder (default: a temporary one)")
+    parser.add_argument("-q", "--quiet", action="store_true", help="no list of misses")
+    parser.add_argument("--manual-pages", type=int, default=300, help="0: no manual")
+    args = parser.parse_args(argv)
+    if args.quick:
+        args.family, args.in_process, args.manual_pages = ["rectifier_diodes"], False, 0
+    chosen = args.family or ["openmv", *families()]
+    figures: dict[str, tuple[float, float]] = {}
+    gold = found = facts = correct = 0
+    for family in chosen:
+        if family == "openmv":
+            if not args.corpus.is_dir():
+                sys.exit(f"no corpus at {args.corpus}")
+            openmv = run_openmv(args)
+            figures[family] = (openmv.recall, openmv.precision)
+            continue
+        if not (MULTI / family / "fields.txt").is_file():
+            sys.exit(f"no labeled family {family!r} under {MULTI}")
+        score = run_family(family, in_process=args.in_process, verbose=not args.quiet)
+        figures[family] = (score.recall, score.precision)
+        gold, found = gold + score.gold, found + score.found
+        facts, correct = facts + score.facts, correct + score.correct
+    if gold:
+        print(
+            f"multi overall: recall {found / gold:.3f} ({found}/{gold}), precision "
+            f"{correct / max(facts, 1):.3f} ({correct}/{facts})"
+        )
+    below = [f for f, (r, p) in figures.items() if r < 0.85 or p < 0.95]
+    print(
+        "goal (recall >= 0.85 and precision >= 0.95 on every family): "
+        + ("met" if not below else f"not met on {len(below)} of {len(figures)}: {', '.join(below)}")
+    )
+    return figures
 
 
 if __name__ == "__main__":
