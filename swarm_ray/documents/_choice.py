@@ -28,7 +28,7 @@ __all__ = ["Scored", "choose", "file_part"]
 
 _FEW = 3
 """More equally good values than this on one page list variants or parts: one is kept."""
-_PAGE_COST = 0.004
+_PAGE_COST = 0.02
 """Score lost per page after the first: a tie-breaker, never worth a better label."""
 
 
@@ -97,8 +97,16 @@ def choose(
     wanted = set(statistics)
     if wanted:
         stated = [i for i in keep if views[i].statistic in wanted]
-        pool = stated or [i for i in keep if views[i].statistic is None]
-        return _best(candidates, views, pool, lambda v: v.statistic)
+        if stated:
+            return _best(candidates, views, stated, lambda v: v.statistic)
+        pool = [i for i in keep if views[i].statistic is None]
+        chosen = _best(candidates, views, pool, lambda v: v.statistic)
+        if len(wanted) == 1:
+            # One statistic asked for, one value stated (`VF 1.1 V` in a ratings table):
+            # that value is the one a reader would put in the `max` column.
+            (only,) = wanted
+            return [_restated(c, only) for c in chosen]
+        return chosen
     plain = [i for i in keep if views[i].statistic in (None, Statistic.TYP)]
     if plain:
         best_plain = _best(candidates, views, plain, lambda v: None)
@@ -116,10 +124,13 @@ def choose(
 
 
 def _as_plain(candidate: C) -> C:
-    statistic = getattr(candidate, "statistic", None)
-    if statistic is None:
+    return _restated(candidate, None)
+
+
+def _restated(candidate: C, statistic: Statistic | None) -> C:
+    if getattr(candidate, "statistic", None) == statistic:
         return candidate
-    return replace(candidate, statistic=None)  # type: ignore[type-var]
+    return replace(candidate, statistic=statistic)  # type: ignore[type-var]
 
 
 def _best(

@@ -12,10 +12,14 @@ by general conventions of technical writing, never from a list of products:
   `saturation` -> `(sat)`, `on-resistance` -> `(on)`). `VDS` also stands as `VDSS` (a
   rating, the third terminal shorted) and, where a condition follows, may carry terminal
   letters the name leaves out (`gate threshold voltage` -> `VGS(th)`, `VGE(th)`).
-- **Initials** of a name of two words or more (`slew rate` -> `SR`), with the common
+- **Initials** of a name of two words or more that is not a quantity with a symbol
+  (`slew rate` -> `SR`, never before a digit: `OV` is not in `OV5640`), with the common
   abbreviations of single words (`bandwidth` -> `BW`: `GBW`).
 - **Connectives**: words joined by a hyphen may be joined by `to` (`drain-to-source`,
   `collector to emitter`).
+- **Compounds**: a short acronym after the letters that name its kinds (`RAM` in
+  `SRAM`, `DRAM`, `SDRAM`, `PSRAM`), a word
+  closing a camel-case name (`CodeFlash`), and the first word of `X memory` alone.
 - **Statistic words** in the name are not part of the label: `max clock frequency` is
   also found as `clock frequency` (the statistic still comes from the document).
 
@@ -138,7 +142,7 @@ def _symbol(name: str) -> str | None:
 
 def _initials(name: str) -> list[str]:
     words = [w for w in _words(_STATISTIC.sub("", name)) if w not in {"of", "and", "the", "per"}]
-    if len(words) < 2:
+    if len(words) < 2 or words[-1] in _QUANTITY:  # a quantity is named by its symbol
         return []
     plain = "".join(w[0].upper() for w in words)
     forms = [plain]
@@ -148,7 +152,7 @@ def _initials(name: str) -> list[str]:
     short = "".join(_ABBREVIATION.get(w, w[0].upper()) for w in words if w != "product")
     if short not in forms and len(short) >= 2:
         forms.append(short)
-    return [rf"(?-i:{re.escape(f)})" for f in forms]
+    return [rf"(?-i:{re.escape(f)})(?!\d)" for f in forms]
 
 
 def _connected(name: str) -> str | None:
@@ -160,12 +164,35 @@ def _connected(name: str) -> str | None:
     return joined
 
 
+_GENERIC = frozenset({"memory", "size", "capacity"})
+"""Last words that only say what kind of thing the first word is (`flash memory`)."""
+
+
+def _compounds(name: str) -> list[str]:
+    """`RAM` in `SRAM`, `flash` in `CodeFlash` and `4 MB flash`: a name inside a compound."""
+    words = _words(name)
+    if len(words) == 2 and words[1] in _GENERIC and words[0] not in _GENERIC:
+        words = words[:1]  # `flash memory` is also said `flash`
+        out = [re.escape(words[0])]
+    elif len(words) == 1:
+        out = []
+    else:
+        return []
+    word = words[0]
+    if name.strip().isupper() and len(word) <= 4:
+        out.append(rf"(?-i:(?:S|D|SD|PS){re.escape(name.strip())})")  # SRAM, SDRAM
+    elif word.isalpha():
+        out.append(rf"(?-i:[A-Z][a-z]+{re.escape(word.capitalize())})")  # CodeFlash
+    return out
+
+
 @functools.cache
 def _forms(name: str) -> tuple[str, ...]:
     out: list[str] = []
     plain = " ".join(_STATISTIC.sub("", name).split())
     if plain and plain.lower() != name.lower():
         out.append(plain)
+    out.extend("re:" + c for c in _compounds(plain or name))
     if (connected := _connected(name)) is not None:
         out.append("re:" + connected)
     if (symbol := _symbol(plain or name)) is not None:

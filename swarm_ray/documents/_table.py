@@ -59,10 +59,16 @@ _INLINE_LEAD = re.compile(
     re.I,
 )
 _SENTENCE_END = re.compile(r"[.;!?](?:\s|$)")
+_ASSIGNMENT = re.compile(r"[A-Za-z)]\s*(?:=|≤|≥|<|>)\s*[-+\u2212]?\d")
+"""`VGS = 10 V`: a symbol given a value, as test conditions list them."""
 _PHRASE_AFTER = 60
 """Characters after a label in a phrase where its value may stand."""
-_PHRASE_BEFORE = 14
-"""Characters between a value and the label after it (`50 µA deep sleep current`)."""
+_PHRASE_BEFORE = 40
+"""Characters between a value and the label after it (`50 µA deep sleep current`,
+`2KB volatile data storage area SRAM`, `72 MHz maximum frequency`)."""
+_WORDS_BEFORE = 5
+"""Words between such a value and its label, at most: a feature line names the value's
+use between the two (`62KB program memory area CodeFlash`)."""
 _ROWS_BELOW = 30
 """Rows under a column's label read for values (a product table's rows)."""
 _CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
@@ -219,9 +225,11 @@ class _Reader:
             ]
         if stated_inline:
             tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
+            if len(_ASSIGNMENT.findall(text)) >= 2:
+                tier = 2  # `VCE = 400 V, IC = 40 A`: a test condition, or a headline at best
             unit = bracket_unit(text[:end])
             first = inline_values[0]
-            if first.condition and first.start <= lead_end:
+            if first.condition and re.fullmatch(r"\s*=\s*", after[: first.start]):
                 # `VDSS = 55V`: the `=` follows the field's own label, so states its value.
                 inline_values = [replace(first, condition=False), *inline_values[1:]]
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
@@ -334,7 +342,7 @@ class _Reader:
         for value in values:
             if value.condition or (value.adjective and plain):
                 continue
-            own = value.unit or unit
+            own = _lost_micro(spec, value.unit or unit)
             if not _fits(spec, own, value):
                 continue
             out.append(
@@ -368,8 +376,8 @@ class _Reader:
             words = re.findall(r"[^\W_]+", gap)
             if (
                 len(gap) <= _PHRASE_BEFORE
-                and not re.search(r"[,;:.()]", gap)
-                and len(words) <= 1
+                and not re.search(r"[,;:.()\d]", gap)
+                and len(words) <= _WORDS_BEFORE
                 and _fits(spec, last.unit, last)
             ):
                 stated = [last]
@@ -421,6 +429,24 @@ class _Reader:
                 **base,  # type: ignore[arg-type]
             )
         ]  # fmt: skip
+
+
+def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
+    """`7.0 V/s` for a `V/us` field: the text layer dropped the `µ` glyph (a symbol font).
+
+    A unit that is the field's own with its micro prefix missing is read as the field's:
+    a slew rate of 7 V/s or a current of 50 A where `µA` is declared is implausible, and
+    PDFs lose `µ` more often than any other character.
+    """
+    if unit is None or not spec.unit:
+        return unit
+    declared = spec.unit.replace("µ", "u").replace("μ", "u")
+    if "u" not in declared:
+        return unit
+    stripped = re.sub(r"(?<![A-Za-z])u(?=[A-Za-z])", "", declared)
+    if stripped != declared and unit.text.replace(" ", "") == stripped:
+        return lookup_unit(spec.unit) or unit
+    return unit
 
 
 _LABEL_LIMIT = re.compile(
