@@ -34,7 +34,7 @@ import re
 
 from swarm_ray.documents._dimensions import FieldSpec
 
-__all__ = ["label_forms"]
+__all__ = ["head_word", "label_forms", "partial_words"]
 
 _QUANTITY = {
     "voltage": "V",
@@ -208,3 +208,27 @@ def label_forms(spec: FieldSpec) -> tuple[str, ...]:
     derived = [form for label in plain for form in _forms(label)]
     seen: dict[str, None] = dict.fromkeys((*spec.all_labels, *derived))
     return tuple(seen)
+
+
+_STOP = frozenset({"of", "and", "the", "per", "for", "with", "to", "in", "on", "at"})
+
+
+def partial_words(spec: FieldSpec) -> tuple[str, ...]:
+    """The words of the name that still point at the field alone, for a weaker link.
+
+    `Input Range` for `input voltage`, `power supply` for `supply voltage`, `Unity-Gain
+    Bandwidth` for `gain bandwidth product`: the qualifiers, not the last word (what the
+    field is: `length` alone is any length). Statistic words say nothing about which one,
+    and short words match too much. A cell that also says the last word names another
+    field of that kind (`Input Voltage` is not `input offset voltage`): see `head_word`.
+    """
+    words = _words(_STATISTIC.sub("", spec.name))
+    if len(words) < 2:
+        return ()
+    return tuple(w for w in words[:-1] if len(w) >= 4 and w not in _QUANTITY and w not in _STOP)
+
+
+def head_word(spec: FieldSpec) -> str:
+    """The name's last word, what it is (`voltage` of `input offset voltage`)."""
+    words = _words(spec.name)
+    return words[-1] if words else ""

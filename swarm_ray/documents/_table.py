@@ -47,7 +47,7 @@ from swarm_ray.documents._grid import (
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._parse import PageText, ParsedDocument
-from swarm_ray.documents._symbols import label_forms
+from swarm_ray.documents._symbols import head_word, label_forms, partial_words
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
@@ -71,11 +71,14 @@ _WORDS_BEFORE = 5
 use between the two (`62KB program memory area CodeFlash`)."""
 _ROWS_BELOW = 30
 """Rows under a column's label read for values (a product table's rows)."""
-_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7}
+_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.6, 6: 0.55, 7: 0.5, 8: 0.5, 9: 0.5}
 """Per tier: the exact label cell, a label cell with more words, a phrase; then the
 first two again in a table of limits (absolute maximum ratings)."""
-_SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72}
-"""Per tier, what the choice weighs: a limit in its own table still beats a phrase."""
+_SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36}
+"""Per tier, what the choice weighs: a limit in its own table still beats a phrase; a
+label that says only part of the name (tiers 5 to 9) comes after every full one."""
+_PARTIAL = 5
+"""Added to the tier of a link made by part of the name (`Input Range` for `input voltage`)."""
 
 
 @dataclass(frozen=True)
@@ -123,6 +126,13 @@ class _Reader:
         forms = [label_forms(f) for f in fields]
         self.regexes = [labels_regex(f) for f in forms]
         self.all_labels = labels_regex(tuple(label for f in forms for label in f))
+        self.partials = [
+            (
+                labels_regex(words) if (words := partial_words(f)) else None,
+                label_regex(head_word(f) or "-"),
+            )
+            for f in fields
+        ]
 
     def names_a_field(self, text: str) -> bool:
         """Whether a page's text names any of the fields (else it has nothing to read)."""
@@ -171,11 +181,22 @@ class _Reader:
                     column = column_of(header, cell) if header is not None else None
                     if column is not None and role(column.text) == "conditions":
                         continue  # `VDD = 3.3 V` there is another row's test condition
+                    named = False
                     for match in regex.finditer(cell.text):
+                        named = True
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
                         hit = _Hit(cell_index, match.span())
                         found.extend(self._read(spec, info, index, hit))
+                    partial, head = self.partials[self.fields.index(spec)]
+                    if named or partial is None or spec.kind == TEXT or head.search(cell.text):
+                        continue
+                    for match in partial.finditer(cell.text):
+                        hit = _Hit(cell_index, match.span())
+                        found.extend(
+                            _with(c, tier=c.tier + _PARTIAL)
+                            for c in self._read(spec, info, index, hit)
+                        )
         return found
 
     def _longer_label_elsewhere(self, spec: FieldSpec, text: str, span: tuple[int, int]) -> bool:
