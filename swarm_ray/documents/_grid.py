@@ -64,6 +64,10 @@ _LIMITS_TABLE = re.compile(
     re.IGNORECASE,
 )
 """Titles of tables of limits the part survives, not the conditions it works in."""
+_TITLE_WORDS = 8
+"""A title is short: a sentence that mentions absolute maximum ratings titles nothing."""
+_TITLE_LOOKBACK = 10
+"""Rows above a table's header searched for its title (a paragraph may stand between)."""
 
 
 @dataclass
@@ -174,9 +178,10 @@ def in_limits_table(page: Grid, index: int) -> bool:
         return False
     start = page.rows.index(header)
     if start not in page.limits:
-        above = page.rows[max(0, start - 3) : start]
+        above = page.rows[max(0, start - _TITLE_LOOKBACK) : start]
         page.limits[start] = any(
-            _LIMITS_TABLE.search(" ".join(c.text for c in row.cells)) for row in above
+            _LIMITS_TABLE.search(title) and len(title.split()) <= _TITLE_WORDS
+            for title in (" ".join(c.text for c in row.cells) for row in above)
         ) or bool(_LIMITS_TABLE.search(header.cells[0].text))
     return page.limits[start]
 

@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from swarm_ray.documents._choice import Scored, choose
+from swarm_ray.documents._counts import count_mentions, counted_noun
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
 from swarm_ray.documents._grid import (
@@ -331,6 +332,11 @@ class _Reader:
             if part is None and out:
                 break  # past the one value under a label that no product table has
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            if not values and part is None and not out and len(below.cells) > 1:
+                # `Supply Voltage` over `AC | 2.0V to 6.0V`: a sub-row names a variant under
+                # the label, its value stands right of the label (the first variant's).
+                cell = next((c for c in below.cells if c.x0 >= label.x1), cell)
+                values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
             if part is None:
                 # One value under a label is a spec box's (`Weight` over `310 g`) only when it
                 # says its unit: bare numbers under `VDS (V)` are a chart's axis ticks.
@@ -498,6 +504,35 @@ def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[in
     return position, position + len(label)
 
 
+def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
+    """Counts stated in words before the noun a count field names (`_counts`)."""
+    noun = counted_noun(spec.name) if spec.kind == COUNT else None
+    if noun is None:
+        return []
+    per = " per " in spec.name.lower()
+    out: list[_Candidate] = []
+    for page in document.pages:
+        for mention in count_mentions(noun, page.text):
+            if mention.hyphenated != per:
+                continue
+            left, right = _sentence(page.text, mention.start, mention.end)
+            quote = " ".join(page.text[left:right].split())[:240]
+            out.append(
+                _Candidate(
+                    key=spec.key, tier=2, value=float(mention.value), unit="", statistic=None,
+                    value_text=" ".join(page.text[mention.start : mention.end].split()),
+                    page=page.number, row=mention.start, quote=quote,
+                )
+            )  # fmt: skip
+    return out
+
+
+def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
+    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
+    stop = _SENTENCE_END.search(text, end)
+    return left, stop.start() + 1 if stop else len(text)
+
+
 def _scored(candidate: _Candidate) -> Scored:
     return Scored(
         score=_SCORE[candidate.tier],
@@ -537,6 +572,8 @@ def extract_table_facts(
     for page in document.pages:
         if not focus or page.number in focus:
             found.extend(reader.page(page, running))
+    for spec in fields:
+        found.extend(_counts(spec, document))
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()

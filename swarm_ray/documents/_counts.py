@@ -1,0 +1,92 @@
+"""Counts stated in words: `four 2-input NAND gates`, `Quad`, `two input`.
+
+A field of unit `count` names what it counts: `number of gates` and `gate count` count
+gates, `inputs per gate` counts inputs. Documents state counts before the counted noun,
+in digits or in words (`four`, `dual`, `quadruple`, `hex`), often with adjectives between
+(`four 2-input NAND gates`), or glued to it by a hyphen when the noun qualifies another
+(`2-input NAND gates`: two inputs each). `count_mentions` finds those in a page's text;
+the table reader still reads counts that stand in a labelled cell.
+"""
+
+from __future__ import annotations
+
+import functools
+import re
+from dataclasses import dataclass
+
+__all__ = ["CountMention", "count_mentions", "counted_noun"]
+
+_NUMBER_WORDS = {
+    "one": 1, "single": 1, "two": 2, "dual": 2, "twin": 2, "double": 2, "three": 3,
+    "triple": 3, "four": 4, "quad": 4, "quadruple": 4, "five": 5, "six": 6, "hex": 6,
+    "seven": 7, "eight": 8, "octal": 8, "nine": 9, "ten": 10, "eleven": 11, "twelve": 12,
+    "sixteen": 16,
+}  # fmt: skip
+_NUMBER = r"(?:\d{1,3}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
+_BETWEEN = 3
+"""Words an adjective phrase may put between a count and its noun (`2-input NAND`)."""
+
+
+@dataclass(frozen=True)
+class CountMention:
+    """A count the text states for a noun."""
+
+    value: int
+    start: int
+    end: int
+    hyphenated: bool
+    """`2-input`: the count of a noun that qualifies another (inputs of each gate)."""
+
+
+def counted_noun(name: str) -> str | None:
+    """What a count field counts: `gate` of `number of gates`, `input` of `inputs per gate`."""
+    words = [w for w in re.findall(r"[a-z/]+", name.lower()) if w]
+    if len(words) >= 3 and words[0] == "number" and words[1] == "of":
+        noun = words[2]
+    elif (len(words) >= 3 and words[1] == "per") or (len(words) == 2 and words[1] == "count"):
+        noun = words[0]
+    else:
+        return None
+    return re.sub(r"(?<=[^s])s$", "", noun) if len(noun) > 3 else noun
+
+
+def _value(token: str) -> int:
+    return int(token) if token.isdigit() else _NUMBER_WORDS[token.lower()]
+
+
+@functools.cache
+def _regexes(noun: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
+    body = re.escape(noun) + r"(?:e?s)?"
+    spaced = re.compile(
+        rf"(?<![\w.-])(?P<n>{_NUMBER})(?P<gap>,?(?:\s+[\w/]+(?:-[\w/]+)?){{0,{_BETWEEN}}}?)\s+"
+        rf"(?P<noun>{body})\b",
+        re.IGNORECASE,
+    )
+    glued = re.compile(rf"(?<![\w.-])(?P<n>{_NUMBER})[-\s]{body}\b(?=\s+\w)", re.IGNORECASE)
+    return spaced, glued
+
+
+def count_mentions(noun: str, text: str) -> list[CountMention]:
+    """Counts `text` states of `noun`, in text order.
+
+    A count stands before the noun with at most a few words between, none of them a
+    number but in a hyphenated adjective (`four 2-input NAND gates` counts gates four,
+    not two), and agrees with it (`two ... gate` is not a count of gates); `2-input` or
+    `two input` before another noun counts the noun per that other thing (`hyphenated`).
+    """
+    spaced, glued = _regexes(noun)
+    out: list[CountMention] = []
+    flat = text.replace("\n", " ")
+    for match in spaced.finditer(flat):
+        gap = match["gap"]
+        if re.search(rf"\b{_NUMBER}\b", gap, re.IGNORECASE) and not re.search(r"\d-\w", gap):
+            continue
+        if re.search(r"[.;:]", gap):
+            continue
+        value = _value(match["n"])
+        if (value == 1) == (match["noun"].lower() != noun.lower()):
+            continue  # `a two input NAND gate`: one gate; the count agrees with its noun
+        out.append(CountMention(value, match.start(), match.end(), False))
+    for match in glued.finditer(flat):
+        out.append(CountMention(_value(match["n"]), match.start(), match.end(), True))
+    return sorted(out, key=lambda m: m.start)
