@@ -178,12 +178,23 @@ def in_limits_table(page: Grid, index: int) -> bool:
         return False
     start = page.rows.index(header)
     if start not in page.limits:
-        above = page.rows[max(0, start - _TITLE_LOOKBACK) : start]
-        page.limits[start] = any(
-            _LIMITS_TABLE.search(title) and len(title.split()) <= _TITLE_WORDS
-            for title in (" ".join(c.text for c in row.cells) for row in above)
-        ) or bool(_LIMITS_TABLE.search(header.cells[0].text))
+        page.limits[start] = _titled_limits(page.rows[max(0, start - _TITLE_LOOKBACK) : start])
+        page.limits[start] |= bool(_LIMITS_TABLE.search(header.cells[0].text))
     return page.limits[start]
+
+
+def _titled_limits(above: list[Row]) -> bool:
+    """Whether the nearest title above a table names limits.
+
+    The title is the nearest short row: paragraphs between it and the table (which may
+    well mention absolute maximum ratings) and stray letters (vertical text) are passed.
+    """
+    for row in reversed(above):
+        title = " ".join(c.text for c in row.cells)
+        if len(title.strip()) <= 2 or len(title.split()) > _TITLE_WORDS:
+            continue
+        return bool(_LIMITS_TABLE.search(title))
+    return False
 
 
 def column_of(header: Row, cell: TextBox) -> TextBox | None:
