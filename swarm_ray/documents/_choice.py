@@ -97,6 +97,8 @@ def choose(
     wanted = set(statistics)
     if wanted:
         stated = [i for i in keep if views[i].statistic in wanted]
+        if {Statistic.MIN, Statistic.MAX} <= wanted:
+            stated = _paired(views, stated)
         if stated:
             return _best(candidates, views, stated, lambda v: v.statistic)
         pool = [i for i in keep if views[i].statistic is None]
@@ -120,6 +122,40 @@ def choose(
     return [
         c if {Statistic.MIN, Statistic.MAX} <= ends[view(c).entity] else _as_plain(c)
         for c in chosen
+    ]
+
+
+def _paired(views: Sequence[Scored], pool: list[int]) -> list[int]:
+    """A range's two ends from one link: the best row stating both, per entity.
+
+    `2.7V to 3.6V power supply` beats `VCC -0.6 to 4.6 V` in a limits table as a whole; its
+    ends must not be mixed with the other row's. Entities with no such row keep every
+    candidate, each end then chosen on its own.
+    """
+    rows: dict[tuple[str | None, int, int], dict[Statistic | None, float]] = {}
+    for index in pool:
+        v = views[index]
+        ends = rows.setdefault((v.entity, v.page, v.row), {})
+        ends[v.statistic] = max(ends.get(v.statistic, 0.0), v.score - _PAGE_COST * (v.page - 1))
+    best: dict[str | None, tuple[float, int, int]] = {}
+    for (entity, page, row), ends in rows.items():
+        if Statistic.MIN in ends and Statistic.MAX in ends:
+            rank = (min(ends[Statistic.MIN], ends[Statistic.MAX]), -page, -row)
+            if entity not in best or rank > best[entity]:
+                best[entity] = rank
+    tied = {
+        (entity, page, row)
+        for (entity, page, row), ends in rows.items()
+        if entity in best
+        and Statistic.MIN in ends
+        and Statistic.MAX in ends
+        and -best[entity][1] == page
+        and min(ends[Statistic.MIN], ends[Statistic.MAX]) == best[entity][0]
+    }  # rows as good on the same page: a board's two rails (`VUSB`, `VIN`)
+    return [
+        i
+        for i in pool
+        if views[i].entity not in best or (views[i].entity, views[i].page, views[i].row) in tied
     ]
 
 

@@ -15,6 +15,7 @@ by general conventions of technical writing, never from a list of products:
 - **Initials** of a name of two words or more that is not a quantity with a symbol
   (`slew rate` -> `SR`, never before a digit: `OV` is not in `OV5640`), with the common
   abbreviations of single words (`bandwidth` -> `BW`: `GBW`).
+- **Word order**: a two-word name reversed (`Voltage Supply` for `supply voltage`).
 - **Connectives**: words joined by a hyphen may be joined by `to` (`drain-to-source`,
   `collector to emitter`).
 - **Compounds**: a short acronym after the letters that name its kinds (`RAM` in
@@ -193,6 +194,9 @@ def _forms(name: str) -> tuple[str, ...]:
     if plain and plain.lower() != name.lower():
         out.append(plain)
     out.extend("re:" + c for c in _compounds(plain or name))
+    words = (plain or name).split()
+    if len(words) == 2 and all(w.isalpha() for w in words):
+        out.append(f"{words[1]} {words[0]}")  # `Voltage Supply`, `Current Output`
     if (connected := _connected(name)) is not None:
         out.append("re:" + connected)
     if (symbol := _symbol(plain or name)) is not None:

@@ -78,6 +78,12 @@ first two again in a table of limits (absolute maximum ratings)."""
 _SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36}
 """Per tier, what the choice weighs: a limit in its own table still beats a phrase; a
 label that says only part of the name (tiers 5 to 9) comes after every full one."""
+_LIMIT_TIERS = frozenset({3, 4, 8, 9})
+"""Tiers of links found in a table of limits (absolute maximum ratings)."""
+_LIMIT_MIN_COST = 0.5
+"""What the minimum of a limits range loses: the part survives it, nobody designs for it."""
+_RAILS = frozenset({"voltage", "current"})
+"""Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
 """Added to the tier of a link made by part of the name (`Input Range` for `input voltage`)."""
 
@@ -533,9 +539,17 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
     return left, stop.start() + 1 if stop else len(text)
 
 
-def _scored(candidate: _Candidate) -> Scored:
+def _scored(candidate: _Candidate, kind: str) -> Scored:
+    score = _SCORE[candidate.tier]
+    if candidate.statistic is Statistic.MIN and (
+        candidate.tier in _LIMIT_TIERS
+        or (kind in _RAILS and isinstance(candidate.value, float) and candidate.value < 0)
+    ):
+        # `VCC -0.5 to 4.0 V`: the low end of a limit is no spec; a supply that starts below
+        # zero is a limits range even where no title says so.
+        score -= _LIMIT_MIN_COST
     return Scored(
-        score=_SCORE[candidate.tier],
+        score=score,
         statistic=candidate.statistic,
         entity=candidate.entity,
         page=candidate.page,
@@ -578,7 +592,12 @@ def extract_table_facts(
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
         mine = [c for c in found if c.key == spec.key]
-        chosen = choose(mine, _scored, statistics=spec.statistics, file_name=base["source"])
+        chosen = choose(
+            mine,
+            lambda c, kind=spec.kind: _scored(c, kind),  # type: ignore[misc]
+            statistics=spec.statistics,
+            file_name=base["source"],
+        )
         for candidate in chosen:
             entity = candidate.entity or base["entity"]
             key = (entity, candidate.statistic, candidate.value, candidate.unit, candidate.page)
