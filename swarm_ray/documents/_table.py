@@ -49,6 +49,7 @@ from swarm_ray.documents._grid import (
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._symbols import head_word, label_forms, partial_words
+from swarm_ray.documents._terms import shaped_value, term_mentions, term_shape
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
@@ -82,6 +83,8 @@ _LIMIT_TIERS = frozenset({3, 4, 8, 9})
 """Tiers of links found in a table of limits (absolute maximum ratings)."""
 _LIMIT_MIN_COST = 0.5
 """What the minimum of a limits range loses: the part survives it, nobody designs for it."""
+_PER_MENTION, _COUNTED = 0.03, 10
+"""Score a term gains per mention in the document, counting at most `_COUNTED`."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
@@ -108,6 +111,8 @@ class _Candidate:
     row: int
     quote: str
     entity: str | None = None
+    bonus: float = 0.0
+    """Added to the tier's score: how often the document names a term (`_terms`)."""
 
 
 def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
@@ -510,6 +515,26 @@ def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[in
     return position, position + len(label)
 
 
+def _terms(
+    spec: FieldSpec, shape: str, document: ParsedDocument, read: list[_Candidate]
+) -> list[_Candidate]:
+    """A text field of known shape: labelled values of that shape, then the document's terms."""
+    out: list[_Candidate] = []
+    for candidate in read:
+        term = shaped_value(shape, str(candidate.value))
+        if term is not None:
+            out.append(_with(candidate, value=term, value_text=term))
+    for rank, mention in enumerate(term_mentions(shape, document)):
+        out.append(
+            _Candidate(
+                key=spec.key, tier=_PARTIAL, value=mention.term, unit="", statistic=None,
+                value_text=mention.term, page=mention.page, row=rank, quote=mention.quote,
+                bonus=min(mention.count, _COUNTED) * _PER_MENTION,
+            )
+        )  # fmt: skip
+    return out
+
+
 def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
     """Counts stated in words before the noun a count field names (`_counts`)."""
     noun = counted_noun(spec.name) if spec.kind == COUNT else None
@@ -549,7 +574,7 @@ def _scored(candidate: _Candidate, kind: str) -> Scored:
         # zero is a limits range even where no title says so.
         score -= _LIMIT_MIN_COST
     return Scored(
-        score=score,
+        score=score + candidate.bonus,
         statistic=candidate.statistic,
         entity=candidate.entity,
         page=candidate.page,
@@ -588,6 +613,10 @@ def extract_table_facts(
             found.extend(reader.page(page, running))
     for spec in fields:
         found.extend(_counts(spec, document))
+        if (shape := term_shape(spec)) is not None:
+            found = [c for c in found if c.key != spec.key] + _terms(
+                spec, shape, document, [c for c in found if c.key == spec.key]
+            )
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
