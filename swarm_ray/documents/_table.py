@@ -81,7 +81,7 @@ _SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 
 label that says only part of the name (tiers 5 to 9) comes after every full one."""
 _LIMIT_TIERS = frozenset({3, 4, 8, 9})
 """Tiers of links found in a table of limits (absolute maximum ratings)."""
-_LIMIT_MIN_COST = 0.5
+_LIMIT_MIN_COST = 0.7
 """What the minimum of a limits range loses: the part survives it, nobody designs for it."""
 _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
@@ -148,7 +148,10 @@ class _Reader:
 
     def names_a_field(self, text: str) -> bool:
         """Whether a page's text names any of the fields (else it has nothing to read)."""
-        return self.all_labels.search(text.replace("\n", " ")) is not None
+        flat = text.replace("\n", " ")
+        return self.all_labels.search(flat) is not None or any(
+            partial is not None and partial.search(flat) for partial, _ in self.partials
+        )
 
     def states_a_field(self, text: str) -> bool:
         """Whether a page may state a field, so is worth laying out.

@@ -1,0 +1,213 @@
+"""How values are linked to fields they are not named by, and how one value is chosen.
+
+Datasheets name a field by its symbol (`VDSS`), its initials (`SR`), its words in another
+order or joined by `to`, or only by its qualifiers (`Input Range`); they state one figure
+many times, in limits tables and test conditions as well as in the specification. Each
+test builds the page a vendor would print (text with cells two spaces apart) and checks
+which value the field gets; none names a vendor or a product family.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from swarm_ray.documents import (
+    Dimension,
+    DocumentMetadata,
+    FieldSpec,
+    ParsedDocument,
+    extract_facts,
+    normalise_facts,
+    parse_field_arg,
+)
+from swarm_ray.documents._choice import Scored, choose, file_part
+from swarm_ray.documents._counts import count_mentions, counted_noun
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._labels import labels_regex
+from swarm_ray.documents._parse import PageText
+from swarm_ray.documents._symbols import label_forms
+from swarm_ray.documents._terms import shaped_value
+
+
+def _doc(*pages: str, file_name: str = "part.pdf") -> ParsedDocument:
+    return ParsedDocument(
+        document_id="0123456789abcdef",
+        path=f"/datasheets/{file_name}",
+        file_name=file_name,
+        size_bytes=1,
+        metadata=DocumentMetadata(page_count=len(pages), title="XQ9000 datasheet"),
+        pages=tuple(PageText(number=i + 1, text=text) for i, text in enumerate(pages)),
+    )
+
+
+def _table(*rows: tuple[str, ...], width: int = 26) -> str:
+    """Rows of cells in fixed-width columns, as a table's text layer reads."""
+    return "".join("".join(cell.ljust(width) for cell in row).rstrip() + "\n" for row in rows)
+
+
+def _facts(
+    fields: list[str], *pages: str, file_name: str = "part.pdf"
+) -> set[tuple[str, str | None, float | str]]:
+    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
+    result = extract_facts(_doc(*pages, file_name=file_name), [dimension])
+    return {
+        (n.fact.field, n.fact.statistic.value if n.fact.statistic else None, n.value)
+        for n in normalise_facts(result.facts).facts
+    }
+
+
+def _names(name: str, text: str) -> bool:
+    return labels_regex(label_forms(FieldSpec(name=name, unit="V"))).search(text) is not None
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("drain-source voltage", "VDSS"),
+        ("drain-source voltage", "Drain-to-Source Voltage"),
+        ("collector-emitter voltage", "Collector to Emitter Voltage"),
+        ("gate threshold voltage", "VGS(th)"),
+        ("gate threshold voltage", "VGE(th)"),
+        ("on-resistance", "RDS(on)"),
+        ("reverse recovery time", "trr"),
+        ("forward current", "IF(AV)"),
+        ("supply voltage", "VDD"),
+        ("supply voltage", "Voltage Supply"),
+        ("input offset voltage", "VIO"),
+        ("slew rate", "SR"),
+        ("gain bandwidth product", "GBW"),
+        ("max clock frequency", "clock frequency"),
+    ],
+)
+def test_a_field_is_named_by_its_symbol_initials_and_word_forms(name: str, text: str) -> None:
+    assert _names(name, text)
+
+
+@pytest.mark.parametrize(
+    ("name", "text"),
+    [
+        ("forward current", "If the input is low"),  # a word, not the symbol IF
+        ("supply voltage", "VSS"),  # ground, not a supply
+        ("collector-emitter voltage", "VCE(sat)"),  # another quantity of the same terminals
+        ("drain-source voltage", "id"),
+        ("slew rate", "SR5000"),  # initials before a digit are a part number
+    ],
+)
+def test_lookalikes_do_not_name_the_field(name: str, text: str) -> None:
+    assert not _names(name, text)
+
+
+def test_a_symbol_row_of_a_limits_table_gives_the_rating() -> None:
+    page = "Absolute Maximum Ratings\n" + _table(
+        ("Parameter", "Symbol", "Value", "Unit"),
+        ("Drain-Source Voltage", "VDSS", "60", "V"),
+        ("VDS, Drain-Source Voltage [V]",),
+        ("0", "10", "20", "30"),
+    )
+    assert _facts(["drain-source voltage:V"], page) == {("drain-source voltage", None, 60.0)}
+
+
+def test_bare_numbers_under_a_label_are_chart_ticks_not_a_value() -> None:
+    page = "Typical characteristics\nVDS, Drain-Source Voltage [V]\n0  10  20  30\n"
+    assert _facts(["drain-source voltage:V"], page) == set()
+
+
+def test_a_value_before_its_label_in_a_feature_line() -> None:
+    page = "Features\n• 20KB volatile data storage area SRAM\n• 62KB program memory CodeFlash\n"
+    assert _facts(["RAM:KB", "flash memory:KB"], page) == {
+        ("RAM", None, 20.0),
+        ("flash memory", None, 62.0),
+    }
+
+
+def test_a_label_of_qualifiers_alone_links_but_not_to_another_field_of_that_kind() -> None:
+    page = "Features\n• Wide 4.5V to 26V Operating Input Range\n"
+    assert _facts(["input voltage:V:min,max"], page) == {
+        ("input voltage", "min", 4.5),
+        ("input voltage", "max", 26.0),
+    }
+    table = _table(("Parameter", "Min", "Max", "Unit"), ("Input Voltage", "-0.3", "32", "V"))
+    assert _facts(["input offset voltage:mV:max"], table) == set()
+
+
+def test_the_operating_range_beats_the_limits_range_and_its_ends_stay_together() -> None:
+    limits = "Absolute Maximum Ratings\n" + _table(
+        ("Parameter", "Symbol", "Rating"), ("Supply Voltage", "VCC", "-0.5V to +7.0V")
+    )
+    operating = "Recommended Operating Conditions\n" + _table(
+        ("Parameter", "Min", "Max", "Unit"), ("Supply Voltage", "2.0", "3.6", "V")
+    )
+    facts = _facts(["supply voltage:V:min,max"], limits, operating)
+    assert facts == {("supply voltage", "min", 2.0), ("supply voltage", "max", 3.6)}
+
+
+def test_a_supply_range_from_below_zero_is_a_limit_even_untitled() -> None:
+    page = "The device operates on a 2.7V to 3.6V power supply.\n" + _table(
+        ("Supply Voltage", "VCC", "-0.6 to 4.6", "V")
+    )
+    assert _facts(["supply voltage:V:min,max"], page) == {
+        ("supply voltage", "min", 2.7),
+        ("supply voltage", "max", 3.6),
+    }
+
+
+def test_a_lone_value_is_reported_under_the_one_statistic_asked_for() -> None:
+    page = _table(("Parameter", "Symbol", "Value", "Unit"), ("Forward Voltage", "VF", "1.1", "V"))
+    assert _facts(["forward voltage:V:max"], page) == {("forward voltage", "max", 1.1)}
+
+
+def test_a_lost_micro_sign_is_read_as_the_declared_unit() -> None:
+    page = "Features\n• High Slew Rate: 7.0 V/s\n"
+    assert _facts(["slew rate:V/us"], page) == {("slew rate", None, 7.0)}
+
+
+def test_counts_in_words_before_the_counted_noun() -> None:
+    page = "General description\nThe device contains four 2-input NAND gates.\n"
+    facts = _facts(["number of gates:count", "inputs per gate:count", "logic function"], page)
+    assert facts == {
+        ("number of gates", None, 4.0),
+        ("inputs per gate", None, 2.0),
+        ("logic function", None, "NAND"),
+    }
+
+
+def test_a_count_agrees_with_its_noun_and_a_year_is_no_count() -> None:
+    assert counted_noun("number of gates") == "gate"
+    assert counted_noun("inputs per gate") == "input"
+    assert count_mentions("gate", "functions as a two input NAND gate") == []
+    assert count_mentions("gate", "January 1995 integrated gates") == []
+
+
+def test_a_package_is_an_outline_code_not_the_next_cell() -> None:
+    assert shaped_value("outline", "Ordering Code") is None
+    assert shaped_value("outline", "S D G TO-220AB") == "TO-220AB"
+    pages = (
+        _table(("Type", "Package", "Ordering Code"), ("XQ9000", "TO-220", "Q67040")),
+        "Package outline TO-220\nTO-220 dimensions\n",
+    )
+    assert _facts(["package"], *pages) == {("package", None, "TO-220")}
+
+
+def _view(c: tuple[float, Statistic | None, str | None, int, int, float]) -> Scored:
+    score, statistic, entity, page, row, value = c
+    return Scored(score=score, statistic=statistic, entity=entity, page=page, row=row, value=value)
+
+
+def test_one_value_per_entity_and_statistic_the_best_and_earliest() -> None:
+    rows = [
+        (0.9, Statistic.MAX, None, 5, 1, 36.0),  # a sub-block's table, deep in the document
+        (0.9, Statistic.MAX, None, 1, 3, 48.0),  # the same link on the first page
+        (0.6, Statistic.MAX, None, 1, 1, 72.0),  # a weaker link
+    ]
+    assert choose(rows, _view, statistics=(Statistic.MAX,), file_name="x.pdf") == [rows[1]]
+
+
+def test_the_file_names_its_part_among_several() -> None:
+    assert file_part("1n4007_fairchild.pdf", ["1N4001", "1N4004", "1N4007"]) == "1N4007"
+    assert file_part("uf5408_vishay.pdf", ["UF5400-E3", "UF5408-E3"]) == "UF5408-E3"
+    assert file_part("report.pdf", ["1N4001", "1N4007"]) is None
+    rows = [
+        (1.0, None, "1N4001", 1, 1, 50.0),
+        (1.0, None, "1N4007", 1, 1, 1000.0),
+    ]
+    assert choose(rows, _view, statistics=(), file_name="1n4007_fairchild.pdf") == [rows[1]]
