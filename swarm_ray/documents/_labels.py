@@ -26,10 +26,17 @@ _WORDS = re.compile(r"[^\W_]+")
 
 def _plain(label: str) -> str:
     words = _WORDS.findall(label)
-    parts = [
-        re.escape(word) + ("(?:e?s)?" if word.isalpha() and len(word) > 2 else "") for word in words
-    ]
+    parts = [_plural(word) for word in words]
     return _SEPARATOR.join(parts)
+
+
+def _plural(word: str) -> str:
+    """A word and its plural: `gates`, `boxes`, `frequencies`."""
+    if not word.isalpha() or len(word) <= 2:
+        return re.escape(word)
+    if len(word) > 3 and word[-1] in "yY" and word[-2].lower() not in "aeiou":
+        return re.escape(word[:-1]) + "(?:y|ies)"
+    return re.escape(word) + "(?:e?s)?"
 
 
 @functools.cache

@@ -266,8 +266,10 @@ class _Reader:
             unit = bracket_unit(text[:end])
             first = inline_values[0]
             if first.condition and re.fullmatch(r"\s*=\s*", after[: first.start]):
-                # `VDSS = 55V`: the `=` follows the field's own label, so states its value.
+                # `VDSS = 55V`: the `=` follows the field's own label, so states its value;
+                # as a phrase would, since charts and conditions write `VCE = 20V` too.
                 inline_values = [replace(first, condition=False), *inline_values[1:]]
+                tier = max(tier, 2)
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
         return self._phrase(spec, text, (start, end), base)
 
