@@ -109,20 +109,39 @@ def choose(
             (only,) = wanted
             return [_restated(c, only) for c in chosen]
         return chosen
-    plain = [i for i in keep if views[i].statistic in (None, Statistic.TYP)]
-    if plain:
-        best_plain = _best(candidates, views, plain, lambda v: None)
-        return [_as_plain(c) for c in best_plain]
-    # No value as stated: a range gives both ends; a lone limit (`up to 82 I/Os`) is the value.
-    chosen = _best(candidates, views, keep, lambda v: v.statistic)
-    ends: dict[str | None, set[Statistic | None]] = {}
-    for candidate in chosen:
-        v = view(candidate)
-        ends.setdefault(v.entity, set()).add(v.statistic)
-    return [
-        c if {Statistic.MIN, Statistic.MAX} <= ends[view(c).entity] else _as_plain(c)
-        for c in chosen
-    ]
+    return _as_stated(candidates, views, keep)
+
+
+def _as_stated(candidates: Sequence[C], views: Sequence[Scored], keep: list[int]) -> list[C]:
+    """The value as stated, for a field that asks for no statistic, from its best rows.
+
+    Per entity the best-ranked rows (the top one and its peers on its page) each give their
+    plain or typical value; a row with none gives a range's two ends, or its lone limit as
+    the value (`VDS ... - - 30 V`, `up to 82 I/Os`).
+    """
+    by_entity: dict[str | None, list[int]] = {}
+    for index in keep:
+        by_entity.setdefault(views[index].entity, []).append(index)
+    out: list[C] = []
+    for members in by_entity.values():
+        top = views[max(members, key=lambda i: _rank(views[i]))]
+        rows: dict[tuple[int, int], list[int]] = {}
+        for index in members:
+            v = views[index]
+            if v.page == top.page and v.score == top.score:
+                rows.setdefault((v.page, v.row), []).append(index)
+        if len({views[i].value for row in rows.values() for i in row}) > _FEW:
+            rows = {(top.page, top.row): rows[(top.page, top.row)]}
+        for row in rows.values():
+            plain = [i for i in row if views[i].statistic in (None, Statistic.TYP)]
+            stats = {views[i].statistic for i in row}
+            if plain:
+                out.extend(_as_plain(candidates[i]) for i in plain[:1])
+            elif {Statistic.MIN, Statistic.MAX} <= stats:
+                out.extend(_best(candidates, views, row, lambda v: v.statistic))
+            else:
+                out.extend(_as_plain(candidates[i]) for i in row[:1])
+    return out
 
 
 def _paired(views: Sequence[Scored], pool: list[int]) -> list[int]:

@@ -28,6 +28,8 @@ __all__ = [
     "column_of",
     "header_of",
     "in_limits_table",
+    "is_axis_title",
+    "is_chart_page",
     "is_dash",
     "page_rows",
     "role",
@@ -195,6 +197,46 @@ def _titled_limits(above: list[Row]) -> bool:
             continue
         return bool(_LIMITS_TABLE.search(title))
     return False
+
+
+_TICK = re.compile(r"[-\u2212\u2013+]?\d+(?:[.,]\d+)?")
+_AXIS_TITLE = re.compile(r"[A-Za-z].*[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*$")
+_CHART_ROWS = 3
+"""Rows of axis ticks and axis titles a page of graphs has at least, each."""
+
+
+def is_chart_page(rows: list[Row]) -> bool:
+    """Whether a page holds graphs: rows of bare tick numbers and titles ending in a unit.
+
+    A typical-characteristics page reads as rows like `0 | 10 | 20 | 30` and `VDS,
+    Drain-Source Voltage [V]`; a table has units and labels in its rows of numbers.
+    """
+    ticks = titles = 0
+    for row in rows:
+        texts = [c.text.strip() for c in row.cells]
+        if all(_TICK.fullmatch(t) for t in texts):
+            ticks += 1
+        elif any(_AXIS_TITLE.match(t) for t in texts):
+            titles += 1
+        if ticks >= _CHART_ROWS and titles >= _CHART_ROWS:
+            return True
+    return False
+
+
+_UNIT_ALONE = re.compile(r"[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]")
+_COMMA_TITLE = re.compile(r"^[^\d]*,[^\d]*[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*$")
+
+
+def is_axis_title(row: Row) -> bool:
+    """Whether a row is a graph's axis title, which no table row writes like it.
+
+    A unit in brackets stands alone (`VDS | (V)`) or closes a `symbol, name [unit]` cell
+    (`Collector Current, IC [A]`).
+    """
+    return any(
+        _UNIT_ALONE.fullmatch(c.text.strip()) or _COMMA_TITLE.match(c.text.strip())
+        for c in row.cells
+    )
 
 
 def column_of(header: Row, cell: TextBox) -> TextBox | None:

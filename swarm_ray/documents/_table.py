@@ -39,6 +39,8 @@ from swarm_ray.documents._grid import (
     column_of,
     header_of,
     in_limits_table,
+    is_axis_title,
+    is_chart_page,
     is_dash,
     page_rows,
     role,
@@ -85,6 +87,8 @@ _LIMIT_MIN_COST = 0.7
 """What the minimum of a limits range loses: the part survives it, nobody designs for it."""
 _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
+_CHART_COST = 0.4
+"""What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
@@ -212,7 +216,12 @@ class _Reader:
                             _with(c, tier=c.tier + _PARTIAL)
                             for c in self._read(spec, info, index, hit)
                         )
-        return found
+        if found and is_chart_page(info.rows):
+            # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
+            # typical-characteristics graphs name fields, but state no specification.
+            found = [_with(c, bonus=c.bonus - _CHART_COST) for c in found]
+        axes = {i for i, row in enumerate(info.rows) if is_axis_title(row)}
+        return [_with(c, bonus=c.bonus - _CHART_COST) if c.row in axes else c for c in found]
 
     def _longer_label_elsewhere(self, spec: FieldSpec, text: str, span: tuple[int, int]) -> bool:
         """Whether another field's label covers this match and more (`focal length`)."""
