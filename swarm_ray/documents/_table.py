@@ -243,6 +243,8 @@ class _Reader:
         text = strip_footnotes(cell.text)
         start, end = _footnote_free_span(cell.text, text, hit.span)
         after = text[end:]
+        if text[:start].count("(") > text[:start].count(")") and re.match(r"\s*=", after):
+            return []  # `(VDS = 10 V, ID = 1 mA)`: a bracketed test condition
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
         before_values = [v for v in read_values(text[:start]) if not v.condition]
