@@ -211,3 +211,18 @@ def test_the_file_names_its_part_among_several() -> None:
         (1.0, None, "1N4007", 1, 1, 1000.0),
     ]
     assert choose(rows, _view, statistics=(), file_name="1n4007_fairchild.pdf") == [rows[1]]
+
+
+def test_a_series_row_gives_the_value_of_the_part_the_file_is_named_after() -> None:
+    page = _table(
+        ("", "", "1N", "1N", "1N", "1N"),
+        ("Characteristic", "Symbol", "5400", "5401", "5404", "5408", "Unit"),
+        ("Peak Reverse Voltage", "VRRM", "50", "100", "400", "1000", "V"),
+        width=22,
+    )
+    fields = ["reverse voltage:V"]
+    assert _facts(fields, page, file_name="1n5408_vendor.pdf") == {
+        ("reverse voltage", None, 1000.0)
+    }
+    # A file named after no part of the series: one value, as the table states it first.
+    assert _facts(fields, page, file_name="rectifiers.pdf") == {("reverse voltage", None, 50.0)}

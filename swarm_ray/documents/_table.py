@@ -27,7 +27,7 @@ import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
-from swarm_ray.documents._choice import Scored, choose
+from swarm_ray.documents._choice import Scored, choose, file_part
 from swarm_ray.documents._counts import count_mentions, counted_noun
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
@@ -49,6 +49,7 @@ from swarm_ray.documents._grid import (
     running_rows,
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
+from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._symbols import head_word, label_forms, partial_words
 from swarm_ray.documents._terms import shaped_value, term_mentions, term_shape
@@ -89,6 +90,9 @@ _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
 _CHART_COST = 0.4
 """What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
+_SERIES, _SERIES_LOOKBACK = 3, 8
+"""A row with more values than this, none under a part number, may list a series: the
+names over its columns are looked for this many rows up."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
@@ -137,8 +141,10 @@ def _prose(text: str) -> bool:
 class _Reader:
     """Candidates of one document for its label fields."""
 
-    def __init__(self, fields: Sequence[FieldSpec]) -> None:
+    def __init__(self, fields: Sequence[FieldSpec], source: str = "") -> None:
         self.fields = fields
+        self.source = source
+        """The document's file name, which may name its part among a series'."""
         forms = [label_forms(f) for f in fields]
         self.regexes = [labels_regex(f) for f in forms]
         self.all_labels = labels_regex(tuple(label for f in forms for label in f))
@@ -297,6 +303,7 @@ class _Reader:
         header = header_of(page, index)
         unit = row_unit(row, header, hit.cell)
         out: list[_Candidate] = []
+        cells: list[TextBox] = []
         skipped_text = 0
         for cell in row.cells[hit.cell + 1 :]:
             column = column_of(header, cell) if header is not None else None
@@ -323,8 +330,13 @@ class _Reader:
                 first_only=_prose(cell.text), entity=entity,
             )  # fmt: skip
             out.extend(got)
+            cells.extend(cell for _ in got)
             if not got and out:
                 break
+        if len(out) > _SERIES and all(c.entity is None for c in out):
+            names = _series_names(page, index, cells)
+            if names is not None and file_part(self.source, names) is not None:
+                out = [_with(c, entity=name) for c, name in zip(out, names, strict=True)]
         return out
 
     def _below(
@@ -485,6 +497,30 @@ class _Reader:
         ]  # fmt: skip
 
 
+def _series_names(page: Grid, index: int, cells: list[TextBox]) -> list[str] | None:
+    """The part each value of a series row stands under, if a row above names them.
+
+    The nearest row of single tokens whose cells stand over every value (`5400 | 5401 |
+    ... | 5408` over `50 | 100 | ... | 1000`, the `1N` of each name printed on the line
+    above it). Kept only when the file is named after one of them: otherwise the row may
+    be a table's columns of anything.
+    """
+    for back in range(index - 1, max(-1, index - _SERIES_LOOKBACK), -1):
+        above = page.rows[back].cells
+        if any(" " in a.text.strip() for a in above):
+            continue  # a row of labels and values, not of names
+        names: list[str] = []
+        for cell in cells:
+            over = [a for a in above if min(a.x1, cell.x1) > max(a.x0, cell.x0)]
+            if len(over) != 1 or not re.fullmatch(r"[A-Za-z0-9\-/.]{2,16}", over[0].text.strip()):
+                break
+            names.append(over[0].text.strip())
+        else:
+            if len(set(names)) == len({id(c) for c in cells}):
+                return names
+    return None
+
+
 def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
     """`7.0 V/s` for a `V/us` field: the text layer dropped the `µ` glyph (a symbol font).
 
@@ -620,7 +656,7 @@ def extract_table_facts(
     """
     if not fields:
         return []
-    reader = _Reader(fields)
+    reader = _Reader(fields, base["source"])
     running = running_rows(document)
     focus = set(document.focus_pages)
     found: list[_Candidate] = []
