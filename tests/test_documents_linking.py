@@ -22,7 +22,7 @@ from swarm_ray.documents import (
 )
 from swarm_ray.documents._choice import Scored, choose, file_part
 from swarm_ray.documents._counts import count_mentions, counted_noun
-from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
 from swarm_ray.documents._labels import labels_regex
 from swarm_ray.documents._parse import PageText
 from swarm_ray.documents._symbols import label_forms
@@ -226,3 +226,19 @@ def test_a_series_row_gives_the_value_of_the_part_the_file_is_named_after() -> N
     }
     # A file named after no part of the series: one value, as the table states it first.
     assert _facts(fields, page, file_name="rectifiers.pdf") == {("reverse voltage", None, 50.0)}
+
+
+def test_a_value_of_the_right_dimension_but_an_absurd_size_is_no_candidate() -> None:
+    page = "Features\n• Wavelength 1310 nm\n• Wavelength class reach 3,000 km\n"
+    assert _facts(["wavelength:nm"], page) == {("wavelength", None, 1310.0)}
+
+
+def test_an_implausible_conversion_is_dropped_with_a_warning() -> None:
+    fact = Fact(
+        entity="XQ9000", field="wavelength", kind="length", value=3000.0, unit="km",
+        field_unit="nm", value_text="3,000 km", page=1, quote="reach 3,000 km",
+        confidence=0.9, method=ExtractionMethod.LABEL, document_id="d", source="x.pdf",
+    )  # fmt: skip
+    result = normalise_facts([fact])
+    assert result.facts == ()
+    assert "not a plausible value" in result.warnings[0] and "3,000 km" in result.warnings[0]

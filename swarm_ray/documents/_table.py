@@ -53,7 +53,7 @@ from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._symbols import head_word, label_forms, partial_words
 from swarm_ray.documents._terms import shaped_value, term_mentions, term_shape
-from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
+from swarm_ray.documents._units import COUNT, TEXT, Unit, convert, lookup_unit, plausible
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
 __all__ = ["extract_table_facts", "names_a_field"]
@@ -124,9 +124,15 @@ class _Candidate:
 
 
 def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
+    """Whether a value can be the field's: its kind, and a plausible size in its unit."""
     if field.kind == COUNT:
         return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
-    return unit is not None and unit.kind == field.kind
+    if unit is None or unit.kind != field.kind:
+        return False
+    try:
+        return plausible(convert(value.value, unit.text, field.unit)) if field.unit else True
+    except ValueError:
+        return False
 
 
 def _prose(text: str) -> bool:

@@ -46,6 +46,7 @@ __all__ = [
     "lookup_unit",
     "normalise_facts",
     "parse_unit",
+    "plausible",
     "unit_phrase_regex",
 ]
 
@@ -442,6 +443,18 @@ def convert(value: float, unit: str, to_unit: str) -> float:
     return _round(float(converted.magnitude))
 
 
+_PLAUSIBLE = (1e-5, 1e7)
+"""Magnitudes a value may take in its field's declared unit: a user who declares `nm`
+for a wavelength or `mV` for an offset does not mean 3 x 10^15 of them or 10^-9."""
+
+
+def plausible(value: float) -> bool:
+    """Whether a value converted to its field's unit has a magnitude a user would declare
+    that unit for (zero is always plausible)."""
+    magnitude = abs(value)
+    return magnitude == 0 or _PLAUSIBLE[0] <= magnitude <= _PLAUSIBLE[1]
+
+
 class NormalisationResult(BaseModel):
     """Facts in their fields' declared units, and what could not be normalised."""
 
@@ -487,6 +500,12 @@ def normalise_facts(facts: Iterable[Fact]) -> NormalisationResult:
             value = convert(fact.value, fact.unit, target)
         except ValueError as error:
             warnings.append(f"`{fact.field}` in `{fact.source}` page {fact.page}: {error}")
+            continue
+        if not plausible(value):
+            warnings.append(
+                f"`{fact.field}` in `{fact.source}` page {fact.page}: {fact.value_text!r} is "
+                f"{value:g} {target}, not a plausible value of the field: dropped"
+            )
             continue
         conversion = Conversion(
             from_value=fact.value, from_unit=fact.unit, to_value=value, to_unit=target
