@@ -449,8 +449,10 @@ for a wavelength or `mV` for an offset does not mean 3 x 10^15 of them or 10^-9.
 
 
 def plausible(value: float) -> bool:
-    """Whether a value converted to its field's unit has a magnitude a user would declare
-    that unit for (zero is always plausible)."""
+    """Whether a value in its field's unit has a size a user would declare that unit for.
+
+    Zero is always plausible.
+    """
     magnitude = abs(value)
     return magnitude == 0 or _PLAUSIBLE[0] <= magnitude <= _PLAUSIBLE[1]
 
