@@ -242,3 +242,10 @@ def test_an_implausible_conversion_is_dropped_with_a_warning() -> None:
     result = normalise_facts([fact])
     assert result.facts == ()
     assert "not a plausible value" in result.warnings[0] and "3,000 km" in result.warnings[0]
+
+
+def test_a_scan_with_no_text_layer_is_named_as_such() -> None:
+    dimension = Dimension(name="fields", fields=(parse_field_arg("supply voltage:V"),))
+    result = extract_facts(_doc("", "  \n"), [dimension])
+    assert result.facts == ()
+    assert result.warnings == ("`part.pdf`: no text layer, not OCR'd: nothing extracted",)

@@ -377,6 +377,9 @@ def extract_facts(
         facts.extend(pattern_facts)
         warnings.extend(pattern_warnings)
     facts.extend(_vocabulary_facts(document, [(n, f) for n, f in fields if f.vocabulary], base))
+    if not any(page.text.strip() for page in document.pages):
+        # A scan: images of pages, no text to read. Said plainly, not left as an empty row.
+        warnings.append(f"`{document.file_name}`: no text layer, not OCR'd: nothing extracted")
     kept = tuple(f for f in facts if f.confidence >= min_confidence)
     parts = document_parts(document)
     return ExtractionResult(
