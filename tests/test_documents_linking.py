@@ -249,3 +249,28 @@ def test_a_scan_with_no_text_layer_is_named_as_such() -> None:
     result = extract_facts(_doc("", "  \n"), [dimension])
     assert result.facts == ()
     assert result.warnings == ("`part.pdf`: no text layer, not OCR'd: nothing extracted",)
+
+
+def test_a_name_asking_for_a_limit_finds_the_limit_stated_without_its_qualifier() -> None:
+    pages = (
+        "Features\n• Arm Cortex-M0 CPU, frequency up to 48 MHz\n",
+        _table(("Parameter", "Max", "Unit"), ("Internal APB clock frequency", "36", "MHz")),
+    )
+    assert _facts(["max clock frequency:MHz"], *pages) == {("max clock frequency", "max", 48.0)}
+    assert _facts(["max clock frequency:MHz"], "• 72 MHz maximum frequency\n") == {
+        ("max clock frequency", "max", 72.0)
+    }
+
+
+def test_words_beside_a_label_that_make_it_another_parameter() -> None:
+    pages = (
+        "Features\n• Wide 4.5V to 100V Input Range\n",
+        _table(
+            ("Parameter", "Min", "Typ", "Max", "Unit"),
+            ("VIN UVLO threshold", "3.6", "4.0", "4.35", "V"),
+        ),  # fmt: skip
+    )
+    assert _facts(["input voltage:V:min,max"], *pages) == {
+        ("input voltage", "min", 4.5),
+        ("input voltage", "max", 100.0),
+    }

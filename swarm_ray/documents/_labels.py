@@ -14,7 +14,7 @@ import functools
 import re
 from collections.abc import Sequence
 
-__all__ = ["extra_words", "label_regex", "labels_regex", "strip_label_noise"]
+__all__ = ["extra_words", "label_regex", "labels_regex", "plural", "strip_label_noise"]
 
 _SEPARATOR = r"[\s\-_/.·]*"
 _NOISE = re.compile(
@@ -26,11 +26,11 @@ _WORDS = re.compile(r"[^\W_]+")
 
 def _plain(label: str) -> str:
     words = _WORDS.findall(label)
-    parts = [_plural(word) for word in words]
+    parts = [plural(word) for word in words]
     return _SEPARATOR.join(parts)
 
 
-def _plural(word: str) -> str:
+def plural(word: str) -> str:
     """A word and its plural: `gates`, `boxes`, `frequencies`."""
     if not word.isalpha() or len(word) <= 2:
         return re.escape(word)

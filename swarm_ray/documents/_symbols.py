@@ -34,8 +34,10 @@ import functools
 import re
 
 from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._labels import plural
 
-__all__ = ["head_word", "label_forms", "partial_words"]
+__all__ = ["head_word", "implied_statistics", "label_forms", "limit_forms", "partial_words"]
 
 _QUANTITY = {
     "voltage": "V",
@@ -66,7 +68,7 @@ _TERMINAL = {
     "forward": ("F",),
     "reverse": ("R",),
     "recovery": ("R",),
-    "input": ("I", "IN", ""),
+    "input": ("I", "IN"),
     "output": ("O", "OUT"),
     "offset": ("O", "OS"),
     "quiescent": ("Q",),
@@ -99,8 +101,16 @@ def _words(name: str) -> list[str]:
     return [w for w in re.split(r"[\s\-_/]+", name.lower()) if w]
 
 
+_PAIRS = {("input", "offset"): ("IO", "OS")}
+"""Word pairs with a subscript of their own: an input offset voltage is `VIO` or `VOS`."""
+
+
 def _subscripts(words: list[str]) -> list[str] | None:
     """Regex alternatives for the subscript of `words`, or `None` if one has no letter."""
+    for pair, joined in _PAIRS.items():
+        if tuple(words[:2]) == pair:
+            rest = _subscripts(words[2:]) if words[2:] else [""]
+            return [s + r for s in joined for r in rest or []] or None
     options = [""]
     for word in words:
         if word in _SILENT:
@@ -236,3 +246,34 @@ def head_word(spec: FieldSpec) -> str:
     """The name's last word, what it is (`voltage` of `input offset voltage`)."""
     words = _words(spec.name)
     return words[-1] if words else ""
+
+
+_LIMIT_WORD = {"max": Statistic.MAX, "maximum": Statistic.MAX, "min": Statistic.MIN,
+               "minimum": Statistic.MIN}  # fmt: skip
+
+
+def implied_statistics(spec: FieldSpec) -> tuple[Statistic, ...]:
+    """The statistic a name asks for when none is declared: `max clock frequency` -> max."""
+    words = _words(spec.name)
+    statistic = _LIMIT_WORD.get(words[0]) if len(words) >= 2 else None
+    return (statistic,) if statistic is not None and not spec.statistics else ()
+
+
+def limit_forms(spec: FieldSpec) -> tuple[str, ...]:
+    """Weak labels for a name that asks for a limit: the limit word and the last word.
+
+    `max clock frequency` is also stated as `72 MHz maximum frequency`, `Maximum Operating
+    Frequency` or `frequency up to 48 MHz`: the qualifier is left out, the limit is said.
+    """
+    (statistic,) = implied_statistics(spec) or (None,)
+    if statistic is None:
+        return ()
+    head = plural(_words(spec.name)[-1])
+    if statistic is Statistic.MAX:
+        before, after = r"max(?:imum)?\.?|highest|peak", r"up\s+to|as\s+high\s+as"
+    else:
+        before, after = r"min(?:imum)?\.?|lowest", r"down\s+to|as\s+low\s+as"
+    return (
+        rf"re:(?:{before})\s+(?:[\w-]+\s+)?{head}",
+        rf"re:{head}(?=\s+(?:of\s+)?(?:{after})\b)",
+    )

@@ -51,7 +51,13 @@ from swarm_ray.documents._grid import (
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
-from swarm_ray.documents._symbols import head_word, label_forms, partial_words
+from swarm_ray.documents._symbols import (
+    head_word,
+    implied_statistics,
+    label_forms,
+    limit_forms,
+    partial_words,
+)
 from swarm_ray.documents._terms import shaped_value, term_mentions, term_shape
 from swarm_ray.documents._units import COUNT, TEXT, Unit, convert, lookup_unit, plausible
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
@@ -90,6 +96,18 @@ _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
 _CHART_COST = 0.4
 """What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
+_LEADERS = re.compile(r"(?:\s?\.){3,}")
+"""Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
+_LABEL_WORDS = 6
+"""A cell of more words is a sentence that happens to end in a label, not a row's label."""
+_OTHER_PARAMETER = re.compile(
+    r"\b(?:threshold|hysteresis|ripple|regulation|coefficient|drift|noise|rejection|"
+    r"protection|lockout|UVLO|OVP|OCP|limit|leakage|dropout|transient|overshoot|accuracy|"
+    r"tolerance|derating|differential|swing|step|delta|change|sense|detect(?:ion)?)\b",
+    re.IGNORECASE,
+)
+"""Words beside a label that make it another parameter of the same quantity: `VIN UVLO
+threshold` is no input voltage, `Output Voltage Swing` no output voltage."""
 _SERIES, _SERIES_LOOKBACK = 3, 8
 """A row with more values than this, none under a part number, may list a series: the
 names over its columns are looked for this many rows up."""
@@ -158,6 +176,7 @@ class _Reader:
             (
                 labels_regex(words) if (words := partial_words(f)) else None,
                 label_regex(head_word(f) or "-"),
+                labels_regex(limits) if (limits := limit_forms(f)) else None,
             )
             for f in fields
         ]
@@ -166,7 +185,9 @@ class _Reader:
         """Whether a page's text names any of the fields (else it has nothing to read)."""
         flat = text.replace("\n", " ")
         return self.all_labels.search(flat) is not None or any(
-            partial is not None and partial.search(flat) for partial, _ in self.partials
+            regex is not None and regex.search(flat)
+            for partial, _, limit in self.partials
+            for regex in (partial, limit)
         )
 
     def states_a_field(self, text: str) -> bool:
@@ -219,10 +240,13 @@ class _Reader:
                             continue
                         hit = _Hit(cell_index, match.span())
                         found.extend(self._read(spec, info, index, hit))
-                    partial, head = self.partials[self.fields.index(spec)]
-                    if named or partial is None or spec.kind == TEXT or head.search(cell.text):
+                    if named or spec.kind == TEXT:
                         continue
-                    for match in partial.finditer(cell.text):
+                    partial, head, limit = self.partials[self.fields.index(spec)]
+                    weak = [] if limit is None else list(limit.finditer(cell.text))
+                    if not weak and partial is not None and not head.search(cell.text):
+                        weak = list(partial.finditer(cell.text))
+                    for match in weak:
                         hit = _Hit(cell_index, match.span())
                         found.extend(
                             _with(c, tier=c.tier + _PARTIAL)
@@ -252,7 +276,7 @@ class _Reader:
     def _read(self, spec: FieldSpec, page: Grid, index: int, hit: _Hit) -> list[_Candidate]:
         row = page.rows[index]
         cell = row.cells[hit.cell]
-        text = strip_footnotes(cell.text)
+        text = _LEADERS.sub(lambda m: " " * len(m.group()), strip_footnotes(cell.text))
         start, end = _footnote_free_span(cell.text, text, hit.span)
         after = text[end:]
         if text[:start].count("(") > text[:start].count(")") and re.match(r"\s*=", after):
@@ -271,7 +295,12 @@ class _Reader:
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
         if not inline_values and not before_values:
-            tier = 0 if not extra_words(text, (start, end)) else 1
+            if len(text.split()) > _LABEL_WORDS:
+                return []  # `... across the entire IOUT`: a sentence, not a row's label
+            extra = extra_words(text, (start, end))
+            if _OTHER_PARAMETER.search(" ".join(extra)):
+                return []  # `VIN UVLO threshold`: another parameter of the same quantity
+            tier = 0 if not extra else 1
             if in_limits_table(page, index):
                 tier += 3  # a limit the part survives gives way to what it works in
             found = self._right(spec, page, index, hit, tier, base) or self._below(
@@ -682,7 +711,7 @@ def extract_table_facts(
         chosen = choose(
             mine,
             lambda c, kind=spec.kind: _scored(c, kind),  # type: ignore[misc]
-            statistics=spec.statistics,
+            statistics=spec.statistics or implied_statistics(spec),
             file_name=base["source"],
         )
         for candidate in chosen:
