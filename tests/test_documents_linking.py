@@ -268,7 +268,7 @@ def test_words_beside_a_label_that_make_it_another_parameter() -> None:
         _table(
             ("Parameter", "Min", "Typ", "Max", "Unit"),
             ("VIN UVLO threshold", "3.6", "4.0", "4.35", "V"),
-        ),  # fmt: skip
+        ),
     )
     assert _facts(["input voltage:V:min,max"], *pages) == {
         ("input voltage", "min", 4.5),
