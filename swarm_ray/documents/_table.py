@@ -82,9 +82,12 @@ _WORDS_BEFORE = 5
 use between the two (`62KB program memory area CodeFlash`)."""
 _ROWS_BELOW = 30
 """Rows under a column's label read for values (a product table's rows)."""
-_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.6, 6: 0.55, 7: 0.5, 8: 0.5, 9: 0.5}
+_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.66, 6: 0.64, 7: 0.62, 8: 0.62, 9: 0.6}
 """Per tier: the exact label cell, a label cell with more words, a phrase; then the
-first two again in a table of limits (absolute maximum ratings)."""
+first two again in a table of limits (absolute maximum ratings); then the same five for
+a label of qualifiers only. All at or over the LLM fallback's threshold: a link the rules
+chose among every candidate is not handed to a model to replace (the fallback asks for
+what has no candidate, `unplaced_fields`)."""
 _SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36}
 """Per tier, what the choice weighs: a limit in its own table still beats a phrase; a
 label that says only part of the name (tiers 5 to 9) comes after every full one."""
