@@ -7,7 +7,7 @@ PIP := $(VENV)/bin/pip
 SAMPLES ?= 100
 OUT ?= out/compare
 
-.PHONY: report test lint typecheck pytest services bench clean
+.PHONY: report test lint typecheck pytest services bench bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
@@ -46,6 +46,27 @@ bench: $(VENV)/.installed
 	$(PY) bench/llm.py
 	$(PY) bench/llm.py --engine openai
 	$(PY) bench/llm_budget.py
+
+# Every benchmark in its small mode (each about a minute: the real path, less work), as CI
+# runs them after the tests: a bench that can no longer produce its figures fails the run
+# (non-zero exit), while its goals are printed, not asserted (timings are noisy). One that
+# hangs is stopped after QUICK_LIMIT seconds, and fails too.
+QUICK_LIMIT ?= 240
+quick = start=$$(date +%s); timeout $(QUICK_LIMIT) $(PY) $(1) --quick \
+  || { echo "FAILED: $(1) --quick (exit $$?)" >&2; exit 1; }; \
+  echo "== $(1) --quick: $$(( $$(date +%s) - start )) s wall"
+
+bench-quick: $(VENV)/.installed
+	@$(call quick,bench/fanout.py)
+	@$(call quick,bench/documents.py)
+	@$(call quick,bench/video.py)
+	@$(call quick,bench/gateway.py)
+	@$(call quick,bench/llm.py)
+	@$(call quick,bench/llm.py --engine openai)
+	@$(call quick,bench/llm_budget.py)
+	@# Runs once bench/datasheets.py has a --quick mode of its own.
+	@if grep -q -- '"--quick"' bench/datasheets.py; then $(call quick,bench/datasheets.py); \
+	else echo "== bench/datasheets.py: no --quick mode yet, skipped"; fi
 
 clean:
 	rm -rf $(VENV) out
