@@ -6,6 +6,13 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SAMPLES ?= 100
 OUT ?= out/compare
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+# llama-cpp-python compiles llama.cpp from source (most of a first install's time). The
+# package loads only libllama and libggml: its multimodal library (mtmd, `LLAVA_BUILD`) is
+# not built, nor (said outright, in case a release turns them on) llama.cpp's tests,
+# examples, tools, server and libcurl support; the build runs on every core.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
 
 .PHONY: report test lint typecheck pytest services bench bench-quick clean
 
@@ -14,7 +21,8 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[embeddings,dev,llm]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
+	  $(PIP) install -q -e ".[embeddings,dev,llm]"
 	touch $@
 
 report: $(VENV)/.installed
