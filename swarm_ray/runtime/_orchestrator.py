@@ -78,7 +78,7 @@ from swarm_ray.runtime._health import HealthBook
 from swarm_ray.runtime._intake import Intake, Layout, plan_again, take_in
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._results import ResultStore
-from swarm_ray.runtime._rollout import record_rollout
+from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
 from swarm_ray.runtime._store import open_state_store
 from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
 from swarm_ray.runtime._uploads import Uploads
@@ -112,6 +112,7 @@ class Orchestrator:
         if results_uri is None and state_dir is not None:
             results_uri = f"{state_dir.rstrip('/')}/results"
         self._results = ResultStore(results_uri)
+        self._rollouts = RolloutWriter(self._results)
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
         self._key = watermark_key(state_dir)
@@ -689,7 +690,7 @@ class Orchestrator:
                     self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._ended(driver)
-                    record_rollout(driver, self._results)  # Parquet under the result store
+                    record_rollout(driver, self._rollouts)  # Parquet under the result store
                 case _:
                     assert_never(command)
         for (cid, delay), subtasks in batches.items():
