@@ -299,3 +299,20 @@ def test_the_notebook_plots_the_runs(
     assert Path(namespace["plot_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     per_stage = namespace["per_stage"]
     assert per_stage.loc["echo", "attempts"] == 3 and per_stage.loc["join", "on_critical_path"] == 1
+
+
+@pytest.mark.ray
+def test_shutdown_writes_the_rollouts_of_tasks_that_just_ended(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    import swarm_ray
+
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-rollout-flush",
+    )
+    # Back to back: the later ones end within a batch interval of the first's write.
+    ids = [client.run(template="noop_fanout", items=(n,)).task_id for n in range(3)]
+    client.shutdown()
+    assert _task_ids(tmp_path / "state" / "results" / "rollouts") == set(ids)

@@ -549,6 +549,10 @@ class Orchestrator:
 
         return trace_tokens(self._key, tokens, driver_of, who, include_input=include_input)
 
+    async def flush_rollouts(self) -> None:
+        """Wait until the rollouts of every task ended so far are written (see `_rollout`)."""
+        await self._rollouts.drain()
+
     async def storage(self) -> dict[str, str]:
         """Where this orchestrator keeps results (the gateway streams uploads there)."""
         return {"results_uri": self._results.root_uri}
