@@ -117,6 +117,8 @@ class Orchestrator:
         self._limits = RequestLimits.from_env()
         self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
+        self._open_by_owner: dict[str, set[str]] = defaultdict(set)
+        """Per owner, ids of its tasks that were open when tracked (see `_open_of`)."""
         self._finished: dict[str, asyncio.Event] = {}
         self._changed: dict[str, asyncio.Future[None]] = {}
         """Per followed task, a future resolved at its next change (then replaced)."""
@@ -223,6 +225,8 @@ class Orchestrator:
         driver.orchestrator = self._name  # agents call back here for child sub-tasks
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
+        if driver.record.owner is not None and not driver.state.terminal:
+            self._open_by_owner[driver.record.owner].add(driver.task_id)
 
         if driver.state.terminal:
             self._ended(driver)
@@ -341,9 +345,14 @@ class Orchestrator:
         return driver.task_id
 
     def _open_of(self, owner: str) -> int:
-        return sum(
-            1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
-        )
+        """Open tasks of `owner`: its tracked ones, less those ended since (pruned here).
+
+        Walks the owner's own open tasks (at most the limit), not every task in memory.
+        """
+        ids = self._open_by_owner[owner]
+        ended = [t for t in ids if (d := self._drivers.get(t)) is None or d.state.terminal]
+        ids.difference_update(ended)
+        return len(ids)
 
     async def _replan(self, driver: TaskDriver) -> None:
         """Carry out `Replan`: plan a stored task again as a new request would be planned."""
