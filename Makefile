@@ -6,15 +6,23 @@ PY := $(VENV)/bin/python
 PIP := $(VENV)/bin/pip
 SAMPLES ?= 100
 OUT ?= out/compare
+NPROC := $(shell nproc 2>/dev/null || echo 2)
+# llama-cpp-python compiles llama.cpp from source (most of a first install's time). The
+# package loads only libllama and libggml: its multimodal library (mtmd, `LLAVA_BUILD`) is
+# not built, nor (said outright, in case a release turns them on) llama.cpp's tests,
+# examples, tools, server and libcurl support; the build runs on every core.
+LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
+  -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
 
-.PHONY: report test lint typecheck pytest services bench clean
+.PHONY: report test lint typecheck pytest services bench bench-quick clean
 
 $(VENV)/.installed: pyproject.toml
 	python3 -m venv $(VENV)
 	$(PIP) install -q --upgrade pip
 	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
 	$(PIP) install -q "torch==2.13.0"
-	$(PIP) install -q -e ".[embeddings,dev,llm]"
+	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
+	  $(PIP) install -q -e ".[embeddings,dev,llm]"
 	touch $@
 
 report: $(VENV)/.installed
@@ -46,6 +54,27 @@ bench: $(VENV)/.installed
 	$(PY) bench/llm.py
 	$(PY) bench/llm.py --engine openai
 	$(PY) bench/llm_budget.py
+
+# Every benchmark in its small mode (each about a minute: the real path, less work), as CI
+# runs them after the tests: a bench that can no longer produce its figures fails the run
+# (non-zero exit), while its goals are printed, not asserted (timings are noisy). One that
+# hangs is stopped after QUICK_LIMIT seconds, and fails too.
+QUICK_LIMIT ?= 240
+quick = start=$$(date +%s); timeout $(QUICK_LIMIT) $(PY) $(1) --quick \
+  || { echo "FAILED: $(1) --quick (exit $$?)" >&2; exit 1; }; \
+  echo "== $(1) --quick: $$(( $$(date +%s) - start )) s wall"
+
+bench-quick: $(VENV)/.installed
+	@$(call quick,bench/fanout.py)
+	@$(call quick,bench/documents.py)
+	@$(call quick,bench/video.py)
+	@$(call quick,bench/gateway.py)
+	@$(call quick,bench/llm.py)
+	@$(call quick,bench/llm.py --engine openai)
+	@$(call quick,bench/llm_budget.py)
+	@# Runs once bench/datasheets.py has a --quick mode of its own.
+	@if grep -q -- '"--quick"' bench/datasheets.py; then $(call quick,bench/datasheets.py); \
+	else echo "== bench/datasheets.py: no --quick mode yet, skipped"; fi
 
 clean:
 	rm -rf $(VENV) out

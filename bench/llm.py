@@ -16,6 +16,7 @@ process exits; `--concurrency` requests in flight at once.
 
     python bench/llm.py                       # CPU, both sides, prints the ratio
     python bench/llm.py --engine openai       # llama.cpp's OpenAI server: swarm vs direct
+    python bench/llm.py [--engine openai] --quick   # CI: 4 requests x 2 rounds, 32 tokens
     python bench/llm.py --engine vllm --model /models/m --side serve \
         --num-gpus 0.25 --replicas 4 --concurrency 64 --requests 256 --json-out serve.json
 """
@@ -32,6 +33,8 @@ from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
+
+from _quick import need
 
 from swarm_ray import Resources, TokenUsage
 from swarm_ray.llm import (
@@ -210,7 +213,12 @@ def main() -> None:
         "--threads", type=int, default=None, help="llama.cpp threads (default: --num-cpus)"
     )
     parser.add_argument("--json-out", type=Path, default=None)
+    parser.add_argument(
+        "--quick", action="store_true", help="CI: 4 requests x 2 rounds of 32 tokens"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.requests, args.rounds, args.max_tokens = 4, 2, 32
 
     # Both sides get the same threads; a replica's default is its `num_cpus`.
     threads = args.threads or max(1, int(args.num_cpus))
@@ -250,6 +258,7 @@ def _run(args: argparse.Namespace, threads: int) -> None:
         f"replicas={args.replicas} num_gpus={args.num_gpus} threads={threads}"
     )
     for side in sides:
+        need(side.tokens or None, f"{side.name}: tokens/s (no completion tokens came back)")
         s = side.summary()
         print(
             f"  {s['side']:>5}: {s['tokens']:6d} tokens in {s['seconds']:8.2f} s "

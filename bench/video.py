@@ -1,6 +1,7 @@
 """Video analysis throughput vs raw PyAV decoding, and a projection for a 40 GB file.
 
 Run: python bench/video.py [--input FILE] [--seconds 300] [--cpus N] [--runs 2] [--file-gb 40]
+     python bench/video.py --quick       # CI: a 48 s file in 6 segments, two runs
 
 Same run, same machine:
 
@@ -45,6 +46,7 @@ from typing import Any
 import av
 import ray
 from _cpu import cpu_by_role, spent
+from _quick import need
 
 import swarm_ray
 from swarm_ray.core._signals import SubTaskDone
@@ -177,7 +179,12 @@ def main() -> None:
     parser.add_argument("--bitrate-mbps", type=float, help="of the big file (default: measured)")
     parser.add_argument("--cores-per-node", type=int, default=16)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 4, 16, 64])
+    parser.add_argument(
+        "--quick", action="store_true", help="CI: a 48 s file in 6 segments, two runs"
+    )
     args = parser.parse_args()
+    if args.quick:
+        args.seconds, args.segments, args.runs = 48.0, args.segments or 6, 2
 
     folder = Path(tempfile.mkdtemp(prefix="bench-video-"))
     path = args.input or make_input(folder, args.seconds)
@@ -231,7 +238,7 @@ def main() -> None:
             f"timeline {run.seconds['timeline']:.1f})"
         )
     run, window = runs[-1]
-    done = [o.analysis for o in run.outcomes if o.analysis is not None]
+    done = need([o.analysis for o in run.outcomes if o.analysis is not None], "analysed segments")
     cores = min(args.cpus, len(done))
     throughput = meta.duration_s / window
     decoding = sum(a.decode_seconds for a in done)

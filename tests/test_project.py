@@ -42,3 +42,22 @@ def test_readme_names_exactly_two_setup_commands_and_ci_runs_the_test_one() -> N
     assert "make test" in (ROOT / ".ci" / "run").read_text()
     makefile = (ROOT / "Makefile").read_text()
     assert re.search(r"^report:", makefile, re.M) and re.search(r"^test:", makefile, re.M)
+
+
+# Benchmarks that run against something CI does not have (a GPU, a real endpoint).
+_NOT_IN_CI = {"wide_research_live.py"}
+
+
+def test_ci_runs_every_benchmark_in_its_quick_mode() -> None:
+    makefile = (ROOT / "Makefile").read_text()
+    target = re.search(r"^bench-quick:.*?\n((?:\t.*\n)+)", makefile, re.M)
+    assert target is not None
+    recipe = target.group(1)
+    run = set(re.findall(r"\$\(call quick,bench/(\w+\.py)", recipe))
+    benches = {p.name for p in (ROOT / "bench").glob("*.py") if not p.name.startswith("_")}
+    assert benches - _NOT_IN_CI <= run, f"not in bench-quick: {sorted(benches - _NOT_IN_CI - run)}"
+    assert "bench/llm.py --engine openai" in recipe
+    for name in run - {"datasheets.py"}:  # the datasheet bench's quick mode is guarded
+        assert '"--quick"' in (ROOT / "bench" / name).read_text(), name
+    ci = (ROOT / ".ci" / "run").read_text()
+    assert ci.index("make bench-quick") > ci.index("make test")

@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from pathlib import Path
 from typing import Any
 
+import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
@@ -19,7 +21,7 @@ from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import Dispatch, Fallback, Retry, RunIntent, Start
 from swarm_ray.core._subtask import SubTaskSpec, Timings
 from swarm_ray.runtime._results import ResultStore
-from swarm_ray.runtime._rollout import rollout_tables, write_rollout
+from swarm_ray.runtime._rollout import RolloutWriter, rollout_rows, rollout_tables, write_rollouts
 from tests.support import done, failed, registry, spec, wait_until
 
 
@@ -139,10 +141,55 @@ def test_attempt_and_task_rows(tmp_path: Path) -> None:
     assert [s["name"] for s in dag["stages"]] == ["parse", "extract", "judge"]
     assert {s["id"] for s in dag["subtasks"]} == set(by_id)
 
-    write_rollout(store, "t1", (attempts, task))
+    name = write_rollouts(store, [("t1", rollout_rows(record, scheduler, store))])
+    assert name.endswith("-t1")
     root = tmp_path / "results" / "rollouts"
-    assert pq.read_table(root / "attempts" / "t1.parquet").to_pylist() == rows
-    assert pq.read_table(root / "tasks" / "t1.parquet").to_pylist() == [row]
+    assert pq.read_table(root / "attempts" / f"{name}.parquet").to_pylist() == rows
+    assert pq.read_table(root / "tasks" / f"{name}.parquet").to_pylist() == [row]
+
+
+def _rows(root: Path, table: str, task_ids: list[str] | None = None) -> list[dict[str, Any]]:
+    """The rows of `root/{table}/*.parquet` (of `task_ids` only if given), oldest first.
+
+    A file holds a batch: the tasks that ended together.
+    """
+    where = None if task_ids is None else [("task_id", "in", task_ids)]
+    files = sorted((root / table).glob("*.parquet"))
+    return [r for f in files for r in pq.read_table(f, filters=where).to_pylist()]
+
+
+def _task_ids(root: Path) -> set[str]:
+    files = sorted((root / "tasks").glob("*.parquet"))
+    return {t for f in files for t in pq.read_table(f, columns=["task_id"])["task_id"].to_pylist()}
+
+
+def _tables(task_id: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    return [{"task_id": task_id, "attempt": n} for n in (1, 2)], {"task_id": task_id}
+
+
+def test_a_lone_rollout_is_written_at_once_and_a_burst_in_one_batch(tmp_path: Path) -> None:
+    root = tmp_path / "results" / "rollouts"
+
+    async def main() -> None:
+        writer = RolloutWriter(ResultStore(str(tmp_path / "results")), interval_s=0.5)
+        writer.add("t1", _tables("t1"))
+        await writer.drain()
+        assert _task_ids(root) == {"t1"}
+        # Ended within the interval of the last write: they wait for the next, together.
+        writer.add("t2", _tables("t2"))
+        writer.add("t3", _tables("t3"))
+        await asyncio.sleep(0.1)
+        assert _task_ids(root) == {"t1"}
+        await writer.drain()
+
+    asyncio.run(main())
+    files = sorted(p.name for p in (root / "tasks").glob("*.parquet"))
+    assert len(files) == 2 and files == sorted(p.name for p in (root / "attempts").glob("*"))
+    assert [r["task_id"] for r in pq.read_table(root / "tasks" / files[1]).to_pylist()] == [
+        "t2",
+        "t3",
+    ]
+    assert [r["attempt"] for r in _rows(root, "attempts")] == [1, 2] * 3
 
 
 def test_histories_and_the_longest_path_follow_the_dag() -> None:
@@ -171,14 +218,14 @@ def test_running_attempts_count_in_a_history(tmp_path: Path) -> None:
 
 
 def _copy_runs(root: Path, state: Path, task_ids: list[str]) -> Path:
-    """A state directory holding the rollouts of `task_ids` only."""
-    import shutil
-
+    """A state directory holding the rollouts of `task_ids` only, one file a task."""
     for table in ("tasks", "attempts"):
         folder = state / "results" / "rollouts" / table
         folder.mkdir(parents=True, exist_ok=True)
+        schema = pq.read_schema(next((root / table).glob("*.parquet")))
         for task_id in task_ids:
-            shutil.copy(root / table / f"{task_id}.parquet", folder)
+            mine = pa.Table.from_pylist(_rows(root, table, [task_id]), schema=schema)
+            pq.write_table(mine, folder / f"{task_id}.parquet")
     return state
 
 
@@ -195,8 +242,8 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     )
     assert str(swarm.wait(task_id, timeout_s=120).machine.state) == "completed"
     root = swarm_state_dir / "results" / "rollouts"
-    wait_until(lambda: (root / "tasks" / f"{task_id}.parquet").exists(), 30, "the rollout")
-    attempts = pq.read_table(root / "attempts" / f"{task_id}.parquet").to_pylist()
+    wait_until(lambda: task_id in _task_ids(root), 30, "the rollout")
+    attempts = _rows(root, "attempts", [task_id])
     echoes = [r for r in attempts if r["stage"] == "echo"]
     assert len(echoes) == 6  # each echo failed once, then succeeded
     assert sorted((r["attempt"], r["status"]) for r in echoes) == (
@@ -209,7 +256,7 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     # every task of the suite, and reading a thousand small files is slow on 2 cores.
     other = swarm.submit(template="echo_fanout", items=("other",))
     swarm.wait(other, timeout_s=120)
-    wait_until(lambda: (root / "tasks" / f"{other}.parquet").exists(), 30, "the other rollout")
+    wait_until(lambda: other in _task_ids(root), 30, "the other rollout")
     runs = _copy_runs(root, tmp_path / "state", [task_id, other])
     tasks = swarm_ray.rollouts(runs).to_pandas()
     assert set(tasks["task_id"]) == {task_id, other}
@@ -239,7 +286,7 @@ def test_the_notebook_plots_the_runs(
     task_id = ids[-1]
     root = swarm_state_dir / "results" / "rollouts"
     for ended in ids:
-        wait_until(lambda e=ended: (root / "tasks" / f"{e}.parquet").exists(), 30, "rollouts")
+        wait_until(lambda e=ended: e in _task_ids(root), 30, "rollouts")
     monkeypatch.setenv("ROLLOUTS", str(_copy_runs(root, tmp_path / "state", ids)))
     notebook = Path(__file__).resolve().parent.parent / "notebooks" / "rollouts.ipynb"
     namespace: dict[str, Any] = {}
@@ -252,3 +299,20 @@ def test_the_notebook_plots_the_runs(
     assert Path(namespace["plot_path"]).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     per_stage = namespace["per_stage"]
     assert per_stage.loc["echo", "attempts"] == 3 and per_stage.loc["join", "on_critical_path"] == 1
+
+
+@pytest.mark.ray
+def test_shutdown_writes_the_rollouts_of_tasks_that_just_ended(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    import swarm_ray
+
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-rollout-flush",
+    )
+    # Back to back: the later ones end within a batch interval of the first's write.
+    ids = [client.run(template="noop_fanout", items=(n,)).task_id for n in range(3)]
+    client.shutdown()
+    assert _task_ids(tmp_path / "state" / "results" / "rollouts") == set(ids)

@@ -330,3 +330,30 @@ def test_scarce_agents_go_to_higher_priority_tasks_first(ray_cluster: None) -> N
 
     assert asyncio.run(scenario()) == ["later, high", "first come, low", "last, low"]
     pool.reap(0)
+
+
+def test_the_open_task_limit_counts_a_callers_open_tasks_and_frees_ended_ones(
+    swarm: SwarmClient,
+) -> None:
+    from swarm_ray import LimitExceededError, TaskRequest
+    from swarm_ray.core._principal import Principal
+
+    alice, bob = Principal(id="limit-alice"), Principal(id="limit-bob")
+    slow = TaskRequest(template="echo_fanout", items=("held",), params={"delay_s": 30})
+    limit = 100  # RequestLimits.max_open_tasks, the default
+    opened = ray.get(swarm.actor.submit_many.remote([slow] * limit, [alice] * limit))
+    assert all(isinstance(t, str) for t in opened), opened[:3]
+    try:
+        (refused,) = ray.get(swarm.actor.submit_many.remote([slow], [alice]))
+        assert isinstance(refused, LimitExceededError) and refused.limit == "max_open_tasks"
+        # Another caller's count is its own.
+        (other,) = ray.get(swarm.actor.submit_many.remote([slow], [bob]))
+        assert isinstance(other, str)
+        ray.get(swarm.actor.cancel.remote(other, "done", bob))
+        # An ended task frees its place.
+        ray.get(swarm.actor.cancel.remote(opened.pop(), "done", alice))
+        (again,) = ray.get(swarm.actor.submit_many.remote([slow], [alice]))
+        assert isinstance(again, str)
+        opened.append(again)
+    finally:
+        ray.get([swarm.actor.cancel.remote(t, "done", alice) for t in opened])

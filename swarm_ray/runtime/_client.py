@@ -252,7 +252,12 @@ class SwarmClient:
         return info
 
     def shutdown(self) -> None:
-        """Kill the orchestrator for good (its state stays in the store)."""
+        """Kill the orchestrator for good (its state stays in the store).
+
+        Rollouts of tasks that just ended are written first (waiting up to 10 s).
+        """
+        with contextlib.suppress(Exception):  # gone, restarting or stuck: kill it anyway
+            ray.get(self.actor.flush_rollouts.remote(), timeout=10)
         with contextlib.suppress(ValueError):  # already gone
             ray.kill(self.actor, no_restart=True)
 

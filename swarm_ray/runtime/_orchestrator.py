@@ -78,7 +78,7 @@ from swarm_ray.runtime._health import HealthBook
 from swarm_ray.runtime._intake import Intake, Layout, plan_again, take_in
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._results import ResultStore
-from swarm_ray.runtime._rollout import record_rollout
+from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
 from swarm_ray.runtime._store import open_state_store
 from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
 from swarm_ray.runtime._uploads import Uploads
@@ -112,10 +112,13 @@ class Orchestrator:
         if results_uri is None and state_dir is not None:
             results_uri = f"{state_dir.rstrip('/')}/results"
         self._results = ResultStore(results_uri)
+        self._rollouts = RolloutWriter(self._results)
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
         self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
+        self._open_by_owner: dict[str, set[str]] = defaultdict(set)
+        """Per owner, ids of its tasks that were open when tracked (see `_open_of`)."""
         self._finished: dict[str, asyncio.Event] = {}
         self._changed: dict[str, asyncio.Future[None]] = {}
         """Per followed task, a future resolved at its next change (then replaced)."""
@@ -222,6 +225,8 @@ class Orchestrator:
         driver.orchestrator = self._name  # agents call back here for child sub-tasks
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
+        if driver.record.owner is not None and not driver.state.terminal:
+            self._open_by_owner[driver.record.owner].add(driver.task_id)
 
         if driver.state.terminal:
             self._ended(driver)
@@ -340,9 +345,14 @@ class Orchestrator:
         return driver.task_id
 
     def _open_of(self, owner: str) -> int:
-        return sum(
-            1 for d in self._drivers.values() if d.record.owner == owner and not d.state.terminal
-        )
+        """Open tasks of `owner`: its tracked ones, less those ended since (pruned here).
+
+        Walks the owner's own open tasks (at most the limit), not every task in memory.
+        """
+        ids = self._open_by_owner[owner]
+        ended = [t for t in ids if (d := self._drivers.get(t)) is None or d.state.terminal]
+        ids.difference_update(ended)
+        return len(ids)
 
     async def _replan(self, driver: TaskDriver) -> None:
         """Carry out `Replan`: plan a stored task again as a new request would be planned."""
@@ -548,6 +558,10 @@ class Orchestrator:
 
         return trace_tokens(self._key, tokens, driver_of, who, include_input=include_input)
 
+    async def flush_rollouts(self) -> None:
+        """Wait until the rollouts of every task ended so far are written (see `_rollout`)."""
+        await self._rollouts.drain()
+
     async def storage(self) -> dict[str, str]:
         """Where this orchestrator keeps results (the gateway streams uploads there)."""
         return {"results_uri": self._results.root_uri}
@@ -689,7 +703,7 @@ class Orchestrator:
                     self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._ended(driver)
-                    record_rollout(driver, self._results)  # Parquet under the result store
+                    record_rollout(driver, self._rollouts)  # Parquet under the result store
                 case _:
                     assert_never(command)
         for (cid, delay), subtasks in batches.items():

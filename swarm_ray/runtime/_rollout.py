@@ -1,15 +1,24 @@
 """Rollouts: every ended task as data, for research on how the swarm plans and runs.
 
-When a task ends, the orchestrator writes its rollout as two Parquet files under the
-result store (`SWARM_RAY_RESULTS_URI`, by default `results/` in the state directory):
+When tasks end, the orchestrator writes their rollouts as Parquet files under the result
+store (`SWARM_RAY_RESULTS_URI`, by default `results/` in the state directory):
 
-- `rollouts/attempts/{task_id}.parquet`: one row per sub-task attempt (task, stage,
+- `rollouts/attempts/{batch}.parquet`: one row per sub-task attempt (task, stage,
   capability, agent, input digest, output, queued / started / ended times, attempt,
   status, error code, tokens, watermark), plus an `attempt = 0` row for each sub-task
   that never ran (skipped, cancelled);
-- `rollouts/tasks/{task_id}.parquet`: one row for the task (the plan as a DAG, template
+- `rollouts/tasks/{batch}.parquet`: one row per task (the plan as a DAG, template
   and planner, the judges' scores as rewards, wall time, summed sub-task time,
   critical-path time and critical steps, parallelism).
+
+A batch is the tasks that ended while the previous write ran or within `BATCH_S` of its
+start (`RolloutWriter`): a lone task is written at once, while under load the fixed
+cost of a Parquet file and a store write is paid a few times a second, not once per
+task (it was most of the orchestrator's CPU per gateway request). A batch's name is its
+write time in milliseconds and its first task's id, the same in both folders; the
+attempts file goes first, so a reader that finds a task row finds its attempts too.
+Rows in flight when the orchestrator is killed (at most `BATCH_S` of ended tasks) are
+lost: a rollout is a by-product, never what a task waits for.
 
 The measures follow Kimi's PARL: `critical_steps` is the most attempts along any chain of
 dependencies (the steps no parallelism can remove), `total_steps` every attempt;
@@ -24,9 +33,12 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import math
 import os
+import time
 from collections import defaultdict
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
@@ -198,10 +210,35 @@ def _number(value: Any) -> bool:
     return isinstance(value, int | float) and not isinstance(value, bool)
 
 
+Rows = tuple[list[dict[str, Any]], dict[str, Any]]
+"""One task's rollout as plain rows: its attempt rows and its task row."""
+
+
 def rollout_tables(
     record: TaskRecord, scheduler: Scheduler, results: ResultStore
 ) -> tuple[pa.Table, pa.Table]:
-    """(attempt rows, the task row) of an ended task."""
+    """(attempt rows, the task row) of an ended task, as tables."""
+    return _tables([rollout_rows(record, scheduler, results)])
+
+
+def _tables(batch: Sequence[Rows]) -> tuple[pa.Table, pa.Table]:
+    """The attempts and tasks tables of several tasks' rows, in one conversion.
+
+    `from_pylist` costs about the same for one row as for a hundred.
+    """
+    attempts = [row for rows, _ in batch for row in rows]
+    return (
+        pa.Table.from_pylist(attempts, schema=ATTEMPT_SCHEMA),
+        pa.Table.from_pylist([task for _, task in batch], schema=TASK_SCHEMA),
+    )
+
+
+def rollout_rows(record: TaskRecord, scheduler: Scheduler, results: ResultStore) -> Rows:
+    """(attempt rows, the task row) of an ended task, as plain Python.
+
+    Cheap to build on the event loop; `_tables` turns a batch of them into Arrow on the
+    writer's thread.
+    """
     specs = scheduler.specs()
     history = histories(scheduler)
     chain, chain_s = critical_path(specs, history)
@@ -286,10 +323,7 @@ def rollout_tables(
         "error_code": str(record.error.code) if record.error else None,
         "rollout_version": ROLLOUT_VERSION,
     }
-    return (
-        pa.Table.from_pylist(rows, schema=ATTEMPT_SCHEMA),
-        pa.Table.from_pylist([task], schema=TASK_SCHEMA),
-    )
+    return rows, task
 
 
 def _parquet(table: pa.Table) -> bytes:
@@ -299,14 +333,19 @@ def _parquet(table: pa.Table) -> bytes:
     return data
 
 
-def write_rollout(results: ResultStore, task_id: str, tables: tuple[pa.Table, pa.Table]) -> None:
-    """Write `rollout_tables(...)` under the result store (atomically, file by file).
+def write_rollouts(results: ResultStore, batch: Sequence[tuple[str, Rows]]) -> str:
+    """Write the rollouts of `batch` (task id, `rollout_rows(...)`) as one file a table.
 
-    The task row goes last, so a reader that finds a task row finds its attempts too.
+    Atomically, file by file, the task rows last (a reader that finds a task row finds
+    its attempts too). Returns the batch's name (`{name}.parquet` in both folders).
     """
-    attempts, task = tables
-    results.put_bytes(f"rollouts/attempts/{task_id}.parquet", _parquet(attempts))
-    results.put_bytes(f"rollouts/tasks/{task_id}.parquet", _parquet(task))
+    if not batch:
+        raise ValueError("an empty batch of rollouts")
+    name = f"{time.time_ns() // 1_000_000:013d}-{batch[0][0]}"
+    attempts, tasks = _tables([rows for _, rows in batch])
+    results.put_bytes(f"rollouts/attempts/{name}.parquet", _parquet(attempts))
+    results.put_bytes(f"rollouts/tasks/{name}.parquet", _parquet(tasks))
+    return name
 
 
 def enabled() -> bool:
@@ -367,33 +406,85 @@ def rollouts(
     return ray.data.read_parquet(folders, file_extensions=["parquet"])
 
 
-_WRITING: set[asyncio.Future[None]] = set()
-"""Rollout writes in flight (held so the event loop does not drop them)."""
+BATCH_S = 0.25
+"""While tasks keep ending, rollouts are written at most once in this many seconds."""
 
 
-def _write_logged(results: ResultStore, task_id: str, tables: tuple[pa.Table, pa.Table]) -> None:
+class RolloutWriter:
+    """Writes ended tasks' rollouts in batches, on a thread of its own (see the docstring).
+
+    `add` is called on the event loop; a lone task is written at once, and tasks that end
+    while a write runs, or within `interval_s` of its start, go into the next write
+    together. One writer thread: writes never pile up, nor take the default executor's
+    threads the orchestrator's intake runs on.
+    """
+
+    def __init__(self, results: ResultStore, interval_s: float = BATCH_S) -> None:
+        self.results = results
+        self.interval_s = interval_s
+        self._pending: list[tuple[str, Rows]] = []
+        self._busy = False  # a write is scheduled or running
+        self._started = -math.inf  # event-loop time the last write started
+        self._idle: asyncio.Event | None = None
+        self._thread = ThreadPoolExecutor(max_workers=1, thread_name_prefix="rollouts")
+
+    def add(self, task_id: str, rows: Rows) -> None:
+        """Queue one task's rollout (on the event loop)."""
+        self._pending.append((task_id, rows))
+        if not self._busy:
+            self._schedule()
+
+    async def drain(self) -> None:
+        """Wait until every rollout added so far is written (or failed and logged)."""
+        while self._busy:
+            assert self._idle is not None
+            await self._idle.wait()
+
+    def _schedule(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._busy = True
+        if self._idle is None:
+            self._idle = asyncio.Event()
+        self._idle.clear()
+        loop.call_later(max(0.0, self._started + self.interval_s - loop.time()), self._write)
+
+    def _write(self) -> None:
+        loop = asyncio.get_running_loop()
+        batch, self._pending = self._pending, []
+        self._started = loop.time()
+        future = loop.run_in_executor(self._thread, _write_logged, self.results, batch)
+        future.add_done_callback(self._written)
+
+    def _written(self, _future: asyncio.Future[None]) -> None:
+        if self._pending:
+            self._schedule()
+            return
+        self._busy = False
+        assert self._idle is not None
+        self._idle.set()
+
+
+def _write_logged(results: ResultStore, batch: list[tuple[str, tuple[pa.Table, pa.Table]]]) -> None:
     try:
-        write_rollout(results, task_id, tables)
+        write_rollouts(results, batch)
     except Exception:  # a rollout is a by-product: losing one must not hurt the task
-        log.exception("could not write the rollout of task `%s` under %r", task_id, results)
+        ids = ", ".join(f"`{task_id}`" for task_id, _ in batch)
+        log.exception("could not write the rollouts of tasks %s under %r", ids, results)
 
 
-def record_rollout(driver: TaskDriver, results: ResultStore) -> None:
-    """The orchestrator's hook when a task ends: build its rollout, write it off the loop.
+def record_rollout(driver: TaskDriver, writer: RolloutWriter) -> None:
+    """The orchestrator's hook when a task ends: build its rollout, queue it for writing.
 
     The rows are built here, on the event loop, while nothing else touches the
-    scheduler; Parquet encoding and the store write run in a thread. A failure is
-    logged, never raised.
+    scheduler; Arrow and Parquet encoding and the store write run on the writer's
+    thread, once per batch. A
+    failure is logged, never raised.
     """
     if not enabled() or driver.scheduler is None:
         return
     try:
-        tables = rollout_tables(driver.record, driver.scheduler, results)
+        rows = rollout_rows(driver.record, driver.scheduler, writer.results)
     except Exception:
         log.exception("could not build the rollout of task `%s`", driver.task_id)
         return
-    future = asyncio.get_running_loop().run_in_executor(
-        None, _write_logged, results, driver.task_id, tables
-    )
-    _WRITING.add(future)
-    future.add_done_callback(_WRITING.discard)
+    writer.add(driver.task_id, rows)
