@@ -194,6 +194,23 @@ def test_keys_file_video_path_regex_fields_and_chroma_url_are_refused(
         assert http.post("/v1/tasks", json=body).status_code == 202
 
 
+def test_an_upload_dir_climbed_by_percent_escapes_is_refused(tenants: Tenants) -> None:
+    """Issue 21: upload one PDF, then name `file://<upload dir>/%2e%2e/.../secret.pdf`."""
+    secret = tenants.state_dir.parent / "secret.pdf"
+    secret.write_bytes(_pdf_bytes(7).replace(b"%%EOF", b"% SECRET-MARKER\n%%EOF"))
+    with tenants.http("alice") as http:
+        uploaded = _upload(http, "mine.pdf", _pdf_bytes())
+        (directory,) = [p for p in tenants.state_dir.rglob(uploaded) if p.is_dir()]
+        depth = len(directory.relative_to(secret.parent).parts)
+        climb = f"file://{directory}/" + "%2e%2e/" * depth + "secret.pdf"
+        before = {t["task_id"] for t in http.get("/v1/tasks").json()}
+        for item in (climb, f"{directory}/" + "%2e%2e/" * depth + "secret.pdf"):
+            body = {"template": "compare_documents", "items": [uploaded, item]}
+            message = _refused(http.post("/v1/tasks", json=body))
+            assert "SECRET" not in message
+        assert {t["task_id"] for t in http.get("/v1/tasks").json()} == before
+
+
 # ---- tenants --------------------------------------------------------------------------
 
 

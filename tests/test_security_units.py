@@ -43,9 +43,9 @@ def test_access_policy_allows_reads_under_roots_only(tmp_path: Path) -> None:
         ("/etc/passwd", "read"),
         (str(uploads / ".." / "task" / ".." / ".." / "x.pdf"), "read"),
         ("relative.pdf", "relative"),
-        (f"file://{uploads}/../../etc/passwd", "read"),
-        ("s3://bucket/a.pdf?endpoint_override=evil.example", "uri_options"),
-        ("https://evil.example/a.pdf", "read"),
+        (f"file://{uploads}/../../etc/passwd", "file_uri"),
+        ("s3://bucket/a.pdf?endpoint_override=evil.example", "scheme"),
+        ("https://evil.example/a.pdf", "scheme"),
         ("/tmp/\x00.pdf", "nul"),
     ]:
         with pytest.raises(InputNotAllowedError) as caught:
@@ -84,6 +84,9 @@ def test_access_policy_allows_uri_roots_by_prefix() -> None:
     for bad in ["s3://bucket/sharedx/a.pdf", "s3://bucket/shared/../secret.pdf", "s3://other/a"]:
         with pytest.raises(InputNotAllowedError):
             policy.check(ParseIn, {"path": bad})
+    with pytest.raises(InputNotAllowedError) as caught:
+        policy.check(ParseIn, {"path": "s3://bucket/shared/a.pdf?endpoint_override=x"})
+    assert caught.value.details["reason"] == "uri_options"
 
 
 def test_input_not_allowed_error_pickles() -> None:
@@ -348,3 +351,4 @@ def test_a_failing_log_write_is_retried_then_named(
     else:
         with pytest.raises(StateStoreError, match="disk I/O error"):
             driver.feed(Start(at=2.0))
+

@@ -566,7 +566,7 @@ class Orchestrator:
         policy = self._layout.policy_of(driver.record)
         if policy is not None:
             try:
-                policy.allows(Access.READ, path, "markdown_path")
+                path = policy.allows(Access.READ, path, "markdown_path")
             except InputNotAllowedError:
                 return None
         file = Path(path)
