@@ -211,6 +211,26 @@ def test_an_upload_dir_climbed_by_percent_escapes_is_refused(tenants: Tenants) -
         assert {t["task_id"] for t in http.get("/v1/tasks").json()} == before
 
 
+def test_a_malformed_request_fails_alone_in_its_batch(tenants: Tenants) -> None:
+    """`params: {"fields": 7}` is its sender's 422; 19 requests at the same moment pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    good = {"template": "echo_fanout", "items": ["fine"]}
+    bad = {"template": "compare_documents", "items": [], "params": {"fields": 7}}
+    bodies = [("bob", good)] * 10 + [("alice", bad)] + [("bob", good)] * 9
+
+    def post(who_body: tuple[str, dict[str, Any]]) -> httpx.Response:
+        with tenants.http(who_body[0]) as http:
+            return http.post("/v1/tasks", json=who_body[1])
+
+    for _ in range(3):  # a few rounds, so some land in one batch
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = list(pool.map(post, bodies))
+        codes = [a.status_code for a in answers]
+        assert codes == [202] * 10 + [422] + [202] * 9, [a.text for a in answers if a.is_error]
+        assert "fields" in answers[10].text
+
+
 # ---- tenants --------------------------------------------------------------------------
 
 

@@ -352,3 +352,33 @@ def test_a_failing_log_write_is_retried_then_named(
         with pytest.raises(StateStoreError, match="disk I/O error"):
             driver.feed(Start(at=2.0))
 
+
+# ---- a request's failure is its own ----------------------------------------------------
+
+
+class _BuggyLimits(RequestLimits):
+    """Limits with a bug that shows on one request only (`items` holding `boom`)."""
+
+    def check(self, request: TaskRequest, *, untrusted: bool) -> None:
+        if "boom" in request.items:
+            raise RuntimeError("a bug in taking in this request")
+        super().check(request, untrusted=untrusted)
+
+
+def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> None:
+    from swarm_ray.core._errors import SwarmRuntimeError
+    from swarm_ray.runtime._intake import Intake, take_in_each
+
+    good = TaskRequest(template="echo_fanout", items=("x",))
+    malformed = TaskRequest(template="compare_documents", items=(), params={"fields": 7})
+    buggy = TaskRequest(template="echo_fanout", items=("boom",))
+    env = {**intake_env, "limits": _BuggyLimits()}
+    batch = [good, malformed, good, buggy, good]
+    found = take_in_each(batch, [ALICE, BOB, ALICE, BOB, ALICE], **env)  # type: ignore[arg-type]
+    kinds = [Intake, InputNotAllowedError, Intake, SwarmRuntimeError, Intake]
+    assert [type(f) for f in found] == kinds
+    assert found[1].details["reason"] == "type" and "fields" in found[1].message  # type: ignore[union-attr]
+    bug = found[3]
+    assert isinstance(bug, SwarmRuntimeError) and bug.details["error_id"].startswith("err-")
+    assert "a bug" not in bug.message  # the caller hears an id, not the traceback
+    assert pickle.loads(pickle.dumps(bug)) == bug

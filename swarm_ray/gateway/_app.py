@@ -152,7 +152,10 @@ def _http_error(exc: SwarmError) -> HTTPException:
             422,
             detail={"detail": [{"loc": ["body"], "msg": exc.message, "type": code}], "code": code},
         )
-    return HTTPException(500, detail={"detail": exc.message, "code": code})
+    body = {"detail": exc.message, "code": code}
+    if "error_id" in exc.details:  # a bug met on this request alone: the log has it
+        body["error_id"] = str(exc.details["error_id"])
+    return HTTPException(500, detail=body)
 
 
 @app.exception_handler(HTTPException)
