@@ -231,6 +231,22 @@ def test_a_malformed_request_fails_alone_in_its_batch(tenants: Tenants) -> None:
         assert "fields" in answers[10].text
 
 
+def test_a_regex_under_a_dollar_key_is_refused(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        uploaded = _upload(http, "a.pdf", _pdf_bytes())
+        for field in (
+            {"name": "features", "vocabulary": {"$x": ["(a+)+b"]}},
+            {"name": "reach", "unit": "km", "qualifiers": {"$y": ["(a+)+b"]}},
+        ):
+            body = {
+                "template": "compare_documents",
+                "items": [uploaded],
+                "params": {"fields": [field]},
+                "dimensions": ["fields"],
+            }
+            assert "regular expression" in _refused(http.post("/v1/tasks", json=body))
+
+
 # ---- tenants --------------------------------------------------------------------------
 
 
