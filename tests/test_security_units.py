@@ -382,3 +382,35 @@ def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> 
     assert isinstance(bug, SwarmRuntimeError) and bug.details["error_id"].startswith("err-")
     assert "a bug" not in bug.message  # the caller hears an id, not the traceback
     assert pickle.loads(pickle.dumps(bug)) == bug
+
+
+# ---- HttpAdapter keeps its path's shape -------------------------------------------------
+
+
+def test_http_adapter_values_cannot_change_the_paths_shape() -> None:
+    from pydantic import BaseModel
+
+    from swarm_ray import InvalidInputError
+    from swarm_ray.runtime._adapter import HttpAdapter, _same_shape
+
+    class Orders(BaseModel):
+        orders: list[str] = []
+
+    adapter = HttpAdapter(
+        url="http://127.0.0.1:9/v1/customers/{id}/orders", method="GET", response_model=Orders
+    )
+    for value in ("..", ".", ""):
+        with pytest.raises(InvalidInputError, match="change the path") as caught:
+            adapter._request({"id": value})
+        assert caught.value.details == {"field": "id", "reason": "path_shape"}
+    url, _, _ = adapter._request({"id": "a/../b"})  # one segment, quoted
+    assert url == "http://127.0.0.1:9/v1/customers/a%2F..%2Fb/orders"
+    template = "http://127.0.0.1:9/v1/customers/{id}/orders"
+    for moved in (
+        "http://127.0.0.1:9/v1/customers/../orders",
+        "http://127.0.0.1:9/v1/customers/x/orders/extra",
+        "http://127.0.0.1:10/v1/customers/x/orders",
+        "http://127.0.0.1:9/v1/customers//orders",
+    ):
+        with pytest.raises(InvalidInputError, match="shape"):
+            _same_shape(template, moved, "GET x")
