@@ -78,6 +78,9 @@ def tenants(
         num_replicas=1,
         event_poll_s=1.0,
         max_upload_bytes=2 * 1024 * 1024,
+        ws_per_principal=4,
+        ws_per_address=40,
+        ws_unauthenticated=8,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
     outside = base / "outside"
@@ -364,6 +367,97 @@ def test_health_without_a_key_says_only_ok_or_degraded(tenants: Tenants) -> None
         assert set(anonymous.get("/health").json()) == {"status"}
     with tenants.http("bob") as bob:
         assert "capabilities" in bob.get("/health").json()
+
+
+# ---- sockets ----------------------------------------------------------------------------
+
+
+def _ws_url(tenants: Tenants, task_id: str) -> str:
+    return tenants.url.replace("http", "ws") + f"/v1/tasks/{task_id}/events"
+
+
+async def _hold(url: str, headers: dict[str, str], hold_s: float) -> int | None:
+    """Open a socket, send nothing, and return the code it is closed with (None: open)."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    try:
+        async with connect(url, additional_headers=headers, open_timeout=30) as ws:
+            try:
+                while True:
+                    await asyncio.wait_for(ws.recv(), hold_s)
+            except ConnectionClosed as closed:
+                return closed.rcvd.code if closed.rcvd else -1
+            except TimeoutError:
+                return None
+    except (ConnectionClosed, OSError):
+        return -1
+
+
+def test_a_socket_without_a_key_is_closed_after_2_s_and_big_frames_are_refused(
+    tenants: Tenants,
+) -> None:
+    url = _ws_url(tenants, "anything")
+    with ws_connect(url, open_timeout=30) as ws:
+        started = time.monotonic()
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        assert time.monotonic() - started < 4.0
+    with ws_connect(url, open_timeout=30, max_size=None) as ws:
+        ws.send("x" * 100_000)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    slow = {"template": "echo_fanout", "items": ["slow"], "params": {"delay_s": 20}}
+    with tenants.http("alice") as alice:
+        task_id = alice.post("/v1/tasks", json=slow).json()["task_id"]
+    with ws_connect(_ws_url(tenants, task_id), open_timeout=30) as ws:  # key, then chatter
+        ws.send(json.dumps({"type": "auth", "api_key": tenants.keys["alice"]}))
+        ws.recv(timeout=15)  # the first event: the key was taken
+        ws.send("more")
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenants) -> None:
+    import asyncio
+    import threading
+
+    slow = {"template": "echo_fanout", "items": ["held"], "params": {"delay_s": 30}}
+    with tenants.http("alice") as alice:
+        task_id = alice.post("/v1/tasks", json=slow).json()["task_id"]
+    url = _ws_url(tenants, task_id)
+    keyed = {"Authorization": f"Bearer {tenants.keys['alice']}"}
+
+    async def many() -> list[int | None]:
+        held = [_hold(url, keyed, 6.0) for _ in range(150)]
+        held += [_hold(url, {}, 6.0) for _ in range(150)]
+        return list(await asyncio.gather(*held))
+
+    codes: list[int | None] = []
+    opener = threading.Thread(target=lambda: codes.extend(asyncio.run(many())))
+    opener.start()
+    latencies = []
+    try:
+        with tenants.http("bob") as bob:
+            while opener.is_alive() and len(latencies) < 20:
+                started = time.monotonic()
+                assert bob.get("/v1/tasks").status_code == 200
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.2)
+    finally:
+        opener.join(60)
+    assert latencies and max(latencies) < 1.0, latencies
+    assert len(codes) == 300
+    assert sum(c is None for c in codes[:150]) <= 4  # one principal: 4 sockets at most
+    assert sum(c is None for c in codes[150:]) == 0  # no key: closed within 2 s
+    assert codes.count(1013) >= 300 - 40  # one address: 40 at most
+    with tenants.http("root") as root:
+        root.post(f"/v1/tasks/{task_id}/cancel")
 
 
 # ---- uploads ----------------------------------------------------------------------------

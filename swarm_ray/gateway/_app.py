@@ -52,8 +52,8 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
+from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
-from swarm_ray.gateway._ws_auth import presented_key
 from swarm_ray.runtime._client import connect
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._config import tune_gc
@@ -92,6 +92,7 @@ class _Keys:
 
     current: ApiKeys | None = None
     limits: GatewayLimits = GatewayLimits()
+    sockets: SocketLimits = SocketLimits()
 
 
 def _bearer_key(header: str) -> str | None:
@@ -164,6 +165,7 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
+app.add_middleware(FrameLimit, limit=lambda: _Keys.sockets.max_message_bytes)
 app.add_middleware(
     BodyLimits,
     limits=lambda: _Keys.limits,
@@ -186,6 +188,14 @@ class Gateway:
             max_depth=self._config.max_json_depth,
             max_upload_bytes=self._config.max_upload_bytes,
         )
+        _Keys.sockets = SocketLimits(
+            auth_timeout_s=self._config.ws_auth_timeout_s,
+            max_message_bytes=self._config.ws_max_message_bytes,
+            per_principal=self._config.ws_per_principal,
+            per_address=self._config.ws_per_address,
+            unauthenticated=self._config.ws_unauthenticated,
+        )
+        self._sockets = SocketSlots(_Keys.sockets)
         client = connect(
             catalogs=self._config.catalogs,
             state_dir=self._config.state_dir,
@@ -338,17 +348,18 @@ class Gateway:
 
         The socket closes with 1000 once the task has ended and every event was sent,
         4401 without a valid key (`Authorization: Bearer ...` on the handshake, or from a
-        browser a first message `{"type": "auth", "api_key": ...}`: see `_ws_auth`), 4404
-        for an unknown task, and 1011 when the orchestrator does not answer (reconnect
-        with `after_seq` once it is back).
+        browser a first message `{"type": "auth", "api_key": ...}` within 2 s: see
+        `_ws_auth`), 4404 for an unknown task, 1011 when the orchestrator does not answer
+        (reconnect with `after_seq` once it is back), 1013 over a socket cap, 1009 for a
+        message over the size limit (see `_sockets`).
         """
-        await websocket.accept()
-        caller = (
-            None if (key := await presented_key(websocket)) is None else self._keys.principal(key)
-        )
-        if caller is None:
-            await websocket.close(code=4401, reason="missing or invalid API key")
-            return
+        async with self._sockets.admitted(websocket, self._keys.principal) as caller:
+            if caller is not None:  # else refused and closed (see `_sockets`)
+                await self._stream_events(websocket, task_id, after_seq, caller)
+
+    async def _stream_events(
+        self, websocket: WebSocket, task_id: str, after_seq: int, caller: Principal
+    ) -> None:
         seq = max(0, after_seq)
         try:
             while True:
