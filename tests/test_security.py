@@ -61,9 +61,12 @@ def tenants(
 
     base = tmp_path_factory.mktemp("security")
     state = base / "state"
-    keys = {who: secrets.token_urlsafe(24) for who in ("alice", "bob", "root")}
+    keys = {who: secrets.token_urlsafe(24) for who in ("alice", "bob", "carol", "root")}
     keys_file = base / "keys"
-    keys_file.write_text(f"alice:{keys['alice']}\nbob:{keys['bob']}\nroot:{keys['root']}:admin\n")
+    keys_file.write_text(
+        f"alice:{keys['alice']}\nbob:{keys['bob']}\ncarol:{keys['carol']}\n"
+        f"root:{keys['root']}:admin\n"
+    )
     catalogs = (
         "swarm_ray.testing:testing_catalog",
         "swarm_ray.documents:documents_catalog",
@@ -81,6 +84,8 @@ def tenants(
         ws_per_principal=4,
         ws_per_address=40,
         ws_unauthenticated=8,
+        upload_quota_bytes=2_500_000,
+        upload_quota_files=12,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
     outside = base / "outside"
@@ -491,6 +496,46 @@ def test_uploads_are_typed_capped_and_private(tenants: Tenants) -> None:
         assert bob.get(f"/v1/files/{file_id}").status_code == 404
         theirs = bob.post("/v1/tasks", json={"template": "compare_documents", "items": [file_id]})
         assert theirs.status_code == 422 and "no upload" in theirs.text
+
+
+def test_uploads_are_bounded_in_parts_headers_body_and_quota(tenants: Tenants) -> None:
+    boundary = "b0undary"
+
+    def multipart(parts: list[tuple[str, bytes]]) -> bytes:
+        body = b""
+        for headers, data in parts:
+            body += f"--{boundary}\r\n{headers}\r\n\r\n".encode() + data + b"\r\n"
+        return body + f"--{boundary}--\r\n".encode()
+
+    file_part = ('Content-Disposition: form-data; name="file"; filename="a.pdf"', _pdf_bytes())
+    kind = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    with tenants.http("carol") as carol:
+        many = [('Content-Disposition: form-data; name="x"', b"1")] * 9 + [file_part]
+        answer = carol.post("/v1/files", content=multipart(many), headers=kind)
+        assert answer.status_code == 413 and "max_upload_parts" in answer.text
+        padded = (file_part[0] + "\r\nX-Pad: " + "p" * 20_000, file_part[1])
+        answer = carol.post("/v1/files", content=multipart([padded]), headers=kind)
+        assert answer.status_code == 413 and "max_part_header_bytes" in answer.text
+        huge = {**kind, "Content-Length": str(3 * 1024 * 1024)}
+        answer = carol.post("/v1/files", content=b"x" * (3 * 1024 * 1024), headers=huge)
+        assert answer.status_code == 413 and "max_upload_bytes" in answer.text
+        # the byte quota: 1.5 MB fits, a second does not until the first is deleted
+        big = b"%PDF-1.4\n" + b"0" * 1_500_000
+        first = _upload(carol, "big-1.pdf", big)
+        answer = carol.post("/v1/files", files={"file": ("big-2.pdf", big)})
+        assert answer.status_code == 413 and "upload_quota_bytes" in answer.text
+        assert carol.delete(f"/v1/files/{first}").status_code == 204
+        assert carol.get(f"/v1/files/{first}").status_code == 404
+        assert carol.delete(f"/v1/files/{first}").status_code == 404
+        kept = [_upload(carol, "big-2.pdf", big)]
+        # the file quota: 12 live uploads, then 429 naming it
+        kept += [_upload(carol, f"s{n}.pdf", b"%PDF-1.4\n" + bytes(2000)) for n in range(11)]
+        answer = carol.post("/v1/files", files={"file": ("one-more.pdf", _pdf_bytes())})
+        assert answer.status_code == 429 and "upload_quota_files" in answer.text
+        with tenants.http("bob") as bob:  # someone else's file is not theirs to delete
+            assert bob.delete(f"/v1/files/{kept[0]}").status_code == 404
+        for file_id in kept:
+            assert carol.delete(f"/v1/files/{file_id}").status_code == 204
 
 
 def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenants) -> None:

@@ -185,6 +185,29 @@ def test_uploads_refuse_other_content_and_oversize(tmp_path: Path) -> None:
     assert uploads.list(ALICE) == []
 
 
+def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    ids = []
+    for n in range(2):
+        writer = uploads.writer(ALICE, f"{n}.pdf", max_bytes=10_000)
+        writer.write(b"%PDF-1.4\n" + b"x" * 1000)
+        ids.append(writer.commit().id)
+    assert uploads.usage(ALICE) == (2018, 2) and uploads.usage(BOB) == (0, 0)
+    assert not uploads.delete(BOB, ids[0]) and uploads.delete(ALICE, ids[0])
+    assert uploads.info(ALICE, ids[0]) is None and uploads.usage(ALICE) == (1009, 1)
+    quota = uploads.writer(ALICE, "q.pdf", max_bytes=100, limit="upload_quota_bytes")
+    with pytest.raises(LimitExceededError, match="`upload_quota_bytes`"):
+        quota.write(b"%PDF-" + b"x" * 200)
+    quota.abort()
+    monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "0")
+    with pytest.raises(Exception, match="no upload"):
+        uploads.resolve(ALICE, ids[1], where="items[0]")
+    assert uploads.list(ALICE) == []  # and its bytes are gone
+    monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
+    assert uploads.usage(ALICE) == (0, 0)
+    assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
+
+
 # ---- intake -----------------------------------------------------------------------------
 
 

@@ -38,7 +38,7 @@ from swarm_ray.core._trace import find_tokens
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
-from swarm_ray.gateway._files import receive_upload
+from swarm_ray.gateway._files import UploadLimits, receive_upload
 from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
     CapabilityInfo,
@@ -399,8 +399,9 @@ class Gateway:
         response_model=UploadInfo,
         responses={
             **_ERRORS,
-            413: {"model": ErrorBody, "description": "The file is over the size limit."},
+            413: {"model": ErrorBody, "description": "Over the size limit or byte quota."},
             415: {"model": ErrorBody, "description": "Not a PDF or a video."},
+            429: {"model": ErrorBody, "description": "Over the caller's file quota."},
         },
     )
     async def upload(self, request: Request, caller: Caller) -> UploadInfo:
@@ -408,9 +409,12 @@ class Gateway:
 
         Name the id as a task item (`"items": ["file-..."]`); only its uploader can.
         """
-        return await receive_upload(
-            request, await self._uploads(), caller, max_bytes=_Keys.limits.max_upload_bytes
+        limits = UploadLimits(
+            max_bytes=self._config.max_upload_bytes,
+            quota_bytes=self._config.upload_quota_bytes,
+            quota_files=self._config.upload_quota_files,
         )
+        return await receive_upload(request, await self._uploads(), caller, limits)
 
     @app.get("/v1/files", response_model=list[UploadInfo], responses=_ERRORS)
     async def files(
@@ -428,6 +432,15 @@ class Gateway:
                 404, detail={"detail": f"file `{file_id}` is not known", "code": "not_found"}
             )
         return info
+
+    @app.delete("/v1/files/{file_id}", status_code=204, responses=_ERRORS)
+    async def delete_file(self, file_id: Annotated[str, _FILE_ID], caller: Caller) -> Response:
+        """Delete one of the caller's uploads (it no longer counts against its quota)."""
+        if not await asyncio.to_thread((await self._uploads()).delete, caller, file_id):
+            raise HTTPException(
+                404, detail={"detail": f"file `{file_id}` is not known", "code": "not_found"}
+            )
+        return Response(status_code=204)
 
     # ---- documentation ---------------------------------------------------------------
 

@@ -49,6 +49,10 @@ class GatewayConfig(BaseModel):
     """Deepest JSON nesting of a body (422 above it)."""
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     """Largest upload (413 above it)."""
+    upload_quota_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
+    """Bytes one principal's live uploads may hold (413 once they do)."""
+    upload_quota_files: int = Field(default=100, ge=1)
+    """Live uploads one principal may hold (429 once it does)."""
     ws_auth_timeout_s: float = Field(default=2.0, gt=0, le=30)
     """How long a WebSocket without an `Authorization` header may take to send its key."""
     ws_max_message_bytes: int = Field(default=4096, ge=256)
