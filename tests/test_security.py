@@ -367,11 +367,15 @@ def test_deeply_nested_and_oversized_bodies_are_refused(tenants: Tenants) -> Non
         assert anonymous.post("/v1/tasks", json=huge).status_code == 401
 
 
-def test_health_without_a_key_says_only_ok_or_degraded(tenants: Tenants) -> None:
+def test_health_and_metrics_detail_need_an_admin_key(tenants: Tenants) -> None:
     with httpx.Client(base_url=tenants.url, timeout=30) as anonymous:
         assert set(anonymous.get("/health").json()) == {"status"}
-    with tenants.http("bob") as bob:
-        assert "capabilities" in bob.get("/health").json()
+    with tenants.http("bob") as bob:  # a tenant learns nothing of the swarm
+        assert set(bob.get("/health").json()) == {"status"}
+        assert bob.get("/metrics").status_code == 403
+    with tenants.http("root") as root:
+        assert "capabilities" in root.get("/health").json()
+        assert "swarm_tasks" in root.get("/metrics").text
 
 
 # ---- sockets ----------------------------------------------------------------------------

@@ -437,3 +437,12 @@ def test_http_adapter_values_cannot_change_the_paths_shape() -> None:
     ):
         with pytest.raises(InvalidInputError, match="shape"):
             _same_shape(template, moved, "GET x")
+
+
+def test_an_unregistered_tool_is_named_alone() -> None:
+    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.llm._settings import resolve
+
+    with pytest.raises(InvalidSpecError, match="`nobody` is not registered") as caught:
+        resolve("MCP server", "nobody", {"mine": 1}, {"operators-erp": 2})
+    assert "operators-erp" not in caught.value.message and "mine" not in caught.value.message

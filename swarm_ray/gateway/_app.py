@@ -13,6 +13,7 @@ never by server path, and is held to the request limits (`_limits`, `swarm_ray.c
 """
 
 import asyncio
+import os
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
@@ -124,6 +125,11 @@ def _check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
             headers={"WWW-Authenticate": "Bearer"},
         )
     return principal
+
+
+def _metrics_public() -> bool:
+    """Whether `/metrics` and the detailed `/health` answer without an admin key."""
+    return os.environ.get("SWARM_RAY_METRICS_PUBLIC", "") == "1"
 
 
 _AUTH = [Depends(_require_key)]
@@ -497,16 +503,18 @@ class Gateway:
     async def health(
         self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
     ) -> Any:
-        """`ok`, `degraded` or `down`; with an API key, each capability and the score.
+        """`ok`, `degraded` or `down`; with an admin key, each capability and the score.
 
         `swarm_health_score = 0.4 x success rate + 0.3 x latency score + 0.3 x agent
-        availability` (see `swarm_ray.runtime._health`). Without a key only the status is told,
-        so probes and load balancers need no key and strangers learn nothing else.
+        availability` (see `swarm_ray.runtime._health`). To anyone but an admin (unless
+        `SWARM_RAY_METRICS_PUBLIC=1`) only the status is told, so probes and load balancers
+        need no key and tenants learn nothing of the swarm beyond their own tasks.
         """
         keys = _Keys.current
-        keyed = (
-            credentials is not None and keys is not None and keys.accepts(credentials.credentials)
+        caller = (
+            None if credentials is None or keys is None else keys.principal(credentials.credentials)
         )
+        detailed = _metrics_public() or (caller is not None and caller.admin)
         try:
             report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
@@ -516,18 +524,32 @@ class Gateway:
             report["swarm_health_score"] >= 0.8 and everyone_in and not report.get("audit_error")
         )
         status = "ok" if healthy else "degraded"
-        if not keyed:
+        if not detailed:
             return HealthStatus(status=status)
         return HealthReport(status=status, **report)
 
     @app.get(
         "/metrics",
-        dependencies=_AUTH,
         response_class=Response,
-        responses={**_ERRORS, 200: {"content": {CONTENT_TYPE: {}}}},
+        responses={
+            **_ERRORS,
+            200: {"content": {CONTENT_TYPE: {}}},
+            403: {"model": ErrorBody, "description": "Not an admin key."},
+        },
     )
-    async def metrics(self) -> Response:
-        """Swarm metrics in the Prometheus text format (the same from every replica)."""
+    async def metrics(
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+    ) -> Response:
+        """Swarm metrics in the Prometheus text format (the same from every replica).
+
+        Swarm-wide counts and endpoint names are the operator's: an admin key is needed,
+        unless `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
+        """
+        if not _metrics_public() and not _check_key(credentials).admin:
+            raise HTTPException(
+                403,
+                detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},
+            )
         snapshot: dict[str, Any] = await self._call(self._actor.metrics.remote())
         return Response(render(snapshot), media_type=CONTENT_TYPE)
 

@@ -151,7 +151,9 @@ def resolve(
         return declared[name]
     if name in registered:
         return registered[name]
-    known = sorted({*declared, *registered})
+    # The names registered are the operator's: a caller hears only that this one is not.
     raise InvalidSpecError(
-        f"{kind} `{name}` is not registered (known: {', '.join(known) or 'none'})"
+        f"{kind} `{name}` is not registered; the operator registers them in `SWARM_RAY_LLM_CONFIG`",
+        kind=kind,
+        name=name,
     )
