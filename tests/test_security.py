@@ -561,6 +561,32 @@ def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenan
         assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())
 
 
+def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        good = _upload(http, "good.pdf", _pdf_bytes(3))
+        broken = _upload(http, "broken.pdf", b"%PDF-1.4\n" + b"not a pdf at all " * 200)
+        body = {"template": "compare_documents", "items": [good, broken], "dimensions": ["battery"]}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        status = _ended(http, task_id, timeout_s=240)
+        shown = [json.dumps(status), http.get(f"/v1/tasks/{task_id}").text]
+        if status["state"] == "completed":
+            shown.append(http.get(f"/v1/tasks/{task_id}/report").text)
+            shown.append(http.get(f"/v1/tasks/{task_id}/report?format=markdown").text)
+        url = _ws_url(tenants, task_id)
+        with (
+            ws_connect(
+                url, additional_headers={"Authorization": http.headers["Authorization"]}
+            ) as ws,
+            pytest.raises(ConnectionClosed),
+        ):
+            while True:
+                shown.append(ws.recv(timeout=30))
+    (upload_dir,) = {p.parent.parent for p in tenants.state_dir.rglob(broken) if p.is_dir()}
+    everything = "\n".join(shown)
+    assert f"{broken}/broken.pdf" in everything  # the failed parse names the file by id
+    assert str(upload_dir) not in everything and "/uploads/" not in everything
+
+
 # ---- operations and recovery --------------------------------------------------------------
 
 

@@ -53,6 +53,7 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
+from swarm_ray.gateway._redact import UploadNames
 from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
 from swarm_ray.runtime._client import connect
@@ -254,6 +255,10 @@ class Gateway:
             self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
         return self._uploads_area
 
+    async def _names(self) -> UploadNames:
+        """How a caller's upload paths are shown to it (`_redact`)."""
+        return UploadNames(await self._uploads())
+
     # ---- tasks -----------------------------------------------------------------------
 
     @app.post(
@@ -289,20 +294,21 @@ class Gateway:
         tasks: list[TaskStatus] = await self._call(
             self._actor.tasks.remote(limit, principal=caller)
         )
-        return tasks
+        names = await self._names()
+        return [names.model(caller, t) for t in tasks]
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskStatus, responses=_ERRORS)
     async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """State, plan (each sub-task's status), result references, warnings."""
         status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
-        return status
+        return (await self._names()).model(caller, status)
 
     @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskStatus, responses=_ERRORS)
     async def cancel_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """Cancel a running task (an ended one is left as it is)."""
         await self._call(self._actor.cancel.remote(task_id, principal=caller))
         status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
-        return status
+        return (await self._names()).model(caller, status)
 
     @app.get(
         "/v1/tasks/{task_id}/report",
@@ -343,10 +349,12 @@ class Gateway:
                         "code": "no_markdown",
                     },
                 )
-            return PlainTextResponse(text, media_type="text/markdown")
-        return TaskReport(
+            shown = (await self._names()).text(caller, text)
+            return PlainTextResponse(shown, media_type="text/markdown")
+        report = TaskReport(
             task_id=task_id, state=status.state, output=output, warnings=status.warnings
         )
+        return (await self._names()).model(caller, report)
 
     @app.websocket("/v1/tasks/{task_id}/events")
     async def task_events(self, websocket: WebSocket, task_id: str, after_seq: int = 0) -> None:
@@ -367,6 +375,7 @@ class Gateway:
         self, websocket: WebSocket, task_id: str, after_seq: int, caller: Principal
     ) -> None:
         seq = max(0, after_seq)
+        names = await self._names()
         try:
             while True:
                 try:
@@ -383,7 +392,7 @@ class Gateway:
                         await websocket.close(code=1011, reason="orchestrator unavailable")
                     return
                 for event in batch:
-                    await websocket.send_text(event.model_dump_json())
+                    await websocket.send_text(names.text(caller, event.model_dump_json()))
                     seq = event.seq
                 if not batch:
                     status: TaskStatus = await self._call(
