@@ -13,25 +13,19 @@ never by server path, and is held to the request limits (`_limits`, `swarm_ray.c
 """
 
 import asyncio
-import os
 from typing import Annotated, Any
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from swarm_ray.core._errors import (
-    InvalidInputError,
     SwarmError,
-    SwarmUserError,
-    TaskConflictError,
-    TaskNotFoundError,
-    UnknownCapabilityError,
 )
 from swarm_ray.core._principal import Principal
 from swarm_ray.core._task import TaskEvent, TaskRequest
@@ -40,6 +34,16 @@ from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
 from swarm_ray.gateway._files import UploadLimits, receive_upload
+from swarm_ray.gateway._http import (
+    AUTH,
+    Caller,
+    Keys,
+    bearer,
+    check_key,
+    http_error,
+    metrics_public,
+    principal_of,
+)
 from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
     CapabilityInfo,
@@ -85,85 +89,7 @@ app = FastAPI(
     docs_url=None,
     redoc_url=None,
 )
-_bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 install_ui(app)  # the live task page at /ui/ (static files; its data comes from this API)
-
-
-class _Keys:
-    """The replica's API keys and limits (one gateway per replica process)."""
-
-    current: ApiKeys | None = None
-    limits: GatewayLimits = GatewayLimits()
-    sockets: SocketLimits = SocketLimits()
-
-
-def _bearer_key(header: str) -> str | None:
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
-def _principal_of(header: str) -> Principal | None:
-    keys = _Keys.current
-    return None if keys is None else keys.principal(_bearer_key(header))
-
-
-async def _require_key(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The caller's principal; 401 unless its key is good."""
-    return _check_key(credentials)
-
-
-def _check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    keys = _Keys.current
-    principal = (
-        None if credentials is None or keys is None else keys.principal(credentials.credentials)
-    )
-    if principal is None:
-        raise HTTPException(
-            401,
-            detail={"detail": "missing or invalid API key", "code": "unauthorized"},
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return principal
-
-
-def _metrics_public() -> bool:
-    """Whether `/metrics` and the detailed `/health` answer without an admin key."""
-    return os.environ.get("SWARM_RAY_METRICS_PUBLIC", "") == "1"
-
-
-_AUTH = [Depends(_require_key)]
-Caller = Annotated[Principal, Depends(_require_key)]
-"""The principal of the request's API key (401 without one)."""
-
-
-def _http_error(exc: SwarmError) -> HTTPException:
-    """Translate a swarm-ray error into the HTTP error that fits (in one place)."""
-    code = str(exc.code)
-    if isinstance(exc, TaskNotFoundError | UnknownCapabilityError):
-        return HTTPException(404, detail={"detail": exc.message, "code": code})
-    if isinstance(exc, TaskConflictError):
-        return HTTPException(409, detail={"detail": exc.message, "code": code})
-    if isinstance(exc, InvalidInputError):
-        fields = [
-            {
-                "loc": ["body", "input", *str(err.get("field", "")).split(".")],
-                "msg": f"{err.get('problem')} (capability `{exc.details.get('capability_id')}`)",
-                "type": code,
-            }
-            for err in exc.details.get("errors", [])
-        ] or [{"loc": ["body"], "msg": exc.message, "type": code}]
-        return HTTPException(422, detail={"detail": fields, "code": code})
-    if isinstance(exc, SwarmUserError):
-        return HTTPException(
-            422,
-            detail={"detail": [{"loc": ["body"], "msg": exc.message, "type": code}], "code": code},
-        )
-    body = {"detail": exc.message, "code": code}
-    if "error_id" in exc.details:  # a bug met on this request alone: the log has it
-        body["error_id"] = str(exc.details["error_id"])
-    return HTTPException(500, detail=body)
 
 
 @app.exception_handler(HTTPException)
@@ -172,11 +98,11 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-app.add_middleware(FrameLimit, limit=lambda: _Keys.sockets.max_message_bytes)
+app.add_middleware(FrameLimit, limit=lambda: Keys.sockets.max_message_bytes)
 app.add_middleware(
     BodyLimits,
-    limits=lambda: _Keys.limits,
-    authorised=lambda header: _principal_of(header) is not None,
+    limits=lambda: Keys.limits,
+    authorised=lambda header: principal_of(header) is not None,
 )
 
 
@@ -189,20 +115,20 @@ class Gateway:
         self._config = GatewayConfig.model_validate(config or {})
         state_dir = self._config.state_dir or str(default_state_dir())
         self._keys = ApiKeys.from_config(self._config.api_keys_file, state_dir=state_dir)
-        _Keys.current = self._keys
-        _Keys.limits = GatewayLimits(
+        Keys.current = self._keys
+        Keys.limits = GatewayLimits(
             max_body_bytes=self._config.max_body_bytes,
             max_depth=self._config.max_json_depth,
             max_upload_bytes=self._config.max_upload_bytes,
         )
-        _Keys.sockets = SocketLimits(
+        Keys.sockets = SocketLimits(
             auth_timeout_s=self._config.ws_auth_timeout_s,
             max_message_bytes=self._config.ws_max_message_bytes,
             per_principal=self._config.ws_per_principal,
             per_address=self._config.ws_per_address,
             unauthenticated=self._config.ws_unauthenticated,
         )
-        self._sockets = SocketSlots(_Keys.sockets)
+        self._sockets = SocketSlots(Keys.sockets)
         client = connect(
             catalogs=self._config.catalogs,
             state_dir=self._config.state_dir,
@@ -227,10 +153,10 @@ class Gateway:
         except RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
             if isinstance(cause, SwarmError):
-                raise _http_error(cause) from None
+                raise http_error(cause) from None
             raise
         except SwarmError as exc:
-            raise _http_error(exc) from None
+            raise http_error(exc) from None
         except (TimeoutError, RayActorError) as exc:
             raise HTTPException(
                 503,
@@ -246,7 +172,7 @@ class Gateway:
         answers: list[str | SwarmError] = await self._call(
             self._actor.submit_many.remote(requests, principals)
         )
-        return [_http_error(a) if isinstance(a, SwarmError) else a for a in answers]
+        return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
     async def _uploads(self) -> Uploads:
         """The uploads area of the orchestrator's result store (asked once)."""
@@ -312,7 +238,7 @@ class Gateway:
 
     @app.get(
         "/v1/tasks/{task_id}/report",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=TaskReport,
         responses={
             **_ERRORS,
@@ -463,28 +389,28 @@ class Gateway:
     async def openapi(
         self,
         request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> JSONResponse:
         """The OpenAPI document (needs a key unless `public_docs`)."""
         if not self._config.public_docs:
-            _check_key(credentials)
+            check_key(credentials)
         # The app Serve runs (routes bound to this replica), not the module-level template.
         return JSONResponse(request.app.openapi())
 
     @app.get("/docs", include_in_schema=False)
     async def docs(
-        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> HTMLResponse:
         """Swagger UI over `/openapi.json`."""
         if not self._config.public_docs:
-            _check_key(credentials)
+            check_key(credentials)
         return get_swagger_ui_html(openapi_url="/openapi.json", title="swarm-ray API")
 
     # ---- catalogue, health, metrics, provenance --------------------------------------
 
     @app.get(
         "/v1/capabilities",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=list[CapabilityInfo],
         responses=_ERRORS,
     )
@@ -495,7 +421,7 @@ class Gateway:
 
     @app.get(
         "/v1/capabilities/{capability_id}",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=CapabilityInfo,
         responses=_ERRORS,
     )
@@ -510,7 +436,7 @@ class Gateway:
         responses={503: {"model": HealthStatus}},
     )
     async def health(
-        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> Any:
         """`ok`, `degraded` or `down`; with an admin key, each capability and the score.
 
@@ -519,11 +445,11 @@ class Gateway:
         `SWARM_RAY_METRICS_PUBLIC=1`) only the status is told, so probes and load balancers
         need no key and tenants learn nothing of the swarm beyond their own tasks.
         """
-        keys = _Keys.current
+        keys = Keys.current
         caller = (
             None if credentials is None or keys is None else keys.principal(credentials.credentials)
         )
-        detailed = _metrics_public() or (caller is not None and caller.admin)
+        detailed = metrics_public() or (caller is not None and caller.admin)
         try:
             report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
@@ -547,14 +473,14 @@ class Gateway:
         },
     )
     async def metrics(
-        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> Response:
         """Swarm metrics in the Prometheus text format (the same from every replica).
 
         Swarm-wide counts and endpoint names are the operator's: an admin key is needed,
         unless `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
         """
-        if not _metrics_public() and not _check_key(credentials).admin:
+        if not metrics_public() and not check_key(credentials).admin:
             raise HTTPException(
                 403,
                 detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},
