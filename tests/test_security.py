@@ -587,6 +587,50 @@ def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) 
     assert str(upload_dir) not in everything and "/uploads/" not in everything
 
 
+def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
+    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
+    import zlib
+
+    packer = zlib.compressobj(9)
+    chunk = b"0 0 m " * (16 * 1024 * 1024 // 6)
+    stream = b"".join(packer.compress(chunk) for _ in range(decompressed // len(chunk) + 1))
+    stream += packer.flush()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    pdf, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(pdf))
+        pdf += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+    return pdf + trailer % (len(objects) + 1, xref)
+
+
+def test_a_pdf_bomb_fails_its_own_parse_with_resource_limit(tenants: Tenants) -> None:
+    bomb = _pdf_bomb()
+    assert len(bomb) < 2 * 1024 * 1024
+    with tenants.http("alice") as http:
+        good = _upload(http, "fine.pdf", _pdf_bytes(5))
+        boom = _upload(http, "bomb.pdf", bomb)
+        body = {"template": "compare_documents", "items": [good, boom], "dimensions": ["battery"]}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        status = _ended(http, task_id, timeout_s=240)
+    assert status["state"] == "completed", status.get("error")
+    parses = list(status["subtasks"].values())
+    failed = [s for s in parses if s["stage"] == "parse" and s["status"] == "failed"]
+    assert len(failed) == 1, [(k, s["status"]) for k, s in status["subtasks"].items()]
+    error = failed[0]["error"]
+    assert error["code"] == "resource_limit" and f"`{boom}/bomb.pdf`" in error["message"], error
+    succeeded = [s for s in parses if s["stage"] == "parse" and s["status"] == "succeeded"]
+    assert len(succeeded) == 1  # the rest of the batch went on
+
+
 # ---- operations and recovery --------------------------------------------------------------
 
 

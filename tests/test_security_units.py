@@ -446,3 +446,36 @@ def test_an_unregistered_tool_is_named_alone() -> None:
     with pytest.raises(InvalidSpecError, match="`nobody` is not registered") as caught:
         resolve("MCP server", "nobody", {"mine": 1}, {"operators-erp": 2})
     assert "operators-erp" not in caught.value.message and "mine" not in caught.value.message
+
+
+def test_workloads_that_read_tenant_files_declare_limits_for_untrusted_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.documents import documents_catalog
+    from swarm_ray.runtime._rlimits import declared_limits, limited
+    from swarm_ray.video import video_catalog
+
+    specs = {c.id: c for c in (*documents_catalog().capabilities, *video_catalog().capabilities)}
+    subtask = SubTask(
+        task_id="t",
+        subtask_id="parse[0]",
+        capability_id="document.parsing.pdf",
+        attempt=1,
+        input={"path": "/x.pdf"},
+        watermark="w",
+        trace_id="tr",
+        timeout_s=10,
+        queued_at=time.time(),
+    )
+    for name in ("document.parsing.pdf", "video.probe.metadata", "video.analysis.segment"):
+        resources = specs[name].resources
+        assert resources.max_memory_bytes and resources.max_cpu_s, name
+        assert not limited(resources, subtask)  # a trusted caller's task runs in-process
+        assert limited(resources, subtask.model_copy(update={"untrusted": True}))
+    monkeypatch.setenv("SWARM_RAY_DOCUMENT_LIMIT_ALL", "1")
+    assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1)["limits_untrusted_only"] is False
+    monkeypatch.setenv("SWARM_RAY_DOCUMENT_MAX_MEMORY", "0")
+    assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1) == {}

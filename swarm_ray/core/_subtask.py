@@ -160,6 +160,9 @@ class SubTask(BaseModel):
     orchestrator: str | None = None
     """`namespace/name` of the orchestrator actor that dispatched it: an agent asks it for
     child sub-tasks (`swarm_ray.run_child`)."""
+    untrusted: bool = False
+    """Its task is an untrusted principal's (an HTTP caller's): limits declared
+    `limits_untrusted_only` apply to it."""
 
 
 class SubTaskResult(BaseModel):
