@@ -479,3 +479,19 @@ def test_workloads_that_read_tenant_files_declare_limits_for_untrusted_tasks(
     assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1)["limits_untrusted_only"] is False
     monkeypatch.setenv("SWARM_RAY_DOCUMENT_MAX_MEMORY", "0")
     assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1) == {}
+
+
+def test_a_stdio_mcp_server_gets_only_the_environment_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from swarm_ray.llm._mcp import stdio_environment
+    from swarm_ray.llm._settings import McpServer
+
+    monkeypatch.setenv("SWARM_RAY_STATE_URL", "rediss://:hunter2@redis:6379/0")
+    monkeypatch.setenv("SWARM_RAY_WATERMARK_KEY_FILE", "/run/secrets/watermark")
+    monkeypatch.setenv("DEMO_TOKEN", "t0ken")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    server = McpServer.stdio("python", "-m", "x", inherit=("DEMO_TOKEN",), env={"MODE": "1"})
+    env = stdio_environment(server)
+    assert env["PATH"] == "/usr/bin" and env["DEMO_TOKEN"] == "t0ken" and env["MODE"] == "1"
+    assert not any(name.startswith("SWARM_RAY_") for name in env)

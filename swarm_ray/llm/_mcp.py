@@ -25,6 +25,22 @@ from swarm_ray.llm._settings import McpServer
 __all__: list[str] = []
 
 
+BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+"""What a stdio MCP server inherits unasked: enough to start a program, no secrets."""
+
+
+def stdio_environment(server: McpServer) -> dict[str, str]:
+    """The environment a stdio server starts with: only what the operator lists.
+
+    The replica's environment holds secrets (Redis passwords, key file paths, API keys);
+    a server gets `BASE_ENVIRONMENT`, the variables its registration names in `inherit`,
+    and its own `env`.
+    """
+    names = (*BASE_ENVIRONMENT, *server.inherit)
+    passed = {name: os.environ[name] for name in names if name in os.environ}
+    return {**passed, **server.env}
+
+
 @dataclass(frozen=True)
 class McpTool:
     """One tool of a server, as the server lists it."""
@@ -81,7 +97,7 @@ class McpPool:
             params = StdioServerParameters(
                 command=server.command[0],
                 args=list(server.command[1:]),
-                env={**os.environ, **server.env},
+                env=stdio_environment(server),
             )
             transport: Any = stdio_client(params)
         else:

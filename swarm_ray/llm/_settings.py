@@ -16,7 +16,7 @@ a cluster)::
     capabilities:                   # capability id -> endpoint (else the global engine)
       llm.planning.plan: hosted
     mcp_servers:                    # named MCP servers: a command (stdio) or a URL
-      demo: {command: [python, -m, swarm_ray.llm._mcp_demo]}
+      demo: {command: [python, -m, swarm_ray.llm._mcp_demo], inherit: [DEMO_TOKEN]}
       search: {url: "http://search.internal:8000/mcp"}
 
 A capability's input model may declare more in code (`ToolAgentIn.MCP_SERVERS`,
@@ -55,7 +55,10 @@ class McpServer(BaseModel):
     url: str | None = None
     """A streamable-HTTP MCP endpoint (`http://host:port/mcp`)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment of a stdio server."""
+    """Environment of a stdio server, set here."""
+    inherit: tuple[str, ...] = ()
+    """Variables of the replica's environment a stdio server also gets (by name); it gets
+    nothing else but `PATH`, `HOME`, the locale, `TMPDIR` and the Python path."""
     timeout_s: float = Field(default=30.0, gt=0)
     """Deadline of connecting and of listing its tools."""
 
