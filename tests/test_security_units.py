@@ -474,7 +474,7 @@ def test_workloads_that_read_tenant_files_declare_limits_for_untrusted_tasks(
         resources = specs[name].resources
         assert resources.max_memory_bytes and resources.max_cpu_s, name
         assert not limited(resources, subtask)  # a trusted caller's task runs in-process
-        assert limited(resources, subtask.model_copy(update={"untrusted": True}))
+        assert limited(resources, subtask.model_copy(update={"owner": "alice"}))
     monkeypatch.setenv("SWARM_RAY_DOCUMENT_LIMIT_ALL", "1")
     assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1)["limits_untrusted_only"] is False
     monkeypatch.setenv("SWARM_RAY_DOCUMENT_MAX_MEMORY", "0")
@@ -495,3 +495,33 @@ def test_a_stdio_mcp_server_gets_only_the_environment_listed(
     env = stdio_environment(server)
     assert env["PATH"] == "/usr/bin" and env["DEMO_TOKEN"] == "t0ken" and env["MODE"] == "1"
     assert not any(name.startswith("SWARM_RAY_") for name in env)
+
+
+def test_registered_tools_and_endpoints_are_granted_per_tenant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.llm._settings import llm_settings, resolve
+
+    config = tmp_path / "llm.yaml"
+    config.write_text(
+        "mcp_servers:\n"
+        "  erp: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "  search: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "tenants:\n"
+        "  alice: {mcp_servers: [erp]}\n"
+        "  '*': {mcp_servers: [search]}\n"
+    )
+    monkeypatch.setenv("SWARM_RAY_LLM_CONFIG", str(config))
+    registered = llm_settings().mcp_servers
+    assert resolve("MCP server", "erp", {}, registered, None) is registered["erp"]  # trusted
+    assert resolve("MCP server", "erp", {}, registered, "alice") is registered["erp"]
+    assert resolve("MCP server", "search", {}, registered, "bob") is registered["search"]
+    with pytest.raises(InvalidSpecError) as refused:
+        resolve("MCP server", "erp", {}, registered, "bob")
+    with pytest.raises(InvalidSpecError) as unknown:
+        resolve("MCP server", "nope", {}, registered, "bob")
+    # not granted reads exactly like not registered: no oracle for what exists
+    assert refused.value.message == unknown.value.message.replace("nope", "erp")
+    declared = {"demo": object()}  # what a capability ships in code comes with it
+    assert resolve("MCP server", "demo", declared, registered, "bob") is declared["demo"]

@@ -733,7 +733,7 @@ class TaskDriver:
             queued_at=now,
             orchestrator=self.orchestrator,
             priority=self.record.request.priority,
-            untrusted=self.record.owner is not None,
+            owner=self.record.owner,
         )
 
     def outstanding_watermark(self, subtask_id: str) -> str | None:

@@ -160,7 +160,8 @@ class Toolbox:
         registered = llm_settings().mcp_servers
         pool = mcp_pool() if mcp_servers else None
         for server_name in mcp_servers:
-            server = resolve("MCP server", server_name, declared_servers, registered)
+            owner = None if parent is None else parent.owner
+            server = resolve("MCP server", server_name, declared_servers, registered, owner)
             assert pool is not None
             for mcp_tool in pool.tools(server_name, server):
                 tools.append(
