@@ -525,3 +525,20 @@ def test_registered_tools_and_endpoints_are_granted_per_tenant(
     assert refused.value.message == unknown.value.message.replace("nope", "erp")
     declared = {"demo": object()}  # what a capability ships in code comes with it
     assert resolve("MCP server", "demo", declared, registered, "bob") is declared["demo"]
+
+
+def test_each_principal_gets_its_own_mcp_session() -> None:
+    pytest.importorskip("mcp")
+    from swarm_ray.llm._mcp import McpPool
+    from swarm_ray.llm._testing import DEMO
+
+    pool = McpPool()
+    try:
+        for principal in ("alice", "bob", "alice", None):
+            assert pool.tools("demo", DEMO, principal)
+        assert len(pool._sessions) == 3  # alice, bob, a trusted caller: one each
+        answer = pool.call("demo", DEMO, "add", {"a": 2, "b": 3}, 30, principal="bob")
+        assert not answer.is_error and "5" in answer.text
+        assert len(pool._sessions) == 3
+    finally:
+        pool.close()
