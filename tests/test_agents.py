@@ -345,7 +345,7 @@ def test_wide_research_through_the_gateway(
     from swarm_ray.gateway import GatewayConfig, build_app
 
     key = "agents-gateway-key-" + "0" * 16
-    (tmp_path / "keys").write_text(key + "\n")
+    (tmp_path / "keys").write_text(f"ops:{key}:admin\n")  # it reads `/metrics` too
     config = GatewayConfig(
         orchestrator=ORCHESTRATOR,
         catalogs=("swarm_ray.llm._testing:agents_catalog",),

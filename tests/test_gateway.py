@@ -40,10 +40,16 @@ class Gateway:
     key: str
     load_keys: tuple[str, ...] = ()
     """Keys of 50 more principals, for many clients at once (each its own tenant)."""
+    admin_key: str = ""
+    """The operator's key: `/metrics` and the detailed `/health` need an admin."""
 
     @property
     def auth(self) -> dict[str, str]:
         return {"Authorization": f"Bearer {self.key}"}
+
+    @property
+    def admin(self) -> dict[str, str]:
+        return {"Authorization": f"Bearer {self.admin_key}"}
 
     def client(self, **kwargs: Any) -> httpx.Client:
         return httpx.Client(base_url=self.url, timeout=30, **kwargs)
@@ -61,7 +67,10 @@ def gateway(
     load_keys = tuple(secrets.token_urlsafe(24) for _ in range(50))
     keys = tmp_path_factory.mktemp("gateway") / "keys"
     listed = "".join(f"load-{n}:{k}\n" for n, k in enumerate(load_keys))
-    keys.write_text(f"# test keys\n{secrets.token_urlsafe(24)}\n{key}\n{listed}")
+    admin_key = secrets.token_urlsafe(24)
+    keys.write_text(
+        f"# test keys\n{secrets.token_urlsafe(24)}\n{key}\n{listed}ops:{admin_key}:admin\n"
+    )
     config = GatewayConfig(
         orchestrator="swarm-test",
         catalogs=("swarm_ray.testing:testing_catalog",),
@@ -70,7 +79,9 @@ def gateway(
         event_poll_s=1.0,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
-    yield Gateway(url=f"http://127.0.0.1:{serve_port}", key=key, load_keys=load_keys)
+    yield Gateway(
+        url=f"http://127.0.0.1:{serve_port}", key=key, load_keys=load_keys, admin_key=admin_key
+    )
     serve.delete("swarm-gateway")
 
 
@@ -236,7 +247,8 @@ def test_health_reports_capabilities_and_the_score(gateway: Gateway) -> None:
     with gateway.client(headers=gateway.auth) as http:
         task_id = http.post("/v1/tasks", json={"template": "echo_fanout", "items": ["h"]}).json()
         _finished(http, task_id["task_id"])
-        health = http.get("/health").json()  # with a key: every capability and the score
+        health = http.get("/health", headers=gateway.admin).json()  # every capability
+        assert http.get("/health").json() == {"status": health["status"]}  # a tenant's key
     with gateway.client() as anonymous:
         assert anonymous.get("/health").json() == {"status": health["status"]}
     echo = health["capabilities"]["test.echo.text"]
@@ -258,14 +270,14 @@ def test_failing_health_checks_take_a_capability_out_of_dispatch(gateway: Gatewa
             return _finished(http, http.post("/v1/tasks", json=body).json()["task_id"])
 
         def in_dispatch() -> bool:
-            caps = http.get("/health").json()["capabilities"]
+            caps = http.get("/health", headers=gateway.admin).json()["capabilities"]
             return bool(caps["test.echo.checked"]["in_dispatch"])
 
         assert run_checked()["state"] == "completed"  # deploys it; healthy
         SICK_FLAG.touch()
         try:
             wait_until(lambda: not in_dispatch(), 30, "the capability to be taken out")
-            health = http.get("/health").json()
+            health = http.get("/health", headers=gateway.admin).json()
             assert health["status"] == "degraded"
             assert health["capabilities"]["test.echo.checked"]["status"] == "unavailable"
             assert "sick flag" in health["capabilities"]["test.echo.checked"]["last_error"]
@@ -284,7 +296,8 @@ def test_metrics_are_swarm_wide_and_named(gateway: Gateway) -> None:
     with gateway.client(headers=gateway.auth) as http:
         task_id = http.post("/v1/tasks", json={"template": "echo_fanout", "items": ["m"]}).json()
         _finished(http, task_id["task_id"])
-        texts = [http.get("/metrics") for _ in range(6)]
+        assert http.get("/metrics").status_code == 403  # a tenant's key
+        texts = [http.get("/metrics", headers=gateway.admin) for _ in range(6)]
     assert all(t.status_code == 200 for t in texts)
     assert texts[0].headers["content-type"].startswith("text/plain")
     families = {f.name: f for f in text_string_to_metric_families(texts[0].text)}

@@ -61,9 +61,12 @@ def tenants(
 
     base = tmp_path_factory.mktemp("security")
     state = base / "state"
-    keys = {who: secrets.token_urlsafe(24) for who in ("alice", "bob", "root")}
+    keys = {who: secrets.token_urlsafe(24) for who in ("alice", "bob", "carol", "root")}
     keys_file = base / "keys"
-    keys_file.write_text(f"alice:{keys['alice']}\nbob:{keys['bob']}\nroot:{keys['root']}:admin\n")
+    keys_file.write_text(
+        f"alice:{keys['alice']}\nbob:{keys['bob']}\ncarol:{keys['carol']}\n"
+        f"root:{keys['root']}:admin\n"
+    )
     catalogs = (
         "swarm_ray.testing:testing_catalog",
         "swarm_ray.documents:documents_catalog",
@@ -78,6 +81,11 @@ def tenants(
         num_replicas=1,
         event_poll_s=1.0,
         max_upload_bytes=2 * 1024 * 1024,
+        ws_per_principal=4,
+        ws_per_address=40,
+        ws_unauthenticated=8,
+        upload_quota_bytes=2_500_000,
+        upload_quota_files=12,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
     outside = base / "outside"
@@ -194,6 +202,59 @@ def test_keys_file_video_path_regex_fields_and_chroma_url_are_refused(
         assert http.post("/v1/tasks", json=body).status_code == 202
 
 
+def test_an_upload_dir_climbed_by_percent_escapes_is_refused(tenants: Tenants) -> None:
+    """Issue 21: upload one PDF, then name `file://<upload dir>/%2e%2e/.../secret.pdf`."""
+    secret = tenants.state_dir.parent / "secret.pdf"
+    secret.write_bytes(_pdf_bytes(7).replace(b"%%EOF", b"% SECRET-MARKER\n%%EOF"))
+    with tenants.http("alice") as http:
+        uploaded = _upload(http, "mine.pdf", _pdf_bytes())
+        (directory,) = [p for p in tenants.state_dir.rglob(uploaded) if p.is_dir()]
+        depth = len(directory.relative_to(secret.parent).parts)
+        climb = f"file://{directory}/" + "%2e%2e/" * depth + "secret.pdf"
+        before = {t["task_id"] for t in http.get("/v1/tasks").json()}
+        for item in (climb, f"{directory}/" + "%2e%2e/" * depth + "secret.pdf"):
+            body = {"template": "compare_documents", "items": [uploaded, item]}
+            message = _refused(http.post("/v1/tasks", json=body))
+            assert "SECRET" not in message
+        assert {t["task_id"] for t in http.get("/v1/tasks").json()} == before
+
+
+def test_a_malformed_request_fails_alone_in_its_batch(tenants: Tenants) -> None:
+    """`params: {"fields": 7}` is its sender's 422; 19 requests at the same moment pass."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    good = {"template": "echo_fanout", "items": ["fine"]}
+    bad = {"template": "compare_documents", "items": [], "params": {"fields": 7}}
+    bodies = [("bob", good)] * 10 + [("alice", bad)] + [("bob", good)] * 9
+
+    def post(who_body: tuple[str, dict[str, Any]]) -> httpx.Response:
+        with tenants.http(who_body[0]) as http:
+            return http.post("/v1/tasks", json=who_body[1])
+
+    for _ in range(3):  # a few rounds, so some land in one batch
+        with ThreadPoolExecutor(len(bodies)) as pool:
+            answers = list(pool.map(post, bodies))
+        codes = [a.status_code for a in answers]
+        assert codes == [202] * 10 + [422] + [202] * 9, [a.text for a in answers if a.is_error]
+        assert "fields" in answers[10].text
+
+
+def test_a_regex_under_a_dollar_key_is_refused(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        uploaded = _upload(http, "a.pdf", _pdf_bytes())
+        for field in (
+            {"name": "features", "vocabulary": {"$x": ["(a+)+b"]}},
+            {"name": "reach", "unit": "km", "qualifiers": {"$y": ["(a+)+b"]}},
+        ):
+            body = {
+                "template": "compare_documents",
+                "items": [uploaded],
+                "params": {"fields": [field]},
+                "dimensions": ["fields"],
+            }
+            assert "regular expression" in _refused(http.post("/v1/tasks", json=body))
+
+
 # ---- tenants --------------------------------------------------------------------------
 
 
@@ -306,11 +367,106 @@ def test_deeply_nested_and_oversized_bodies_are_refused(tenants: Tenants) -> Non
         assert anonymous.post("/v1/tasks", json=huge).status_code == 401
 
 
-def test_health_without_a_key_says_only_ok_or_degraded(tenants: Tenants) -> None:
+def test_health_and_metrics_detail_need_an_admin_key(tenants: Tenants) -> None:
     with httpx.Client(base_url=tenants.url, timeout=30) as anonymous:
         assert set(anonymous.get("/health").json()) == {"status"}
-    with tenants.http("bob") as bob:
-        assert "capabilities" in bob.get("/health").json()
+    with tenants.http("bob") as bob:  # a tenant learns nothing of the swarm
+        assert set(bob.get("/health").json()) == {"status"}
+        assert bob.get("/metrics").status_code == 403
+    with tenants.http("root") as root:
+        assert "capabilities" in root.get("/health").json()
+        assert "swarm_tasks" in root.get("/metrics").text
+
+
+# ---- sockets ----------------------------------------------------------------------------
+
+
+def _ws_url(tenants: Tenants, task_id: str) -> str:
+    return tenants.url.replace("http", "ws") + f"/v1/tasks/{task_id}/events"
+
+
+async def _hold(url: str, headers: dict[str, str], hold_s: float) -> int | None:
+    """Open a socket, send nothing, and return the code it is closed with (None: open)."""
+    import asyncio
+
+    from websockets.asyncio.client import connect
+
+    try:
+        async with connect(url, additional_headers=headers, open_timeout=30) as ws:
+            try:
+                while True:
+                    await asyncio.wait_for(ws.recv(), hold_s)
+            except ConnectionClosed as closed:
+                return closed.rcvd.code if closed.rcvd else -1
+            except TimeoutError:
+                return None
+    except (ConnectionClosed, OSError):
+        return -1
+
+
+def test_a_socket_without_a_key_is_closed_after_2_s_and_big_frames_are_refused(
+    tenants: Tenants,
+) -> None:
+    url = _ws_url(tenants, "anything")
+    with ws_connect(url, open_timeout=30) as ws:
+        started = time.monotonic()
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+        assert time.monotonic() - started < 4.0
+    with ws_connect(url, open_timeout=30, max_size=None) as ws:
+        ws.send("x" * 100_000)
+        with pytest.raises(ConnectionClosed) as closed:
+            ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1009
+    slow = {"template": "echo_fanout", "items": ["slow"], "params": {"delay_s": 20}}
+    with tenants.http("alice") as alice:
+        task_id = alice.post("/v1/tasks", json=slow).json()["task_id"]
+    with ws_connect(_ws_url(tenants, task_id), open_timeout=30) as ws:  # key, then chatter
+        ws.send(json.dumps({"type": "auth", "api_key": tenants.keys["alice"]}))
+        ws.recv(timeout=15)  # the first event: the key was taken
+        ws.send("more")
+        with pytest.raises(ConnectionClosed) as closed:
+            while True:
+                ws.recv(timeout=15)
+        assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
+
+
+def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenants) -> None:
+    import asyncio
+    import threading
+
+    slow = {"template": "echo_fanout", "items": ["held"], "params": {"delay_s": 30}}
+    with tenants.http("alice") as alice:
+        task_id = alice.post("/v1/tasks", json=slow).json()["task_id"]
+    url = _ws_url(tenants, task_id)
+    keyed = {"Authorization": f"Bearer {tenants.keys['alice']}"}
+
+    async def many() -> list[int | None]:
+        held = [_hold(url, keyed, 6.0) for _ in range(150)]
+        held += [_hold(url, {}, 6.0) for _ in range(150)]
+        return list(await asyncio.gather(*held))
+
+    codes: list[int | None] = []
+    opener = threading.Thread(target=lambda: codes.extend(asyncio.run(many())))
+    opener.start()
+    latencies = []
+    try:
+        with tenants.http("bob") as bob:
+            while opener.is_alive() and len(latencies) < 20:
+                started = time.monotonic()
+                assert bob.get("/v1/tasks").status_code == 200
+                latencies.append(time.monotonic() - started)
+                time.sleep(0.2)
+    finally:
+        opener.join(60)
+    assert latencies and max(latencies) < 1.0, latencies
+    assert len(codes) == 300
+    assert sum(c is None for c in codes[:150]) <= 4  # one principal: 4 sockets at most
+    assert sum(c is None for c in codes[150:]) == 0  # no key: closed within 2 s
+    assert codes.count(1013) >= 300 - 40  # one address: 40 at most
+    with tenants.http("root") as root:
+        root.post(f"/v1/tasks/{task_id}/cancel")
 
 
 # ---- uploads ----------------------------------------------------------------------------
@@ -346,6 +502,46 @@ def test_uploads_are_typed_capped_and_private(tenants: Tenants) -> None:
         assert theirs.status_code == 422 and "no upload" in theirs.text
 
 
+def test_uploads_are_bounded_in_parts_headers_body_and_quota(tenants: Tenants) -> None:
+    boundary = "b0undary"
+
+    def multipart(parts: list[tuple[str, bytes]]) -> bytes:
+        body = b""
+        for headers, data in parts:
+            body += f"--{boundary}\r\n{headers}\r\n\r\n".encode() + data + b"\r\n"
+        return body + f"--{boundary}--\r\n".encode()
+
+    file_part = ('Content-Disposition: form-data; name="file"; filename="a.pdf"', _pdf_bytes())
+    kind = {"Content-Type": f"multipart/form-data; boundary={boundary}"}
+    with tenants.http("carol") as carol:
+        many = [('Content-Disposition: form-data; name="x"', b"1")] * 9 + [file_part]
+        answer = carol.post("/v1/files", content=multipart(many), headers=kind)
+        assert answer.status_code == 413 and "max_upload_parts" in answer.text
+        padded = (file_part[0] + "\r\nX-Pad: " + "p" * 20_000, file_part[1])
+        answer = carol.post("/v1/files", content=multipart([padded]), headers=kind)
+        assert answer.status_code == 413 and "max_part_header_bytes" in answer.text
+        huge = {**kind, "Content-Length": str(3 * 1024 * 1024)}
+        answer = carol.post("/v1/files", content=b"x" * (3 * 1024 * 1024), headers=huge)
+        assert answer.status_code == 413 and "max_upload_bytes" in answer.text
+        # the byte quota: 1.5 MB fits, a second does not until the first is deleted
+        big = b"%PDF-1.4\n" + b"0" * 1_500_000
+        first = _upload(carol, "big-1.pdf", big)
+        answer = carol.post("/v1/files", files={"file": ("big-2.pdf", big)})
+        assert answer.status_code == 413 and "upload_quota_bytes" in answer.text
+        assert carol.delete(f"/v1/files/{first}").status_code == 204
+        assert carol.get(f"/v1/files/{first}").status_code == 404
+        assert carol.delete(f"/v1/files/{first}").status_code == 404
+        kept = [_upload(carol, "big-2.pdf", big)]
+        # the file quota: 12 live uploads, then 429 naming it
+        kept += [_upload(carol, f"s{n}.pdf", b"%PDF-1.4\n" + bytes(2000)) for n in range(11)]
+        answer = carol.post("/v1/files", files={"file": ("one-more.pdf", _pdf_bytes())})
+        assert answer.status_code == 429 and "upload_quota_files" in answer.text
+        with tenants.http("bob") as bob:  # someone else's file is not theirs to delete
+            assert bob.delete(f"/v1/files/{kept[0]}").status_code == 404
+        for file_id in kept:
+            assert carol.delete(f"/v1/files/{file_id}").status_code == 204
+
+
 def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenants) -> None:
     with tenants.http("alice") as http:
         ids = [_upload(http, f"brochure-{n}.pdf", _pdf_bytes(n)) for n in range(3)]
@@ -363,6 +559,76 @@ def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenan
         report = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
         workdir = tenants.state_dir / "tasks" / task_id
         assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())
+
+
+def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        good = _upload(http, "good.pdf", _pdf_bytes(3))
+        broken = _upload(http, "broken.pdf", b"%PDF-1.4\n" + b"not a pdf at all " * 200)
+        body = {"template": "compare_documents", "items": [good, broken], "dimensions": ["battery"]}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        status = _ended(http, task_id, timeout_s=240)
+        shown = [json.dumps(status), http.get(f"/v1/tasks/{task_id}").text]
+        if status["state"] == "completed":
+            shown.append(http.get(f"/v1/tasks/{task_id}/report").text)
+            shown.append(http.get(f"/v1/tasks/{task_id}/report?format=markdown").text)
+        url = _ws_url(tenants, task_id)
+        with (
+            ws_connect(
+                url, additional_headers={"Authorization": http.headers["Authorization"]}
+            ) as ws,
+            pytest.raises(ConnectionClosed),
+        ):
+            while True:
+                shown.append(ws.recv(timeout=30))
+    (upload_dir,) = {p.parent.parent for p in tenants.state_dir.rglob(broken) if p.is_dir()}
+    everything = "\n".join(shown)
+    assert f"{broken}/broken.pdf" in everything  # the failed parse names the file by id
+    assert str(upload_dir) not in everything and "/uploads/" not in everything
+
+
+def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
+    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
+    import zlib
+
+    packer = zlib.compressobj(9)
+    chunk = b"0 0 m " * (16 * 1024 * 1024 // 6)
+    stream = b"".join(packer.compress(chunk) for _ in range(decompressed // len(chunk) + 1))
+    stream += packer.flush()
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R >>",
+        b"<< /Length %d /Filter /FlateDecode >>\nstream\n" % len(stream) + stream + b"\nendstream",
+    ]
+    pdf, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(pdf))
+        pdf += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+    return pdf + trailer % (len(objects) + 1, xref)
+
+
+def test_a_pdf_bomb_fails_its_own_parse_with_resource_limit(tenants: Tenants) -> None:
+    bomb = _pdf_bomb()
+    assert len(bomb) < 2 * 1024 * 1024
+    with tenants.http("alice") as http:
+        good = _upload(http, "fine.pdf", _pdf_bytes(5))
+        boom = _upload(http, "bomb.pdf", bomb)
+        body = {"template": "compare_documents", "items": [good, boom], "dimensions": ["battery"]}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        status = _ended(http, task_id, timeout_s=240)
+    assert status["state"] == "completed", status.get("error")
+    parses = list(status["subtasks"].values())
+    failed = [s for s in parses if s["stage"] == "parse" and s["status"] == "failed"]
+    assert len(failed) == 1, [(k, s["status"]) for k, s in status["subtasks"].items()]
+    error = failed[0]["error"]
+    assert error["code"] == "resource_limit" and f"`{boom}/bomb.pdf`" in error["message"], error
+    succeeded = [s for s in parses if s["stage"] == "parse" and s["status"] == "succeeded"]
+    assert len(succeeded) == 1  # the rest of the batch went on
 
 
 # ---- operations and recovery --------------------------------------------------------------

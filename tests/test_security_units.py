@@ -43,9 +43,9 @@ def test_access_policy_allows_reads_under_roots_only(tmp_path: Path) -> None:
         ("/etc/passwd", "read"),
         (str(uploads / ".." / "task" / ".." / ".." / "x.pdf"), "read"),
         ("relative.pdf", "relative"),
-        (f"file://{uploads}/../../etc/passwd", "read"),
-        ("s3://bucket/a.pdf?endpoint_override=evil.example", "uri_options"),
-        ("https://evil.example/a.pdf", "read"),
+        (f"file://{uploads}/../../etc/passwd", "file_uri"),
+        ("s3://bucket/a.pdf?endpoint_override=evil.example", "scheme"),
+        ("https://evil.example/a.pdf", "scheme"),
         ("/tmp/\x00.pdf", "nul"),
     ]:
         with pytest.raises(InputNotAllowedError) as caught:
@@ -84,6 +84,9 @@ def test_access_policy_allows_uri_roots_by_prefix() -> None:
     for bad in ["s3://bucket/sharedx/a.pdf", "s3://bucket/shared/../secret.pdf", "s3://other/a"]:
         with pytest.raises(InputNotAllowedError):
             policy.check(ParseIn, {"path": bad})
+    with pytest.raises(InputNotAllowedError) as caught:
+        policy.check(ParseIn, {"path": "s3://bucket/shared/a.pdf?endpoint_override=x"})
+    assert caught.value.details["reason"] == "uri_options"
 
 
 def test_input_not_allowed_error_pickles() -> None:
@@ -180,6 +183,29 @@ def test_uploads_refuse_other_content_and_oversize(tmp_path: Path) -> None:
         big.write(b"x" * 1000)
     big.abort()
     assert uploads.list(ALICE) == []
+
+
+def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    ids = []
+    for n in range(2):
+        writer = uploads.writer(ALICE, f"{n}.pdf", max_bytes=10_000)
+        writer.write(b"%PDF-1.4\n" + b"x" * 1000)
+        ids.append(writer.commit().id)
+    assert uploads.usage(ALICE) == (2018, 2) and uploads.usage(BOB) == (0, 0)
+    assert not uploads.delete(BOB, ids[0]) and uploads.delete(ALICE, ids[0])
+    assert uploads.info(ALICE, ids[0]) is None and uploads.usage(ALICE) == (1009, 1)
+    quota = uploads.writer(ALICE, "q.pdf", max_bytes=100, limit="upload_quota_bytes")
+    with pytest.raises(LimitExceededError, match="`upload_quota_bytes`"):
+        quota.write(b"%PDF-" + b"x" * 200)
+    quota.abort()
+    monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "0")
+    with pytest.raises(Exception, match="no upload"):
+        uploads.resolve(ALICE, ids[1], where="items[0]")
+    assert uploads.list(ALICE) == []  # and its bytes are gone
+    monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
+    assert uploads.usage(ALICE) == (0, 0)
+    assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
 
 
 # ---- intake -----------------------------------------------------------------------------
@@ -348,3 +374,171 @@ def test_a_failing_log_write_is_retried_then_named(
     else:
         with pytest.raises(StateStoreError, match="disk I/O error"):
             driver.feed(Start(at=2.0))
+
+
+# ---- a request's failure is its own ----------------------------------------------------
+
+
+class _BuggyLimits(RequestLimits):
+    """Limits with a bug that shows on one request only (`items` holding `boom`)."""
+
+    def check(self, request: TaskRequest, *, untrusted: bool) -> None:
+        if "boom" in request.items:
+            raise RuntimeError("a bug in taking in this request")
+        super().check(request, untrusted=untrusted)
+
+
+def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> None:
+    from swarm_ray.core._errors import SwarmRuntimeError
+    from swarm_ray.runtime._intake import Intake, take_in_each
+
+    good = TaskRequest(template="echo_fanout", items=("x",))
+    malformed = TaskRequest(template="compare_documents", items=(), params={"fields": 7})
+    buggy = TaskRequest(template="echo_fanout", items=("boom",))
+    env = {**intake_env, "limits": _BuggyLimits()}
+    batch = [good, malformed, good, buggy, good]
+    found = take_in_each(batch, [ALICE, BOB, ALICE, BOB, ALICE], **env)  # type: ignore[arg-type]
+    kinds = [Intake, InputNotAllowedError, Intake, SwarmRuntimeError, Intake]
+    assert [type(f) for f in found] == kinds
+    assert found[1].details["reason"] == "type" and "fields" in found[1].message  # type: ignore[union-attr]
+    bug = found[3]
+    assert isinstance(bug, SwarmRuntimeError) and bug.details["error_id"].startswith("err-")
+    assert "a bug" not in bug.message  # the caller hears an id, not the traceback
+    assert pickle.loads(pickle.dumps(bug)) == bug
+
+
+# ---- HttpAdapter keeps its path's shape -------------------------------------------------
+
+
+def test_http_adapter_values_cannot_change_the_paths_shape() -> None:
+    from pydantic import BaseModel
+
+    from swarm_ray import InvalidInputError
+    from swarm_ray.runtime._adapter import HttpAdapter, _same_shape
+
+    class Orders(BaseModel):
+        orders: list[str] = []
+
+    adapter = HttpAdapter(
+        url="http://127.0.0.1:9/v1/customers/{id}/orders", method="GET", response_model=Orders
+    )
+    for value in ("..", ".", ""):
+        with pytest.raises(InvalidInputError, match="change the path") as caught:
+            adapter._request({"id": value})
+        assert caught.value.details == {"field": "id", "reason": "path_shape"}
+    url, _, _ = adapter._request({"id": "a/../b"})  # one segment, quoted
+    assert url == "http://127.0.0.1:9/v1/customers/a%2F..%2Fb/orders"
+    template = "http://127.0.0.1:9/v1/customers/{id}/orders"
+    for moved in (
+        "http://127.0.0.1:9/v1/customers/../orders",
+        "http://127.0.0.1:9/v1/customers/x/orders/extra",
+        "http://127.0.0.1:10/v1/customers/x/orders",
+        "http://127.0.0.1:9/v1/customers//orders",
+    ):
+        with pytest.raises(InvalidInputError, match="shape"):
+            _same_shape(template, moved, "GET x")
+
+
+def test_an_unregistered_tool_is_named_alone() -> None:
+    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.llm._settings import resolve
+
+    with pytest.raises(InvalidSpecError, match="`nobody` is not registered") as caught:
+        resolve("MCP server", "nobody", {"mine": 1}, {"operators-erp": 2})
+    assert "operators-erp" not in caught.value.message and "mine" not in caught.value.message
+
+
+def test_workloads_that_read_tenant_files_declare_limits_for_untrusted_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    import time
+
+    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.documents import documents_catalog
+    from swarm_ray.runtime._rlimits import declared_limits, limited
+    from swarm_ray.video import video_catalog
+
+    specs = {c.id: c for c in (*documents_catalog().capabilities, *video_catalog().capabilities)}
+    subtask = SubTask(
+        task_id="t",
+        subtask_id="parse[0]",
+        capability_id="document.parsing.pdf",
+        attempt=1,
+        input={"path": "/x.pdf"},
+        watermark="w",
+        trace_id="tr",
+        timeout_s=10,
+        queued_at=time.time(),
+    )
+    for name in ("document.parsing.pdf", "video.probe.metadata", "video.analysis.segment"):
+        resources = specs[name].resources
+        assert resources.max_memory_bytes and resources.max_cpu_s, name
+        assert not limited(resources, subtask)  # a trusted caller's task runs in-process
+        assert limited(resources, subtask.model_copy(update={"owner": "alice"}))
+    monkeypatch.setenv("SWARM_RAY_DOCUMENT_LIMIT_ALL", "1")
+    assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1)["limits_untrusted_only"] is False
+    monkeypatch.setenv("SWARM_RAY_DOCUMENT_MAX_MEMORY", "0")
+    assert declared_limits("DOCUMENT", memory_bytes=1, cpu_s=1) == {}
+
+
+def test_a_stdio_mcp_server_gets_only_the_environment_listed(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from swarm_ray.llm._mcp import stdio_environment
+    from swarm_ray.llm._settings import McpServer
+
+    monkeypatch.setenv("SWARM_RAY_STATE_URL", "rediss://:hunter2@redis:6379/0")
+    monkeypatch.setenv("SWARM_RAY_WATERMARK_KEY_FILE", "/run/secrets/watermark")
+    monkeypatch.setenv("DEMO_TOKEN", "t0ken")
+    monkeypatch.setenv("PATH", "/usr/bin")
+    server = McpServer.stdio("python", "-m", "x", inherit=("DEMO_TOKEN",), env={"MODE": "1"})
+    env = stdio_environment(server)
+    assert env["PATH"] == "/usr/bin" and env["DEMO_TOKEN"] == "t0ken" and env["MODE"] == "1"
+    assert not any(name.startswith("SWARM_RAY_") for name in env)
+
+
+def test_registered_tools_and_endpoints_are_granted_per_tenant(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.llm._settings import llm_settings, resolve
+
+    config = tmp_path / "llm.yaml"
+    config.write_text(
+        "mcp_servers:\n"
+        "  erp: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "  search: {url: 'http://127.0.0.1:9/mcp'}\n"
+        "tenants:\n"
+        "  alice: {mcp_servers: [erp]}\n"
+        "  '*': {mcp_servers: [search]}\n"
+    )
+    monkeypatch.setenv("SWARM_RAY_LLM_CONFIG", str(config))
+    registered = llm_settings().mcp_servers
+    assert resolve("MCP server", "erp", {}, registered, None) is registered["erp"]  # trusted
+    assert resolve("MCP server", "erp", {}, registered, "alice") is registered["erp"]
+    assert resolve("MCP server", "search", {}, registered, "bob") is registered["search"]
+    with pytest.raises(InvalidSpecError) as refused:
+        resolve("MCP server", "erp", {}, registered, "bob")
+    with pytest.raises(InvalidSpecError) as unknown:
+        resolve("MCP server", "nope", {}, registered, "bob")
+    # not granted reads exactly like not registered: no oracle for what exists
+    assert refused.value.message == unknown.value.message.replace("nope", "erp")
+    declared = {"demo": object()}  # what a capability ships in code comes with it
+    assert resolve("MCP server", "demo", declared, registered, "bob") is declared["demo"]
+
+
+def test_each_principal_gets_its_own_mcp_session() -> None:
+    pytest.importorskip("mcp")
+    from swarm_ray.llm._mcp import McpPool
+    from swarm_ray.llm._testing import DEMO
+
+    pool = McpPool()
+    try:
+        for principal in ("alice", "bob", "alice", None):
+            assert pool.tools("demo", DEMO, principal)
+        assert len(pool._sessions) == 3  # alice, bob, a trusted caller: one each
+        answer = pool.call("demo", DEMO, "add", {"a": 2, "b": 3}, 30, principal="bob")
+        assert not answer.is_error and "5" in answer.text
+        assert len(pool._sessions) == 3
+    finally:
+        pool.close()

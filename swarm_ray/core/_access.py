@@ -20,20 +20,35 @@ runs) and again on every dispatch (values that arrive from upstream outputs):
   with catastrophic backtracking would hold an agent for as long as it likes. HTTP
   callers name things in plain words.
 
-URIs are compared as text after normalising: no `..` segment, no query string (pyarrow
-reads options such as `endpoint_override` from it), no user info.
+Check what is opened, open what was checked: each value is resolved once to a canonical
+form, that form is checked, and that form is what is dispatched (`check` returns the
+input with every such value replaced by it). From an untrusted caller:
+
+- a local path must be absolute, plain ASCII-compatible text (no percent-escape, no
+  backslash, no control character, nothing NFKC folds to something else, such as
+  fullwidth dots) and becomes its `realpath` (`..` and symlinks resolved);
+- a `file://` URL is refused: readers would percent-decode it (pyarrow's `from_uri`)
+  after the check; a local file is named by its plain path;
+- a URI's scheme must be one an operator root uses (`s3://bucket/shared/` allow-lists
+  `s3`); its path may hold no percent-escape, backslash, `.`, `..` or empty segment,
+  and no query string (pyarrow reads options such as `endpoint_override` from it),
+  fragment or user info.
+
+A value is a URI when it contains `://` (what the readers test too).
 """
 
 from __future__ import annotations
 
 import functools
 import os
+import re
 import types
 import typing
-from collections.abc import Iterator, Mapping, Sequence
+import unicodedata
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import TYPE_CHECKING, Annotated, Any, Union
+from typing import TYPE_CHECKING, Annotated, Any, Union, cast
 from urllib.parse import urlsplit
 
 from pydantic import BaseModel
@@ -124,43 +139,122 @@ def access_fields(model: type[BaseModel]) -> tuple[tuple[_Path, Access], ...]:
     return tuple(dict.fromkeys(_walk(model, (), frozenset())))
 
 
-def _values(data: Any, path: _Path, where: str) -> Iterator[tuple[str, Any]]:
-    if isinstance(data, Mapping) and any(str(k).startswith("$") for k in data):
-        return  # a dispatch-time marker (`$from`, `$task`): checked once it resolves
+_MARKERS = ("$from", "$task")
+"""Keys of the dispatch-time markers (`_plan.FROM_MARKER`, `TASK_MARKER`): the scheduler
+replaces such a mapping whole, and the value it becomes is checked then."""
+_SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]+$")
+_UNSAFE = re.compile(r"[%\\\x00-\x1f\x7f]")
+
+
+def _apply(data: Any, path: _Path, where: str, check: Callable[[Any, str], Any]) -> Any:
+    """`data` with `check(value, where)` put in place of each value at `path`.
+
+    Every key is walked, `$`-prefixed ones included; only a dispatch-time marker is left
+    for the dispatch-time check. A container expected where a scalar is (`fields: 7`)
+    is refused with the field named, never a `TypeError`.
+    """
+    if isinstance(data, Mapping) and any(m in data for m in _MARKERS):
+        return data
     if not path:
-        yield where, data
-        return
+        return check(data, where)
     head, rest = path[0], path[1:]
     if head == "*":
-        items = data.items() if isinstance(data, Mapping) else enumerate(data or ())
-        for key, value in items:
-            yield from _values(value, rest, f"{where}[{key}]")
-    elif isinstance(data, Mapping) and head in data:
-        yield from _values(data[head], rest, f"{where}.{head}" if where else head)
+        if data is None:
+            return None
+        if isinstance(data, Mapping):
+            return {k: _apply(v, rest, f"{where}[{k}]", check) for k, v in data.items()}
+        if isinstance(data, list | tuple):
+            return [_apply(v, rest, f"{where}[{n}]", check) for n, v in enumerate(data)]
+        raise InputNotAllowedError(
+            f"`{where}` must be a list or a mapping, got {type(data).__name__}",
+            field=where,
+            reason="type",
+        )
+    if isinstance(data, Mapping) and head in data:
+        name = f"{where}.{head}" if where else head
+        return {**data, head: _apply(data[head], rest, name, check)}
+    return data  # absent, or another arm of a union: nothing to check there
 
 
-def _is_uri(value: str) -> bool:
-    scheme = urlsplit(value).scheme
-    return "://" in value and len(scheme) > 1  # `C:\...` is a path, not a URI
+def is_uri(value: str) -> bool:
+    """Whether readers treat `value` as a URI (they test for `://` too)."""
+    return "://" in value
 
 
 def _normal_uri(value: str, field_name: str) -> str:
+    """An operator root's URI, lower-cased scheme, no options (roots are trusted)."""
     parts = urlsplit(value)
     if parts.query or parts.fragment or "@" in parts.netloc:
         raise InputNotAllowedError(
-            f"`{field_name}`: URI {value!r:.120} may not carry a query, fragment or user "
-            "info; HTTP callers name their files by upload id (`POST /v1/files`)",
+            f"`{field_name}`: URI {value!r:.120} may not carry a query, fragment or user info",
             field=field_name,
             reason="uri_options",
         )
-    if ".." in parts.path.split("/"):
-        raise InputNotAllowedError(
-            f"`{field_name}`: URI {value!r:.120} may not hold a `..` segment; HTTP callers "
-            "name their files by upload id (`POST /v1/files`)",
-            field=field_name,
-            reason="traversal",
-        )
     return f"{parts.scheme.lower()}://{parts.netloc}{parts.path}"
+
+
+def _refuse(field_name: str, value: str, why: str, reason: str) -> InputNotAllowedError:
+    return InputNotAllowedError(
+        f"`{field_name}`: {value!r:.120} {why}; HTTP callers name their files by upload "
+        "id (`POST /v1/files`)",
+        field=field_name,
+        reason=reason,
+    )
+
+
+def _plain(value: str, field_name: str) -> None:
+    """Refuse what decodes, folds or escapes into something other than it reads."""
+    if "\x00" in value:
+        raise InputNotAllowedError(
+            f"`{field_name}` holds a NUL character", field=field_name, reason="nul"
+        )
+    if _UNSAFE.search(value):
+        raise _refuse(
+            field_name,
+            value,
+            "holds a percent-escape, backslash or control character",
+            "escape",
+        )
+    if unicodedata.normalize("NFKC", value) != value:
+        raise _refuse(field_name, value, "holds characters that fold to others", "unicode")
+
+
+def canonical(value: str, field_name: str, uri_schemes: frozenset[str]) -> str:
+    """The one form of an untrusted path or URI that is checked and then opened.
+
+    Raises `InputNotAllowedError` for what has no single meaning (see the module
+    docstring) or a scheme not in `uri_schemes`.
+    """
+    if is_uri(value) and value.partition("://")[0].lower() == "file":
+        raise _refuse(field_name, value, "is a `file://` URL", "file_uri")
+    _plain(value, field_name)
+    if is_uri(value):
+        scheme, _, rest = value.partition("://")
+        scheme = scheme.lower()
+        if not _SCHEME.match(scheme) or scheme not in uri_schemes:
+            raise _refuse(
+                field_name,
+                value,
+                f"uses a scheme (`{scheme:.20}`) no operator root allows",
+                "scheme",
+            )
+        netloc, slash, inner = rest.partition("/")
+        if any(c in rest for c in "?#") or "@" in netloc:
+            raise _refuse(
+                field_name,
+                value,
+                "may not carry a query, fragment or user info",
+                "uri_options",
+            )
+        segments = inner.split("/")
+        if any(s in ("", ".", "..") for s in segments[:-1]) or segments[-1] in (".", ".."):
+            raise _refuse(
+                field_name, value, "may not hold a `.`, `..` or empty segment", "traversal"
+            )
+        return f"{scheme}://{netloc}{slash}{inner}"
+    if not os.path.isabs(value):
+        raise _refuse(field_name, value, "is not an absolute path", "relative")
+    return os.path.realpath("/" + value.lstrip("/"))
 
 
 def _under(path: str, root: str) -> bool:
@@ -180,14 +274,18 @@ class AccessPolicy:
     def _resolve_root(self, root: str) -> str:
         if root not in self._resolved:
             self._resolved[root] = (
-                _normal_uri(root, "root") if _is_uri(root) else os.path.realpath(root)
+                _normal_uri(root, "root") if is_uri(root) else os.path.realpath(root)
             )
         return self._resolved[root]
 
-    def allows(self, access: Access, value: Any, field_name: str) -> None:
-        """Raise `InputNotAllowedError` unless `value` may be used for `access`."""
+    def _schemes(self, roots: tuple[str, ...]) -> frozenset[str]:
+        schemes = {self._resolve_root(r).split("://", 1)[0] for r in roots if is_uri(r)}
+        return frozenset(schemes - {"file"})
+
+    def allows(self, access: Access, value: Any, field_name: str) -> Any:
+        """`value` as it must be used for `access` (canonical), or `InputNotAllowedError`."""
         if value is None:
-            return
+            return None
         if not isinstance(value, str):
             raise InputNotAllowedError(
                 f"`{field_name}` must be a string, got {type(value).__name__}",
@@ -195,7 +293,7 @@ class AccessPolicy:
                 reason="type",
             )
         if access is Access.LABEL and not value.startswith("re:"):
-            return
+            return value
         if access in (Access.PATTERN, Access.LABEL):
             raise InputNotAllowedError(
                 f"`{field_name}`: an HTTP request may not carry a regular expression "
@@ -211,25 +309,10 @@ class AccessPolicy:
                 reason="fetch",
             )
         roots = self.read_roots if access is Access.READ else self.write_roots
-        if "\x00" in value:
-            raise InputNotAllowedError(
-                f"`{field_name}` holds a NUL character", field=field_name, reason="nul"
-            )
-        if _is_uri(value) and not value.lower().startswith("file://"):
-            target = _normal_uri(value, field_name)
-            allowed = any(_is_uri(r) and _under(target, self._resolve_root(r)) for r in roots)
-        else:
-            local = urlsplit(value).path if value.lower().startswith("file://") else value
-            if not os.path.isabs(local):
-                raise InputNotAllowedError(
-                    f"`{field_name}`: {value!r:.80} is not an absolute path; HTTP callers "
-                    "name their files by upload id",
-                    field=field_name,
-                    reason="relative",
-                )
-            target = os.path.realpath(local)
-            allowed = any(not _is_uri(r) and _under(target, self._resolve_root(r)) for r in roots)
-        if not allowed:
+        target = canonical(value, field_name, self._schemes(roots))
+        if not any(
+            is_uri(r) == is_uri(target) and _under(target, self._resolve_root(r)) for r in roots
+        ):
             verb = "read" if access is Access.READ else "write"
             raise InputNotAllowedError(
                 f"`{field_name}`: this caller may not {verb} {value!r:.120}; HTTP callers "
@@ -238,6 +321,7 @@ class AccessPolicy:
                 field=field_name,
                 reason=verb,
             )
+        return target
 
     def check_plan(self, plan: Plan, registry: Registry) -> None:
         """Refuse a plan whose literal inputs name what the task may not use."""
@@ -250,8 +334,18 @@ class AccessPolicy:
                     f"sub-task `{spec.id}` ({spec.capability_id}): {exc.message}", **exc.details
                 ) from None
 
-    def check(self, model: type[BaseModel], data: Mapping[str, Any], *, where: str = "") -> None:
-        """Check every server-resource field of an input of `model` (raises on the first)."""
+    def check(
+        self, model: type[BaseModel], data: Mapping[str, Any], *, where: str = ""
+    ) -> dict[str, Any]:
+        """Check every server-resource field of an input of `model` (raises on the first).
+
+        Returns the input with each such value in its canonical form: what is dispatched.
+        """
+        checked: Any = dict(data)
         for path, access in access_fields(model):
-            for name, value in _values(data, path, where):
-                self.allows(access, value, name)
+
+            def allowed(value: Any, name: str, access: Access = access) -> Any:
+                return self.allows(access, value, name)
+
+            checked = _apply(checked, path, where, allowed)
+        return cast("dict[str, Any]", checked)

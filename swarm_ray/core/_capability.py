@@ -52,12 +52,16 @@ class Resources(BaseModel):
     """Hard cap on what one attempt may allocate (`RLIMIT_AS`, past the interpreter's own
     start-up); past it the attempt gets a `MemoryError` and fails with `resource_limit`.
     Any `max_*` runs each attempt in a fresh, limited child process of its pooled agent
-    (actor executor only; about half a second per attempt)."""
+    or Ray Data row (not Serve; about half a second per attempt)."""
     max_cpu_s: float | None = Field(default=None, gt=0)
     """Hard cap on one attempt's CPU seconds (`RLIMIT_CPU`); past it the kernel stops it."""
     max_processes: int | None = Field(default=None, ge=0)
     """Processes (threads too) one attempt may start (`RLIMIT_NPROC`): a fork bomb's
     `fork` fails. Everything the attempt started is killed when it ends."""
+    limits_untrusted_only: bool = False
+    """Apply the `max_*` limits only to sub-tasks of untrusted principals' tasks (HTTP
+    callers' uploads): trusted batch jobs keep running in-process, without the half
+    second a limited child costs per attempt."""
     background: bool = False
     """Bulk work off the critical path: its pooled sub-agents run at a lower OS priority
     (nice 10), so agents of other capabilities sharing the cores go first. Ray's
@@ -203,10 +207,10 @@ class CapabilitySpec(BaseModel):
             raise ValueError(f"capability `{self.id}` cannot fall back to itself")
         r = self.resources
         limited = (r.max_memory_bytes, r.max_cpu_s, r.max_processes) != (None, None, None)
-        if limited and self.executor is not ExecutorKind.ACTOR:
+        if limited and self.executor is ExecutorKind.SERVE:
             raise ValueError(
                 f"capability `{self.id}`: hard limits (`max_memory_bytes`, `max_cpu_s`, "
-                f"`max_processes`) need the `actor` executor, not `{self.executor}`"
+                f"`max_processes`) need the `actor` or `data` executor, not `{self.executor}`"
             )
         return self
 

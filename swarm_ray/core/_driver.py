@@ -733,6 +733,7 @@ class TaskDriver:
             queued_at=now,
             orchestrator=self.orchestrator,
             priority=self.record.request.priority,
+            owner=self.record.owner,
         )
 
     def outstanding_watermark(self, subtask_id: str) -> str | None:

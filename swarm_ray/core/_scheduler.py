@@ -381,8 +381,8 @@ class Scheduler:
         try:
             model = self._registry.validate_input(capability_id, self._resolve(spec))
             checked = model.model_dump(mode="json")
-            if self._access is not None:
-                self._access.check(type(model), checked, where=f"{sid}.input")
+            if self._access is not None:  # dispatch the canonical form that was checked
+                checked = self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
             self._breaker(capability_id).release_trial(sid)
             return self._on_failure(sid, SubTaskError.from_exception(exc), at)

@@ -160,6 +160,15 @@ class SubTask(BaseModel):
     orchestrator: str | None = None
     """`namespace/name` of the orchestrator actor that dispatched it: an agent asks it for
     child sub-tasks (`swarm_ray.run_child`)."""
+    owner: str | None = None
+    """The principal whose task it is (an HTTP caller's), or None for a trusted caller's:
+    limits declared `limits_untrusted_only` apply to it, and it uses only the tools and
+    endpoints granted to that principal (`llm._settings`)."""
+
+    @property
+    def untrusted(self) -> bool:
+        """Whether its task is an untrusted principal's."""
+        return self.owner is not None
 
 
 class SubTaskResult(BaseModel):

@@ -63,6 +63,7 @@ from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 from swarm_ray.runtime._agent import AgentReply
 from swarm_ray.runtime._config import state_dir
+from swarm_ray.runtime._rlimits import declared_limits
 
 __all__ = [
     "CompareIn",
@@ -409,7 +410,12 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             ParseIn,
             ParsedDocument,
             executor=ExecutorKind.DATA,
-            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            # pdfium reads tenants' files: a PDF bomb fails its own row (`_rlimits`)
+            resources=Resources(
+                num_cpus=0.5,
+                max_concurrency=2,
+                **declared_limits("DOCUMENT", memory_bytes=1 << 30, cpu_s=120),
+            ),
             timeout_s=120,
             retry=no_retry_on_bad_files,
         ),

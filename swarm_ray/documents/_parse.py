@@ -29,6 +29,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped]  # ships no py.typed
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray.core._access import is_uri
 from swarm_ray.core._errors import InvalidInputError
 from swarm_ray.documents._layout import TextBox, page_boxes
 
@@ -291,13 +292,25 @@ def _read(
             pdf.close()
 
 
-def _read_bytes(name: str) -> bytes:
-    """Read a local path, or any URI pyarrow can open (`s3://`, `gs://`, `file://`)."""
-    if "://" not in name:
-        return Path(name).read_bytes()
+def locate(name: str) -> tuple[Any, str]:
+    """The filesystem (None: the local one) and the path in it that `name` opens.
+
+    pyarrow percent-decodes a URI here, so what an untrusted caller names is checked in
+    the canonical form `core._access.canonical` gives (no escapes left to decode).
+    """
+    if not is_uri(name):
+        return None, name
     import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
     filesystem, inner = pafs.FileSystem.from_uri(name)
+    return filesystem, str(inner)
+
+
+def _read_bytes(name: str) -> bytes:
+    """Read a local path, or any URI pyarrow can open (`s3://`, `gs://`, `file://`)."""
+    filesystem, inner = locate(name)
+    if filesystem is None:
+        return Path(inner).read_bytes()
     with filesystem.open_input_file(inner) as handle:
         data: bytes = handle.read()
     return data

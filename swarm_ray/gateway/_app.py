@@ -19,18 +19,13 @@ from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
 from fastapi import Path as PathParam
 from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
-from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from fastapi.security import HTTPAuthorizationCredentials
 from ray import serve
 from ray.exceptions import RayActorError, RayTaskError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from swarm_ray.core._errors import (
-    InvalidInputError,
     SwarmError,
-    SwarmUserError,
-    TaskConflictError,
-    TaskNotFoundError,
-    UnknownCapabilityError,
 )
 from swarm_ray.core._principal import Principal
 from swarm_ray.core._task import TaskEvent, TaskRequest
@@ -38,7 +33,17 @@ from swarm_ray.core._trace import find_tokens
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
-from swarm_ray.gateway._files import receive_upload
+from swarm_ray.gateway._files import UploadLimits, receive_upload
+from swarm_ray.gateway._http import (
+    AUTH,
+    Caller,
+    Keys,
+    bearer,
+    check_key,
+    http_error,
+    metrics_public,
+    principal_of,
+)
 from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
     CapabilityInfo,
@@ -52,8 +57,9 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
+from swarm_ray.gateway._redact import UploadNames
+from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
-from swarm_ray.gateway._ws_auth import presented_key
 from swarm_ray.runtime._client import connect
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._config import tune_gc
@@ -83,76 +89,7 @@ app = FastAPI(
     docs_url=None,
     redoc_url=None,
 )
-_bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 install_ui(app)  # the live task page at /ui/ (static files; its data comes from this API)
-
-
-class _Keys:
-    """The replica's API keys and limits (one gateway per replica process)."""
-
-    current: ApiKeys | None = None
-    limits: GatewayLimits = GatewayLimits()
-
-
-def _bearer_key(header: str) -> str | None:
-    scheme, _, token = header.partition(" ")
-    return token.strip() if scheme.lower() == "bearer" else None
-
-
-def _principal_of(header: str) -> Principal | None:
-    keys = _Keys.current
-    return None if keys is None else keys.principal(_bearer_key(header))
-
-
-async def _require_key(
-    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
-) -> Principal:
-    """The caller's principal; 401 unless its key is good."""
-    return _check_key(credentials)
-
-
-def _check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
-    keys = _Keys.current
-    principal = (
-        None if credentials is None or keys is None else keys.principal(credentials.credentials)
-    )
-    if principal is None:
-        raise HTTPException(
-            401,
-            detail={"detail": "missing or invalid API key", "code": "unauthorized"},
-            headers={"WWW-Authenticate": "Bearer"},
-        )
-    return principal
-
-
-_AUTH = [Depends(_require_key)]
-Caller = Annotated[Principal, Depends(_require_key)]
-"""The principal of the request's API key (401 without one)."""
-
-
-def _http_error(exc: SwarmError) -> HTTPException:
-    """Translate a swarm-ray error into the HTTP error that fits (in one place)."""
-    code = str(exc.code)
-    if isinstance(exc, TaskNotFoundError | UnknownCapabilityError):
-        return HTTPException(404, detail={"detail": exc.message, "code": code})
-    if isinstance(exc, TaskConflictError):
-        return HTTPException(409, detail={"detail": exc.message, "code": code})
-    if isinstance(exc, InvalidInputError):
-        fields = [
-            {
-                "loc": ["body", "input", *str(err.get("field", "")).split(".")],
-                "msg": f"{err.get('problem')} (capability `{exc.details.get('capability_id')}`)",
-                "type": code,
-            }
-            for err in exc.details.get("errors", [])
-        ] or [{"loc": ["body"], "msg": exc.message, "type": code}]
-        return HTTPException(422, detail={"detail": fields, "code": code})
-    if isinstance(exc, SwarmUserError):
-        return HTTPException(
-            422,
-            detail={"detail": [{"loc": ["body"], "msg": exc.message, "type": code}], "code": code},
-        )
-    return HTTPException(500, detail={"detail": exc.message, "code": code})
 
 
 @app.exception_handler(HTTPException)
@@ -161,10 +98,11 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
+app.add_middleware(FrameLimit, limit=lambda: Keys.sockets.max_message_bytes)
 app.add_middleware(
     BodyLimits,
-    limits=lambda: _Keys.limits,
-    authorised=lambda header: _principal_of(header) is not None,
+    limits=lambda: Keys.limits,
+    authorised=lambda header: principal_of(header) is not None,
 )
 
 
@@ -177,12 +115,20 @@ class Gateway:
         self._config = GatewayConfig.model_validate(config or {})
         state_dir = self._config.state_dir or str(default_state_dir())
         self._keys = ApiKeys.from_config(self._config.api_keys_file, state_dir=state_dir)
-        _Keys.current = self._keys
-        _Keys.limits = GatewayLimits(
+        Keys.current = self._keys
+        Keys.limits = GatewayLimits(
             max_body_bytes=self._config.max_body_bytes,
             max_depth=self._config.max_json_depth,
             max_upload_bytes=self._config.max_upload_bytes,
         )
+        Keys.sockets = SocketLimits(
+            auth_timeout_s=self._config.ws_auth_timeout_s,
+            max_message_bytes=self._config.ws_max_message_bytes,
+            per_principal=self._config.ws_per_principal,
+            per_address=self._config.ws_per_address,
+            unauthenticated=self._config.ws_unauthenticated,
+        )
+        self._sockets = SocketSlots(Keys.sockets)
         client = connect(
             catalogs=self._config.catalogs,
             state_dir=self._config.state_dir,
@@ -207,10 +153,10 @@ class Gateway:
         except RayTaskError as exc:
             cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
             if isinstance(cause, SwarmError):
-                raise _http_error(cause) from None
+                raise http_error(cause) from None
             raise
         except SwarmError as exc:
-            raise _http_error(exc) from None
+            raise http_error(exc) from None
         except (TimeoutError, RayActorError) as exc:
             raise HTTPException(
                 503,
@@ -226,7 +172,7 @@ class Gateway:
         answers: list[str | SwarmError] = await self._call(
             self._actor.submit_many.remote(requests, principals)
         )
-        return [_http_error(a) if isinstance(a, SwarmError) else a for a in answers]
+        return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
     async def _uploads(self) -> Uploads:
         """The uploads area of the orchestrator's result store (asked once)."""
@@ -234,6 +180,10 @@ class Gateway:
             storage: dict[str, str] = await self._call(self._actor.storage.remote())
             self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
         return self._uploads_area
+
+    async def _names(self) -> UploadNames:
+        """How a caller's upload paths are shown to it (`_redact`)."""
+        return UploadNames(await self._uploads())
 
     # ---- tasks -----------------------------------------------------------------------
 
@@ -270,24 +220,25 @@ class Gateway:
         tasks: list[TaskStatus] = await self._call(
             self._actor.tasks.remote(limit, principal=caller)
         )
-        return tasks
+        names = await self._names()
+        return [names.model(caller, t) for t in tasks]
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskStatus, responses=_ERRORS)
     async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """State, plan (each sub-task's status), result references, warnings."""
         status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
-        return status
+        return (await self._names()).model(caller, status)
 
     @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskStatus, responses=_ERRORS)
     async def cancel_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """Cancel a running task (an ended one is left as it is)."""
         await self._call(self._actor.cancel.remote(task_id, principal=caller))
         status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
-        return status
+        return (await self._names()).model(caller, status)
 
     @app.get(
         "/v1/tasks/{task_id}/report",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=TaskReport,
         responses={
             **_ERRORS,
@@ -324,10 +275,12 @@ class Gateway:
                         "code": "no_markdown",
                     },
                 )
-            return PlainTextResponse(text, media_type="text/markdown")
-        return TaskReport(
+            shown = (await self._names()).text(caller, text)
+            return PlainTextResponse(shown, media_type="text/markdown")
+        report = TaskReport(
             task_id=task_id, state=status.state, output=output, warnings=status.warnings
         )
+        return (await self._names()).model(caller, report)
 
     @app.websocket("/v1/tasks/{task_id}/events")
     async def task_events(self, websocket: WebSocket, task_id: str, after_seq: int = 0) -> None:
@@ -335,18 +288,20 @@ class Gateway:
 
         The socket closes with 1000 once the task has ended and every event was sent,
         4401 without a valid key (`Authorization: Bearer ...` on the handshake, or from a
-        browser a first message `{"type": "auth", "api_key": ...}`: see `_ws_auth`), 4404
-        for an unknown task, and 1011 when the orchestrator does not answer (reconnect
-        with `after_seq` once it is back).
+        browser a first message `{"type": "auth", "api_key": ...}` within 2 s: see
+        `_ws_auth`), 4404 for an unknown task, 1011 when the orchestrator does not answer
+        (reconnect with `after_seq` once it is back), 1013 over a socket cap, 1009 for a
+        message over the size limit (see `_sockets`).
         """
-        await websocket.accept()
-        caller = (
-            None if (key := await presented_key(websocket)) is None else self._keys.principal(key)
-        )
-        if caller is None:
-            await websocket.close(code=4401, reason="missing or invalid API key")
-            return
+        async with self._sockets.admitted(websocket, self._keys.principal) as caller:
+            if caller is not None:  # else refused and closed (see `_sockets`)
+                await self._stream_events(websocket, task_id, after_seq, caller)
+
+    async def _stream_events(
+        self, websocket: WebSocket, task_id: str, after_seq: int, caller: Principal
+    ) -> None:
         seq = max(0, after_seq)
+        names = await self._names()
         try:
             while True:
                 try:
@@ -363,7 +318,7 @@ class Gateway:
                         await websocket.close(code=1011, reason="orchestrator unavailable")
                     return
                 for event in batch:
-                    await websocket.send_text(event.model_dump_json())
+                    await websocket.send_text(names.text(caller, event.model_dump_json()))
                     seq = event.seq
                 if not batch:
                     status: TaskStatus = await self._call(
@@ -385,8 +340,9 @@ class Gateway:
         response_model=UploadInfo,
         responses={
             **_ERRORS,
-            413: {"model": ErrorBody, "description": "The file is over the size limit."},
+            413: {"model": ErrorBody, "description": "Over the size limit or byte quota."},
             415: {"model": ErrorBody, "description": "Not a PDF or a video."},
+            429: {"model": ErrorBody, "description": "Over the caller's file quota."},
         },
     )
     async def upload(self, request: Request, caller: Caller) -> UploadInfo:
@@ -394,9 +350,12 @@ class Gateway:
 
         Name the id as a task item (`"items": ["file-..."]`); only its uploader can.
         """
-        return await receive_upload(
-            request, await self._uploads(), caller, max_bytes=_Keys.limits.max_upload_bytes
+        limits = UploadLimits(
+            max_bytes=self._config.max_upload_bytes,
+            quota_bytes=self._config.upload_quota_bytes,
+            quota_files=self._config.upload_quota_files,
         )
+        return await receive_upload(request, await self._uploads(), caller, limits)
 
     @app.get("/v1/files", response_model=list[UploadInfo], responses=_ERRORS)
     async def files(
@@ -415,34 +374,43 @@ class Gateway:
             )
         return info
 
+    @app.delete("/v1/files/{file_id}", status_code=204, responses=_ERRORS)
+    async def delete_file(self, file_id: Annotated[str, _FILE_ID], caller: Caller) -> Response:
+        """Delete one of the caller's uploads (it no longer counts against its quota)."""
+        if not await asyncio.to_thread((await self._uploads()).delete, caller, file_id):
+            raise HTTPException(
+                404, detail={"detail": f"file `{file_id}` is not known", "code": "not_found"}
+            )
+        return Response(status_code=204)
+
     # ---- documentation ---------------------------------------------------------------
 
     @app.get("/openapi.json", include_in_schema=False)
     async def openapi(
         self,
         request: Request,
-        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)],
+        credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
     ) -> JSONResponse:
         """The OpenAPI document (needs a key unless `public_docs`)."""
         if not self._config.public_docs:
-            _check_key(credentials)
+            check_key(credentials)
         # The app Serve runs (routes bound to this replica), not the module-level template.
         return JSONResponse(request.app.openapi())
 
     @app.get("/docs", include_in_schema=False)
     async def docs(
-        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> HTMLResponse:
         """Swagger UI over `/openapi.json`."""
         if not self._config.public_docs:
-            _check_key(credentials)
+            check_key(credentials)
         return get_swagger_ui_html(openapi_url="/openapi.json", title="swarm-ray API")
 
     # ---- catalogue, health, metrics, provenance --------------------------------------
 
     @app.get(
         "/v1/capabilities",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=list[CapabilityInfo],
         responses=_ERRORS,
     )
@@ -453,7 +421,7 @@ class Gateway:
 
     @app.get(
         "/v1/capabilities/{capability_id}",
-        dependencies=_AUTH,
+        dependencies=AUTH,
         response_model=CapabilityInfo,
         responses=_ERRORS,
     )
@@ -468,18 +436,20 @@ class Gateway:
         responses={503: {"model": HealthStatus}},
     )
     async def health(
-        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(_bearer)]
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
     ) -> Any:
-        """`ok`, `degraded` or `down`; with an API key, each capability and the score.
+        """`ok`, `degraded` or `down`; with an admin key, each capability and the score.
 
         `swarm_health_score = 0.4 x success rate + 0.3 x latency score + 0.3 x agent
-        availability` (see `swarm_ray.runtime._health`). Without a key only the status is told,
-        so probes and load balancers need no key and strangers learn nothing else.
+        availability` (see `swarm_ray.runtime._health`). To anyone but an admin (unless
+        `SWARM_RAY_METRICS_PUBLIC=1`) only the status is told, so probes and load balancers
+        need no key and tenants learn nothing of the swarm beyond their own tasks.
         """
-        keys = _Keys.current
-        keyed = (
-            credentials is not None and keys is not None and keys.accepts(credentials.credentials)
+        keys = Keys.current
+        caller = (
+            None if credentials is None or keys is None else keys.principal(credentials.credentials)
         )
+        detailed = metrics_public() or (caller is not None and caller.admin)
         try:
             report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
@@ -489,18 +459,32 @@ class Gateway:
             report["swarm_health_score"] >= 0.8 and everyone_in and not report.get("audit_error")
         )
         status = "ok" if healthy else "degraded"
-        if not keyed:
+        if not detailed:
             return HealthStatus(status=status)
         return HealthReport(status=status, **report)
 
     @app.get(
         "/metrics",
-        dependencies=_AUTH,
         response_class=Response,
-        responses={**_ERRORS, 200: {"content": {CONTENT_TYPE: {}}}},
+        responses={
+            **_ERRORS,
+            200: {"content": {CONTENT_TYPE: {}}},
+            403: {"model": ErrorBody, "description": "Not an admin key."},
+        },
     )
-    async def metrics(self) -> Response:
-        """Swarm metrics in the Prometheus text format (the same from every replica)."""
+    async def metrics(
+        self, credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
+    ) -> Response:
+        """Swarm metrics in the Prometheus text format (the same from every replica).
+
+        Swarm-wide counts and endpoint names are the operator's: an admin key is needed,
+        unless `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
+        """
+        if not metrics_public() and not check_key(credentials).admin:
+            raise HTTPException(
+                403,
+                detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},
+            )
         snapshot: dict[str, Any] = await self._call(self._actor.metrics.remote())
         return Response(render(snapshot), media_type=CONTENT_TYPE)
 

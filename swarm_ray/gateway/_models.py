@@ -49,6 +49,20 @@ class GatewayConfig(BaseModel):
     """Deepest JSON nesting of a body (422 above it)."""
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     """Largest upload (413 above it)."""
+    upload_quota_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
+    """Bytes one principal's live uploads may hold (413 once they do)."""
+    upload_quota_files: int = Field(default=100, ge=1)
+    """Live uploads one principal may hold (429 once it does)."""
+    ws_auth_timeout_s: float = Field(default=2.0, gt=0, le=30)
+    """How long a WebSocket without an `Authorization` header may take to send its key."""
+    ws_max_message_bytes: int = Field(default=4096, ge=256)
+    """Largest WebSocket message a client may send (its auth message); 1009 above it."""
+    ws_per_principal: int = Field(default=32, ge=1)
+    """Open WebSockets one principal may hold on one replica."""
+    ws_per_address: int = Field(default=64, ge=1)
+    """Open WebSockets one client address may hold on one replica."""
+    ws_unauthenticated: int = Field(default=64, ge=1)
+    """WebSockets one replica keeps open, in total, that have not shown a key yet."""
     public_docs: bool = False
     """Serve `/openapi.json` and `/docs` without a key (by default they need one, like
     every endpoint but `/health`; Swagger UI in a browser needs them public)."""

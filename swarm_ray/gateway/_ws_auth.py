@@ -18,7 +18,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 
 __all__ = ["AUTH_MESSAGE_TIMEOUT_S", "presented_key"]
 
-AUTH_MESSAGE_TIMEOUT_S = 10.0
+AUTH_MESSAGE_TIMEOUT_S = 2.0
 """How long an accepted socket without the header may take to send its key."""
 _MAX_MESSAGE = 4096
 """An auth message longer than this is not one (keys are far shorter)."""

@@ -2,10 +2,12 @@
 
 An agent's loop is synchronous (it runs in a replica's worker thread), while the SDK is
 async and its sessions live inside `async with` blocks. So each process keeps one
-event loop in a background thread, and one session per registered server, opened on
-first use and kept: a stdio server is started once per process, not once per agent
-(fifty agents in one replica share it; MCP sessions take concurrent requests). A
-session whose server dies is dropped and opened again on the next call.
+event loop in a background thread, and one session per principal and registered
+server, opened on first use and kept: a stdio server is started once per process and
+principal, not once per agent (fifty agents of one tenant in one replica share it; MCP
+sessions take concurrent requests), and no tenant shares a session, or a stdio
+server's process, with another. A session whose server dies is dropped and opened
+again on the next call.
 """
 
 from __future__ import annotations
@@ -23,6 +25,22 @@ from swarm_ray.core._errors import AgentUnavailableError, SubTaskTimeoutError
 from swarm_ray.llm._settings import McpServer
 
 __all__: list[str] = []
+
+
+BASE_ENVIRONMENT = ("PATH", "HOME", "LANG", "LC_ALL", "TMPDIR", "PYTHONPATH", "VIRTUAL_ENV")
+"""What a stdio MCP server inherits unasked: enough to start a program, no secrets."""
+
+
+def stdio_environment(server: McpServer) -> dict[str, str]:
+    """The environment a stdio server starts with: only what the operator lists.
+
+    The replica's environment holds secrets (Redis passwords, key file paths, API keys);
+    a server gets `BASE_ENVIRONMENT`, the variables its registration names in `inherit`,
+    and its own `env`.
+    """
+    names = (*BASE_ENVIRONMENT, *server.inherit)
+    passed = {name: os.environ[name] for name in names if name in os.environ}
+    return {**passed, **server.env}
 
 
 @dataclass(frozen=True)
@@ -52,13 +70,13 @@ class _Session:
 
 
 class McpPool:
-    """This process's MCP sessions, one per server, on a private event loop."""
+    """This process's MCP sessions, one per principal and server, on a private event loop."""
 
     def __init__(self) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(target=self._loop.run_forever, name="mcp", daemon=True)
         self._thread.start()
-        # Keyed by the registration's JSON: the same server under two names shares a session.
+        # Keyed by principal and registration (`_key`).
         self._sessions: dict[str, _Session] = {}
         self._opening: dict[str, asyncio.Future[_Session]] = {}
 
@@ -70,7 +88,7 @@ class McpPool:
             future.cancel()
             raise
 
-    async def _own(self, server: McpServer, ready: asyncio.Future[_Session]) -> None:
+    async def _own(self, server: McpServer, ready: asyncio.Future[_Session], key: str) -> None:
         """Hold one session open until told to stop (its `async with` blocks live here)."""
         from mcp import ClientSession, StdioServerParameters
         from mcp.client.stdio import stdio_client
@@ -81,7 +99,7 @@ class McpPool:
             params = StdioServerParameters(
                 command=server.command[0],
                 args=list(server.command[1:]),
-                env={**os.environ, **server.env},
+                env=stdio_environment(server),
             )
             transport: Any = stdio_client(params)
         else:
@@ -103,18 +121,17 @@ class McpPool:
             if not ready.done():
                 ready.set_exception(exc)
         finally:
-            key = server.model_dump_json()
             if key in self._sessions and self._sessions[key].stop is stop:
                 del self._sessions[key]
 
-    async def _session(self, server: McpServer) -> _Session:
-        key = server.model_dump_json()
+    async def _session(self, server: McpServer, principal: str | None) -> _Session:
+        key = _key(server, principal)
         if key in self._sessions and not self._sessions[key].owner.done():
             return self._sessions[key]
         if key not in self._opening:
             ready: asyncio.Future[_Session] = self._loop.create_future()
             self._opening[key] = ready
-            self._loop.create_task(self._own(server, ready))
+            self._loop.create_task(self._own(server, ready, key))
         try:
             session = await asyncio.wait_for(asyncio.shield(self._opening[key]), server.timeout_s)
         finally:
@@ -124,14 +141,16 @@ class McpPool:
         self._sessions[key] = session
         return session
 
-    def tools(self, name: str, server: McpServer) -> tuple[McpTool, ...]:
-        """The tools `server` lists (its session opened if need be).
+    def tools(
+        self, name: str, server: McpServer, principal: str | None = None
+    ) -> tuple[McpTool, ...]:
+        """The tools `server` lists (`principal`'s session opened if need be).
 
         Raises:
             AgentUnavailableError: the server could not be started or reached.
         """
         try:
-            session: _Session = self._run(self._session(server), server.timeout_s + 5)
+            session: _Session = self._run(self._session(server, principal), server.timeout_s + 5)
         except Exception as exc:
             raise AgentUnavailableError(
                 f"MCP server `{name}` could not be reached: {type(exc).__name__}: {exc}",
@@ -140,9 +159,15 @@ class McpPool:
         return session.tools
 
     def call(
-        self, name: str, server: McpServer, tool: str, arguments: dict[str, Any], timeout_s: float
+        self,
+        name: str,
+        server: McpServer,
+        tool: str,
+        arguments: dict[str, Any],
+        timeout_s: float,
+        principal: str | None = None,
     ) -> McpAnswer:
-        """Call `tool` on `server`; a tool's own error comes back as `is_error`, not raised.
+        """Call `tool` on `server`, in `principal`'s session; a tool's error is `is_error`.
 
         Raises:
             SubTaskTimeoutError: no answer within `timeout_s`.
@@ -150,7 +175,7 @@ class McpPool:
         """
 
         async def call() -> Any:
-            session = await self._session(server)
+            session = await self._session(server, principal)
             return await asyncio.wait_for(session.session.call_tool(tool, arguments), timeout_s)
 
         try:
@@ -188,6 +213,14 @@ class McpPool:
             self._thread.join(timeout=5)
         if not self._loop.is_running():
             self._loop.close()
+
+
+def _key(server: McpServer, principal: str | None) -> str:
+    """A session per principal and registration (the same server under two names shares).
+
+    One tenant's calls never share another tenant's session: its state, its process.
+    """
+    return f"{principal or ''}\n{server.model_dump_json()}"
 
 
 _pool: McpPool | None = None

@@ -16,11 +16,20 @@ a cluster)::
     capabilities:                   # capability id -> endpoint (else the global engine)
       llm.planning.plan: hosted
     mcp_servers:                    # named MCP servers: a command (stdio) or a URL
-      demo: {command: [python, -m, swarm_ray.llm._mcp_demo]}
+      demo: {command: [python, -m, swarm_ray.llm._mcp_demo], inherit: [DEMO_TOKEN]}
       search: {url: "http://search.internal:8000/mcp"}
+    tenants:                        # which HTTP callers may use which (none by default)
+      alice: {mcp_servers: [search], endpoints: [hosted]}
+      "*": {mcp_servers: [demo]}    # every HTTP caller
 
 A capability's input model may declare more in code (`ToolAgentIn.MCP_SERVERS`,
 `ToolAgentIn.ENDPOINTS`), which ship with the capability itself.
+
+Registrations here hold the operator's credentials, so an HTTP caller's task (a
+sub-task with an `owner`) may use a registered endpoint or MCP server only when
+`tenants` grants it to that principal or to `"*"`; to it, one not granted is "not
+registered", like one that does not exist. Trusted callers use them all, and what a
+capability declares in code comes with that capability.
 """
 
 from __future__ import annotations
@@ -38,7 +47,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.llm._engine import EngineConfig
 
-__all__ = ["LLMSettings", "McpServer", "engine_config_for", "llm_settings"]
+__all__ = ["LLMSettings", "McpServer", "TenantTools", "engine_config_for", "llm_settings"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -55,7 +64,10 @@ class McpServer(BaseModel):
     url: str | None = None
     """A streamable-HTTP MCP endpoint (`http://host:port/mcp`)."""
     env: dict[str, str] = Field(default_factory=dict)
-    """Extra environment of a stdio server."""
+    """Environment of a stdio server, set here."""
+    inherit: tuple[str, ...] = ()
+    """Variables of the replica's environment a stdio server also gets (by name); it gets
+    nothing else but `PATH`, `HOME`, the locale, `TMPDIR` and the Python path."""
     timeout_s: float = Field(default=30.0, gt=0)
     """Deadline of connecting and of listing its tools."""
 
@@ -80,6 +92,15 @@ class McpServer(BaseModel):
         return cls(url=url, **fields)
 
 
+class TenantTools(BaseModel):
+    """What one principal's tasks may use of the registrations."""
+
+    model_config = _FROZEN
+
+    mcp_servers: tuple[str, ...] = ()
+    endpoints: tuple[str, ...] = ()
+
+
 class LLMSettings(BaseModel):
     """The operator's registrations (the `SWARM_RAY_LLM_CONFIG` file)."""
 
@@ -91,6 +112,17 @@ class LLMSettings(BaseModel):
     """Capability id -> endpoint name: the engine that capability's agents use."""
     mcp_servers: dict[str, McpServer] = Field(default_factory=dict)
     """Named MCP servers."""
+    tenants: dict[str, TenantTools] = Field(default_factory=dict)
+    """Principal id (or `*`, every HTTP caller) -> the registrations it may use."""
+
+    def grants(self, kind: str, name: str, owner: str | None) -> bool:
+        """Whether a task of `owner` (None: a trusted caller) may use registration `name`."""
+        if owner is None:
+            return True
+        field = "endpoints" if kind == "endpoint" else "mcp_servers"
+        return any(
+            name in getattr(self.tenants[who], field) for who in (owner, "*") if who in self.tenants
+        )
 
     @model_validator(mode="after")
     def _names(self) -> Self:
@@ -140,18 +172,27 @@ def engine_config_for(capability_id: str | None = None) -> EngineConfig:
 
 
 def resolve(
-    kind: str, name: str, declared: Mapping[str, Any], registered: Mapping[str, Any]
+    kind: str,
+    name: str,
+    declared: Mapping[str, Any],
+    registered: Mapping[str, Any],
+    owner: str | None = None,
 ) -> Any:
     """A registration by name: the capability's own declaration first, then the file's.
 
+    `owner` is the principal whose task asks (None: a trusted caller's); a registration
+    of the file it was not granted (`tenants`) is answered as not registered.
+
     Raises:
-        InvalidSpecError: nobody registered `name`.
+        InvalidSpecError: nobody registered `name`, or not for `owner`.
     """
     if name in declared:
         return declared[name]
-    if name in registered:
+    if name in registered and llm_settings().grants(kind, name, owner):
         return registered[name]
-    known = sorted({*declared, *registered})
+    # The names registered are the operator's: a caller hears only that this one is not.
     raise InvalidSpecError(
-        f"{kind} `{name}` is not registered (known: {', '.join(known) or 'none'})"
+        f"{kind} `{name}` is not registered; the operator registers them in `SWARM_RAY_LLM_CONFIG`",
+        kind=kind,
+        name=name,
     )

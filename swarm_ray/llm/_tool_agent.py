@@ -200,9 +200,12 @@ _named: dict[str, Engine] = {}
 def _engine(data: ToolAgentIn) -> Engine:
     if data.endpoint is None:
         return current_engine()
+    subtask = current_subtask()
+    owner = None if subtask is None else subtask.owner
+    declared = type(data).ENDPOINTS
+    # checked on every call (the grant is the caller's), the engine is kept per endpoint
+    config = resolve("endpoint", data.endpoint, declared, llm_settings().endpoints, owner)
     if data.endpoint not in _named:
-        declared = type(data).ENDPOINTS
-        config = resolve("endpoint", data.endpoint, declared, llm_settings().endpoints)
         _named[data.endpoint] = load_engine(config)
     return _named[data.endpoint]
 

@@ -160,9 +160,10 @@ class Toolbox:
         registered = llm_settings().mcp_servers
         pool = mcp_pool() if mcp_servers else None
         for server_name in mcp_servers:
-            server = resolve("MCP server", server_name, declared_servers, registered)
+            owner = None if parent is None else parent.owner
+            server = resolve("MCP server", server_name, declared_servers, registered, owner)
             assert pool is not None
-            for mcp_tool in pool.tools(server_name, server):
+            for mcp_tool in pool.tools(server_name, server, owner):
                 tools.append(
                     Tool(
                         name=tool_name(f"{server_name}.{mcp_tool.name}"),
@@ -241,7 +242,10 @@ class Toolbox:
     ) -> ToolOutcome:
         assert tool.server is not None
         server_name, server = tool.server
-        answer = mcp_pool().call(server_name, server, tool.target, parsed, self._timeout_s)
+        owner = None if self._parent is None else self._parent.owner
+        answer = mcp_pool().call(
+            server_name, server, tool.target, parsed, self._timeout_s, principal=owner
+        )
         content = f"error: {answer.text}" if answer.is_error else answer.text
         return ToolOutcome(
             tool=tool.name,

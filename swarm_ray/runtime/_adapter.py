@@ -16,7 +16,9 @@ input model as the request schema and `response_model` as the answer's::
 
 - **Request**: the URL is the operator's (environment variables expanded where the
   adapter runs); `{field}` placeholders take input fields, URL-quoted, so an input can
-  never change the host or the path's shape. `query` fields go in the query string, the
+  never change the host or the path's shape: `.`, `..` and empty values are refused,
+  and the final URL's path (as httpx sends it) must keep the template's segments.
+  `query` fields go in the query string, the
   rest in a JSON body (not for GET).
 - **Answer**: the JSON (or the part at `response_path`) must validate against
   `response_model`; a 4xx answer is the request's fault (`invalid_input`, no retry).
@@ -58,6 +60,31 @@ class _Breaker:
 
 _breakers: dict[str, _Breaker] = {}
 _lock = threading.Lock()
+
+
+def _same_shape(template: str, url: str, key: str) -> None:
+    """Refuse a URL whose origin or path (as httpx sends it) is not the template's shape.
+
+    Each literal segment of the template's path must come back in place and no segment
+    may be added or lost; a filled placeholder's segment may be anything but empty.
+    """
+    import httpx
+
+    want, got = httpx.URL(template.replace("{", "%7B").replace("}", "%7D")), httpx.URL(url)
+    wanted = want.raw_path.split(b"?", 1)[0].split(b"/")
+    sent = got.raw_path.split(b"?", 1)[0].split(b"/")
+    same = (want.scheme, want.host, want.port) == (got.scheme, got.host, got.port) and len(
+        wanted
+    ) == len(sent)
+    for expected, actual in zip(wanted, sent, strict=False):
+        if not same:
+            break
+        same = bool(actual) if b"%7B" in expected else expected == actual
+    if not same:
+        raise InvalidInputError(
+            f"the request's URL path does not keep the shape of `{key}`",
+            reason="path_shape",
+        )
 
 
 class HttpAdapter(BaseModel):
@@ -103,13 +130,22 @@ class HttpAdapter(BaseModel):
 
     def _request(self, data: dict[str, Any]) -> tuple[str, dict[str, Any], Any]:
         fields = dict(data)
-        url = os.path.expandvars(self.url)
+        template = os.path.expandvars(self.url)
+        url = template
         for name in list(fields):
             placeholder = "{" + name + "}"
             if placeholder in url:
-                url = url.replace(placeholder, quote(str(fields.pop(name)), safe=""))
+                value = str(fields.pop(name))
+                if value in ("", ".", ".."):  # quoted as they are: they move the path
+                    raise InvalidInputError(
+                        f"`{name}` may not be {value!r}: it would change the path of `{self._key}`",
+                        field=name,
+                        reason="path_shape",
+                    )
+                url = url.replace(placeholder, quote(value, safe=""))
         if "{" in url or "${" in url:
             raise InvalidSpecError(f"adapter URL {self.url!r} has an unfilled placeholder")
+        _same_shape(template, url, self._key)
         params = {name: fields.pop(name) for name in self.query if name in fields}
         body = fields if self.method != "GET" and fields else None
         return url, params, body

@@ -38,6 +38,7 @@ from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings
 from swarm_ray.runtime._agent import run_subtask
+from swarm_ray.runtime._rlimits import limited, run_limited
 from swarm_ray.runtime._subagent import SubAgent
 
 __all__: list[str] = []
@@ -397,6 +398,8 @@ def _deadline(seconds: float) -> Iterator[None]:
 def _data_row(row: dict[str, Any], spec: CapabilitySpec) -> dict[str, Any]:
     subtask = SubTask.model_validate_json(row["subtask"])
     agent = f"data:{spec.id}"
+    if limited(spec.resources, subtask):  # a tenant's file: in a limited child, its own deadline
+        return {"result": run_limited(spec, subtask, agent=agent).model_dump_json()}
     try:
         with _deadline(subtask.timeout_s):
             result = run_subtask(spec, subtask, agent=agent)

@@ -18,13 +18,21 @@ background; its plan is checked the same way when it arrives.
 
 from __future__ import annotations
 
+import logging
+import secrets
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_ray.core._access import AccessPolicy, input_roots
 from swarm_ray.core._driver import read_record
-from swarm_ray.core._errors import SwarmUserError, TaskConflictError
+from swarm_ray.core._errors import (
+    SwarmError,
+    SwarmRuntimeError,
+    SwarmUserError,
+    TaskConflictError,
+)
 from swarm_ray.core._journal import StateStore
 from swarm_ray.core._limits import RequestLimits
 from swarm_ray.core._plan import Plan, expand, validate_plan
@@ -37,6 +45,8 @@ from swarm_ray.core._task import TaskRequest
 from swarm_ray.runtime._uploads import FILE_ID, Uploads
 
 __all__: list[str] = []
+
+_log = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -138,6 +148,55 @@ def take_in(
         if policy is not None:
             policy.check_plan(plan, registry)
     return Intake(task_id, request, owner, workdir, plan=plan)
+
+
+def failure_of(exc: Exception, what: str) -> SwarmRuntimeError:
+    """A bug met while handling one request, as that request's own error (HTTP 500).
+
+    The caller hears an error id, never the traceback; the operator's log has both.
+    """
+    error_id = f"err-{secrets.token_hex(6)}"
+    _log.error("%s failed (error id %s)", what, error_id, exc_info=exc)
+    return SwarmRuntimeError(
+        f"{what} failed on the server (error id `{error_id}`); the operator's log has the details",
+        error_id=error_id,
+    )
+
+
+def take_in_each(
+    requests: Sequence[TaskRequest],
+    principals: Sequence[Principal],
+    *,
+    registry: Registry,
+    router: TemplateRouter,
+    store: StateStore,
+    layout: Layout,
+    limits: RequestLimits,
+) -> list[Intake | SwarmError]:
+    """`take_in` for each request of a batch: any exception is that request's alone.
+
+    A user error comes back as it is (422); anything else as `failure_of` (500 with an
+    error id). The other requests of the batch are taken in as if it were not there.
+    """
+    found: list[Intake | SwarmError] = []
+    for request, principal in zip(requests, principals, strict=True):
+        try:
+            found.append(
+                take_in(
+                    request,
+                    principal,
+                    registry=registry,
+                    router=router,
+                    store=store,
+                    layout=layout,
+                    limits=limits,
+                )
+            )
+        except SwarmUserError as exc:
+            found.append(exc)
+        except Exception as exc:  # a bug on one request must not fail its batch
+            found.append(failure_of(exc, "taking in the request"))
+    return found
 
 
 def _without_id(request: TaskRequest) -> TaskRequest:

@@ -75,7 +75,7 @@ from swarm_ray.runtime._config import secure_state_dir, tune_gc, watermark_key
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook
-from swarm_ray.runtime._intake import Intake, Layout, plan_again, take_in
+from swarm_ray.runtime._intake import Intake, Layout, failure_of, plan_again, take_in_each
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
@@ -267,53 +267,46 @@ class Orchestrator:
         `principal` is who asks: None for a trusted caller (see `swarm_ray.core._principal`).
         """
         (answer,) = await self.submit_many([request], [principal])
-        if isinstance(answer, SwarmUserError):
+        if isinstance(answer, SwarmError):
             raise answer
         return answer
 
     async def submit_many(
         self, requests: list[TaskRequest], principals: list[Principal | None] | None = None
-    ) -> list[str | SwarmUserError]:
+    ) -> list[str | SwarmError]:
         """`submit` for each request, in one call and one store commit (the gateway's).
 
-        Each request gets its task id or its own user error; the others go ahead. The
-        checks and template expansion run off the event loop (`_intake`).
+        Each request gets its task id or its own error (a user error, or an internal one
+        with an error id); the others go ahead. The checks and template expansion run
+        off the event loop (`_intake`).
         """
         await self.recover()
         who = [p or LOCAL for p in (principals or [None] * len(requests))]
-        intakes = await asyncio.to_thread(self._take_in, requests, who)
-        answers: list[str | SwarmUserError] = []
+        intakes = await asyncio.to_thread(
+            take_in_each,
+            requests,
+            who,
+            registry=self._registry,
+            router=self._router,
+            store=self._store,
+            layout=self._layout,
+            limits=self._limits,
+        )
+        answers: list[str | SwarmError] = []
         with self._store.batch():
             for intake in intakes:
-                if isinstance(intake, SwarmUserError):
+                if isinstance(intake, SwarmError):
                     answers.append(intake)
                     continue
                 try:
                     answers.append(self._create(intake))
                 except SwarmUserError as exc:
                     answers.append(exc)
+                except StateStoreError:
+                    raise  # the batch's commit is in doubt: every caller hears it
+                except Exception as exc:  # a bug on one request must not fail its batch
+                    answers.append(failure_of(exc, "creating the task"))
         return answers
-
-    def _take_in(
-        self, requests: list[TaskRequest], principals: list[Principal]
-    ) -> list[Intake | SwarmUserError]:
-        found: list[Intake | SwarmUserError] = []
-        for request, principal in zip(requests, principals, strict=True):
-            try:
-                found.append(
-                    take_in(
-                        request,
-                        principal,
-                        registry=self._registry,
-                        router=self._router,
-                        store=self._store,
-                        layout=self._layout,
-                        limits=self._limits,
-                    )
-                )
-            except SwarmUserError as exc:
-                found.append(exc)
-        return found
 
     def _create(self, intake: Intake) -> str:
         """Create the task an intake describes and start it (on the event loop)."""
@@ -580,7 +573,7 @@ class Orchestrator:
         policy = self._layout.policy_of(driver.record)
         if policy is not None:
             try:
-                policy.allows(Access.READ, path, "markdown_path")
+                path = policy.allows(Access.READ, path, "markdown_path")
             except InputNotAllowedError:
                 return None
         file = Path(path)

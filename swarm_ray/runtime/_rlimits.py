@@ -1,8 +1,9 @@
 """Hard limits for agents that run untrusted work: memory, CPU time, processes.
 
 A capability whose `Resources` set `max_memory_bytes`, `max_cpu_s` or `max_processes`
-runs each attempt in a fresh child process of its pooled agent (`python -m
-swarm_ray.runtime._rlimits`), with `resource.setrlimit` applied in that child only:
+runs each attempt in a fresh child process of its pooled agent or Ray Data row
+(`python -m swarm_ray.runtime._rlimits`), with `resource.setrlimit` applied in that
+child only:
 
 - `RLIMIT_AS`: the child's address space may grow by `max_memory_bytes` past what the
   interpreter and the capability's imports took; a runaway allocation gets a
@@ -15,7 +16,11 @@ swarm_ray.runtime._rlimits`), with `resource.setrlimit` applied in that child on
 
 The child leads its own process group and dies with its agent (`PR_SET_PDEATHSIG`);
 when it ends, the whole group is killed, so nothing it started outlives the attempt.
-Only that attempt fails: the agent, its other sub-tasks and the rest of the swarm go on.
+Only that attempt fails: the agent, its other sub-tasks and the rest of the swarm go on;
+a failure names the file the attempt was reading (its input's `path`).
+The document and video workloads declare limits by default for untrusted principals'
+tasks (`declared_limits`): a PDF or decompression bomb in a tenant's upload fails its
+own sub-task with `resource_limit`.
 A fresh interpreter per attempt costs about half a second: limits are for untrusted
 work, not for every capability.
 """
@@ -30,6 +35,7 @@ import signal
 import subprocess
 import sys
 import time
+from typing import Any
 
 from swarm_ray.core._capability import CapabilitySpec, Resources
 from swarm_ray.core._errors import ErrorCode
@@ -102,6 +108,9 @@ def _failed(
 ) -> SubTaskResult:
     from swarm_ray.runtime._executors import error_result
 
+    named = subtask.input.get("path")
+    if isinstance(named, str) and named:
+        message = f"{message} (reading `{named}`)"
     result = error_result(subtask, code, message, agent)
     return result.model_copy(
         update={"timings": result.timings.model_copy(update={"started_at": started})}
@@ -179,8 +188,26 @@ def _main() -> None:
     os._exit(0)
 
 
-def limited(resources: Resources) -> bool:
-    """Whether attempts with `resources` run in a limited child process."""
+def declared_limits(kind: str, *, memory_bytes: int, cpu_s: float) -> dict[str, Any]:
+    """The hard limits a workload that reads tenant files declares (`Resources` fields).
+
+    `SWARM_RAY_{KIND}_MAX_MEMORY` (bytes) and `SWARM_RAY_{KIND}_MAX_CPU_S` override the
+    defaults. They apply to untrusted principals' sub-tasks (files HTTP callers
+    uploaded); `SWARM_RAY_{KIND}_LIMIT_ALL=1` applies them to every task, and
+    `SWARM_RAY_{KIND}_MAX_MEMORY=0` to none.
+    """
+    memory = int(os.environ.get(f"SWARM_RAY_{kind}_MAX_MEMORY", memory_bytes))
+    if memory <= 0:
+        return {}
+    cpu = float(os.environ.get(f"SWARM_RAY_{kind}_MAX_CPU_S", cpu_s))
+    every = os.environ.get(f"SWARM_RAY_{kind}_LIMIT_ALL", "") == "1"
+    return {"max_memory_bytes": memory, "max_cpu_s": cpu, "limits_untrusted_only": not every}
+
+
+def limited(resources: Resources, subtask: SubTask | None = None) -> bool:
+    """Whether an attempt (of `subtask`, if given) with `resources` runs limited."""
+    if resources.limits_untrusted_only and (subtask is None or not subtask.untrusted):
+        return False
     return any(
         v is not None
         for v in (resources.max_memory_bytes, resources.max_cpu_s, resources.max_processes)

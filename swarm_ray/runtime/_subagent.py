@@ -38,7 +38,7 @@ class SubAgent:
 
     def run(self, subtask: SubTask) -> SubTaskResult:
         """Run one attempt (fresh input, no state kept between calls)."""
-        if limited(self._spec.resources):  # untrusted work: in a limited child process
+        if limited(self._spec.resources, subtask):  # untrusted work: in a limited child process
             return run_limited(self._spec, subtask, agent=self._name)
         return run_subtask(self._spec, subtask, agent=self._name)
 

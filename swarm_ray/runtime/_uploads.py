@@ -10,12 +10,18 @@ place where the bytes lie. Layout under the result store's root:
 
 What may be uploaded is decided by the content, not the name or the declared type: the
 first bytes must be a PDF or one of the video containers the video workload reads.
+
+An upload lives until its owner deletes it (`DELETE /v1/files/{id}`) or, when the
+operator sets `SWARM_RAY_UPLOAD_TTL` (seconds), until it is that old: an expired upload
+is no longer found (a task naming it is refused) and its bytes are removed the next
+time its owner's uploads are listed or counted.
 """
 
 from __future__ import annotations
 
 import contextlib
 import hashlib
+import os
 import re
 import secrets
 import time
@@ -98,6 +104,8 @@ class UploadWriter:
     principal: Principal
     filename: str
     max_bytes: int
+    limit: str = "max_upload_bytes"
+    """The limit `max_bytes` comes from (named when it is passed)."""
     file_id: str = ""
     size: int = 0
 
@@ -113,8 +121,9 @@ class UploadWriter:
         self.size += len(chunk)
         if self.size > self.max_bytes:
             raise LimitExceededError(
-                f"upload `{self.filename}` is over the limit of {self.max_bytes} bytes",
-                limit="max_upload_bytes",
+                f"upload `{self.filename}` is over the limit of {self.max_bytes} bytes "
+                f"(`{self.limit}`)",
+                limit=self.limit,
                 value=self.size,
                 maximum=self.max_bytes,
             )
@@ -213,20 +222,53 @@ class Uploads:
         scheme = self.store.root_uri.split("://", 1)[0]
         return f"{scheme}://{path}"
 
-    def writer(self, principal: Principal, filename: str, *, max_bytes: int) -> UploadWriter:
-        """A writer for one new upload of `principal`."""
-        return UploadWriter(self, principal, filename or "upload", max_bytes)
+    def writer(
+        self,
+        principal: Principal,
+        filename: str,
+        *,
+        max_bytes: int,
+        limit: str = "max_upload_bytes",
+    ) -> UploadWriter:
+        """A writer for one new upload of `principal` (`limit` names where `max_bytes` is from)."""
+        return UploadWriter(self, principal, filename or "upload", max_bytes, limit)
 
-    def info(self, principal: Principal, file_id: str) -> UploadInfo | None:
-        """An upload of `principal`'s, or None (another principal's look the same)."""
-        if not FILE_ID.match(file_id):
-            return None
+    @staticmethod
+    def ttl_s() -> float | None:
+        """How long an upload lives (`SWARM_RAY_UPLOAD_TTL`, seconds), or None: until deleted."""
+        value = os.environ.get("SWARM_RAY_UPLOAD_TTL", "").strip()
+        return float(value) if value else None
+
+    def _stored(self, principal: Principal, file_id: str) -> UploadInfo | None:
         path = f"{self.directory(principal, file_id)}/{_META}"
         try:
             with self.fs.open_input_stream(path, compression=None) as f:
                 return UploadInfo.model_validate_json(f.read())
         except (OSError, pa.ArrowException, ValueError):
             return None
+
+    def info(self, principal: Principal, file_id: str) -> UploadInfo | None:
+        """A live upload of `principal`'s, or None (another's, or expired, look the same)."""
+        if not FILE_ID.match(file_id):
+            return None
+        info = self._stored(principal, file_id)
+        ttl = self.ttl_s()
+        if info is not None and ttl is not None and time.time() - info.created_at > ttl:
+            return None
+        return info
+
+    def delete(self, principal: Principal, file_id: str) -> bool:
+        """Remove one of `principal`'s uploads; False when there is none."""
+        if not FILE_ID.match(file_id) or self._stored(principal, file_id) is None:
+            return False
+        with self.guard("delete"):
+            self.fs.delete_dir(self.directory(principal, file_id))
+        return True
+
+    def usage(self, principal: Principal) -> tuple[int, int]:
+        """Bytes and files of `principal`'s live uploads (what its quota counts)."""
+        live = self.list(principal, limit=None)
+        return sum(u.bytes for u in live), len(live)
 
     def resolve(self, principal: Principal, file_id: str, *, where: str) -> str:
         """The location of one of `principal`'s uploads; `InvalidInputError` if unknown."""
@@ -238,19 +280,22 @@ class Uploads:
             )
         return self._location(f"{self.directory(principal, file_id)}/{info.filename}")
 
-    def list(self, principal: Principal, limit: int = 100) -> list[UploadInfo]:
-        """The principal's uploads, newest first."""
+    def list(self, principal: Principal, limit: int | None = 100) -> list[UploadInfo]:
+        """The principal's live uploads, newest first; expired ones are removed here."""
         selector = pafs.FileSelector(f"{self._root}/{principal.tag}", allow_not_found=True)
         found = []
         with self.guard("list"):
             entries = self.fs.get_file_info(selector)
         for entry in entries:
-            if entry.type == pafs.FileType.Directory:
+            if entry.type == pafs.FileType.Directory and FILE_ID.match(entry.base_name):
                 info = self.info(principal, entry.base_name)
                 if info is not None:
                     found.append(info)
+                elif self._stored(principal, entry.base_name) is not None:  # expired
+                    with contextlib.suppress(OSError, pa.ArrowException):
+                        self.fs.delete_dir(entry.path)
         found.sort(key=lambda i: i.created_at, reverse=True)
-        return found[:limit]
+        return found if limit is None else found[:limit]
 
     @contextlib.contextmanager
     def guard(self, operation: str) -> Any:

@@ -15,6 +15,7 @@ from the CLI, the job, the notebook and the gateway (`params.path`: a file id th
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -30,6 +31,7 @@ from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.runtime._agent import AgentReply
+from swarm_ray.runtime._rlimits import declared_limits
 from swarm_ray.video._analyze import analyze_segment
 from swarm_ray.video._models import SegmentAnalysis, SegmentAnalysisRequest
 from swarm_ray.video._probe import VideoMetadata, probe_video
@@ -131,6 +133,11 @@ sits idle (`SWARM_RAY_AGENT_IDLE_S`, 60 s by default). The 1.0 CPU they held lef
 segments run one at a time."""
 
 
+def _limits(cpu_s: float) -> dict[str, Any]:
+    """FFmpeg decodes tenants' files: a decompression bomb fails its own sub-task."""
+    return declared_limits("VIDEO", memory_bytes=2 << 30, cpu_s=cpu_s)
+
+
 def _capabilities() -> tuple[CapabilitySpec, ...]:
     workers = int(os.environ.get("SWARM_RAY_VIDEO_WORKERS", "64"))
     return (
@@ -141,7 +148,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             "probe_metadata",
             ProbeRequest,
             VideoMetadata,
-            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=4),
+            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=4, **_limits(cpu_s=120)),
             timeout_s=120,
             retry=RetryPolicy(
                 max_attempts=2, retry_on=frozenset({ErrorCode.TIMEOUT, ErrorCode.AGENT_UNAVAILABLE})
@@ -154,7 +161,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             "segment_adaptive",
             SegmentationRequest,
             SegmentPlan,
-            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=2),
+            resources=Resources(num_cpus=_BRIEF_CPUS, max_concurrency=2, **_limits(cpu_s=900)),
             timeout_s=900,
             retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
         ),
@@ -166,7 +173,7 @@ def _capabilities() -> tuple[CapabilitySpec, ...]:
             SegmentAnalysisRequest,
             SegmentAnalysis,
             executor=ExecutorKind.DATA,
-            resources=Resources(num_cpus=1.0, max_concurrency=workers),
+            resources=Resources(num_cpus=1.0, max_concurrency=workers, **_limits(cpu_s=3600)),
             timeout_s=3600,
             retry=RetryPolicy(max_attempts=2, backoff_s=0.5),
         ),

@@ -1,0 +1,114 @@
+"""Who is calling and how errors answer: the replica's keys, the key checks, error mapping.
+
+The gateway's routes depend on `Caller` (the principal of a good key, else 401) and
+translate swarm-ray errors to HTTP in one place (`http_error`).
+"""
+
+import os
+from typing import Annotated
+
+from fastapi import Depends, HTTPException
+from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+
+from swarm_ray.core._errors import (
+    InvalidInputError,
+    SwarmError,
+    SwarmUserError,
+    TaskConflictError,
+    TaskNotFoundError,
+    UnknownCapabilityError,
+)
+from swarm_ray.core._principal import Principal
+from swarm_ray.gateway._auth import ApiKeys
+from swarm_ray.gateway._limits import GatewayLimits
+from swarm_ray.gateway._sockets import SocketLimits
+
+__all__ = [
+    "AUTH",
+    "Caller",
+    "Keys",
+    "bearer",
+    "check_key",
+    "http_error",
+    "metrics_public",
+    "principal_of",
+]
+
+bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
+
+
+class Keys:
+    """The replica's API keys and limits (one gateway per replica process)."""
+
+    current: ApiKeys | None = None
+    limits: GatewayLimits = GatewayLimits()
+    sockets: SocketLimits = SocketLimits()
+
+
+def _bearer_key(header: str) -> str | None:
+    scheme, _, token = header.partition(" ")
+    return token.strip() if scheme.lower() == "bearer" else None
+
+
+def principal_of(header: str) -> Principal | None:
+    keys = Keys.current
+    return None if keys is None else keys.principal(_bearer_key(header))
+
+
+async def _require_key(
+    credentials: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)],
+) -> Principal:
+    """The caller's principal; 401 unless its key is good."""
+    return check_key(credentials)
+
+
+def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    keys = Keys.current
+    principal = (
+        None if credentials is None or keys is None else keys.principal(credentials.credentials)
+    )
+    if principal is None:
+        raise HTTPException(
+            401,
+            detail={"detail": "missing or invalid API key", "code": "unauthorized"},
+            headers={"WWW-Authenticate": "Bearer"},
+        )
+    return principal
+
+
+def metrics_public() -> bool:
+    """Whether `/metrics` and the detailed `/health` answer without an admin key."""
+    return os.environ.get("SWARM_RAY_METRICS_PUBLIC", "") == "1"
+
+
+AUTH = [Depends(_require_key)]
+Caller = Annotated[Principal, Depends(_require_key)]
+"""The principal of the request's API key (401 without one)."""
+
+
+def http_error(exc: SwarmError) -> HTTPException:
+    """Translate a swarm-ray error into the HTTP error that fits (in one place)."""
+    code = str(exc.code)
+    if isinstance(exc, TaskNotFoundError | UnknownCapabilityError):
+        return HTTPException(404, detail={"detail": exc.message, "code": code})
+    if isinstance(exc, TaskConflictError):
+        return HTTPException(409, detail={"detail": exc.message, "code": code})
+    if isinstance(exc, InvalidInputError):
+        fields = [
+            {
+                "loc": ["body", "input", *str(err.get("field", "")).split(".")],
+                "msg": f"{err.get('problem')} (capability `{exc.details.get('capability_id')}`)",
+                "type": code,
+            }
+            for err in exc.details.get("errors", [])
+        ] or [{"loc": ["body"], "msg": exc.message, "type": code}]
+        return HTTPException(422, detail={"detail": fields, "code": code})
+    if isinstance(exc, SwarmUserError):
+        return HTTPException(
+            422,
+            detail={"detail": [{"loc": ["body"], "msg": exc.message, "type": code}], "code": code},
+        )
+    body = {"detail": exc.message, "code": code}
+    if "error_id" in exc.details:  # a bug met on this request alone: the log has it
+        body["error_id"] = str(exc.details["error_id"])
+    return HTTPException(500, detail=body)

@@ -1,0 +1,170 @@
+"""Bounded WebSockets: who may hold a socket open, for how long without a key, how big a frame.
+
+Every open socket holds one of its replica's `max_ongoing_requests` slots, so sockets
+must not be able to crowd out other calls. Per replica:
+
+- **caps**: at most `ws_per_address` sockets from one client address, `ws_per_principal`
+  for one API key's principal, and `ws_unauthenticated` in total that have not yet shown
+  a key. A socket over a cap is accepted and closed at once (1013, try again later);
+- **key deadline**: a socket without an `Authorization` header must send its key
+  (`{"type": "auth", "api_key": ...}`, see `_ws_auth`) within `ws_auth_timeout_s`
+  (2 s by default), or it is closed (4401);
+- **frame size**: a message over `ws_max_message_bytes` closes the socket (1009) before
+  any handler looks at it (`FrameLimit`, in front of the app). Serve's HTTP proxy
+  assembles a frame before it forwards it (uvicorn's own cap: 16 MiB), so this bounds
+  what the replica keeps and parses, not what the proxy buffers;
+- **no chatter**: after the key a client has nothing to send; a message then closes
+  the socket (1008), so nothing piles up unread behind a socket that only streams.
+
+A socket that follows a task ends with the task; caps are per replica process.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from collections import Counter
+from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from starlette.websockets import WebSocket, WebSocketDisconnect
+
+from swarm_ray.core._principal import Principal
+from swarm_ray.gateway._ws_auth import presented_key
+
+__all__ = ["FrameLimit", "SocketLimits", "SocketSlots"]
+
+Scope = MutableMapping[str, Any]
+Message = MutableMapping[str, Any]
+Receive = Callable[[], Awaitable[Message]]
+Send = Callable[[Message], Awaitable[None]]
+ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+
+TRY_LATER = 1013
+TOO_BIG = 1009
+POLICY = 1008
+UNAUTHORIZED = 4401
+
+
+@dataclass(frozen=True)
+class SocketLimits:
+    """The caps and deadlines of one replica's sockets (from `GatewayConfig`)."""
+
+    auth_timeout_s: float = 2.0
+    max_message_bytes: int = 4096
+    per_principal: int = 32
+    per_address: int = 64
+    unauthenticated: int = 64
+
+
+@dataclass
+class SocketSlots:
+    """Counts of a replica's open sockets; `admitted` holds one for a socket's life."""
+
+    limits: SocketLimits = field(default_factory=SocketLimits)
+    by_address: Counter[str] = field(default_factory=Counter)
+    by_principal: Counter[str] = field(default_factory=Counter)
+    waiting: int = 0
+    """Sockets accepted that have not shown a key yet."""
+
+    @contextlib.asynccontextmanager
+    async def admitted(
+        self, websocket: WebSocket, principal_of: Callable[[str | None], Principal | None]
+    ) -> AsyncIterator[Principal | None]:
+        """The socket's principal once accepted and within every cap; None when refused.
+
+        A refused socket is closed here (with the code that says why); the caller
+        just returns. The slots are released when the block ends.
+        """
+        address = websocket.client.host if websocket.client is not None else "?"
+        header = websocket.headers.get("authorization")
+        if self.by_address[address] >= self.limits.per_address or (
+            header is None and self.waiting >= self.limits.unauthenticated
+        ):
+            await websocket.accept()  # so the client hears why, not a bare 403
+            await websocket.close(code=TRY_LATER, reason="too many sockets; try again later")
+            yield None
+            return
+        self.by_address[address] += 1
+        principal: Principal | None = None
+        try:
+            await websocket.accept()
+            self.waiting += header is None
+            try:
+                key = await presented_key(websocket, timeout_s=self.limits.auth_timeout_s)
+            finally:
+                self.waiting -= header is None
+            principal = principal_of(key)
+            if principal is None:
+                await websocket.close(code=UNAUTHORIZED, reason="missing or invalid API key")
+                yield None
+                return
+            if self.by_principal[principal.id] >= self.limits.per_principal:
+                principal = None
+                await websocket.close(code=TRY_LATER, reason="too many sockets for this key")
+                yield None
+                return
+            self.by_principal[principal.id] += 1
+            watcher = asyncio.create_task(_refuse_chatter(websocket))
+            try:
+                yield principal
+            finally:
+                watcher.cancel()
+        finally:
+            _drop(self.by_address, address)
+            if principal is not None:
+                _drop(self.by_principal, principal.id)
+
+
+def _drop(counter: Counter[str], key: str) -> None:
+    counter[key] -= 1
+    if counter[key] <= 0:
+        del counter[key]
+
+
+async def _refuse_chatter(websocket: WebSocket) -> None:
+    """Close a socket whose client sends anything after its key (1008)."""
+    with contextlib.suppress(WebSocketDisconnect, RuntimeError, asyncio.CancelledError):
+        message = await websocket.receive()
+        if message.get("type") == "websocket.receive":
+            await websocket.close(code=POLICY, reason="this socket takes no messages")
+
+
+class FrameLimit:
+    """ASGI middleware: a WebSocket message over the limit closes its socket (1009).
+
+    Args:
+        app: The app behind it.
+        limit: Returns the largest message in bytes (the replica sets it on start).
+    """
+
+    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+        self.app = app
+        self.limit = limit
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "websocket":
+            await self.app(scope, receive, send)
+            return
+
+        closed = False
+
+        async def bounded() -> Message:
+            nonlocal closed
+            message = await receive()
+            if message["type"] == "websocket.receive":
+                text, data = message.get("text") or "", message.get("bytes") or b""
+                if len(text.encode()) + len(data) > self.limit():
+                    if not closed:
+                        closed = True
+                        with contextlib.suppress(Exception):
+                            await send({"type": "websocket.close", "code": TOO_BIG, "reason": ""})
+                    return {"type": "websocket.disconnect", "code": TOO_BIG}
+            return message
+
+        async def guarded(message: Message) -> None:
+            if not closed:  # the app does not know the socket is gone: drop what it says
+                await send(message)
+
+        await self.app(scope, bounded, guarded)
