@@ -90,7 +90,8 @@ def test_the_path_opened_is_the_path_approved(name: str) -> None:
         assert dispatched.startswith("s3://bucket/shared/")
         path = dispatched.split("://", 1)[1]
         assert unquote(path) == path  # pyarrow decodes nothing it was not shown
-        assert posixpath.normpath(path) == path and "\\" not in path
+        # The root itself may keep its slash (`s3://bucket/shared/`): it opens the same.
+        assert posixpath.normpath(path) == path.rstrip("/") and "\\" not in path
         return
     opened = _opened(dispatched)
     assert opened == dispatched

@@ -60,7 +60,13 @@ from swarm_ray.llm._planner import (
     plan_from_draft,
 )
 from swarm_ray.llm._scripted import ScriptedEngine
-from swarm_ray.llm._settings import LLMSettings, McpServer, engine_config_for, llm_settings
+from swarm_ray.llm._settings import (
+    LLMSettings,
+    McpServer,
+    TenantTools,
+    engine_config_for,
+    llm_settings,
+)
 from swarm_ray.llm._structured import StructuredReply, generate_structured, json_schema_of
 from swarm_ray.llm._tool_agent import (
     AgentUsage,
@@ -117,6 +123,7 @@ __all__ = [
     "StructuredRequest",
     "TableIn",
     "TableOut",
+    "TenantTools",
     "ToolAgentIn",
     "ToolAgentOut",
     "ToolCall",
