@@ -31,6 +31,7 @@ import sys
 import tempfile
 import time
 from collections import defaultdict
+from collections.abc import Sequence
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -169,6 +170,13 @@ def time_manual(pages: int) -> None:
     )
 
 
+def print_misses(misses: Sequence[str], wrong: Sequence[str], *, indent: str) -> None:
+    for line in misses:
+        print(f"{indent}missed: {line}")
+    for line in wrong:
+        print(f"{indent}wrong:  {line}")
+
+
 def report(score: ExtractionScore, *, verbose: bool) -> None:
     print(f"{'field':26s} {'expected':>8s} {'recall':>7s} {'precision':>9s}")
     for field, recall in score.per_field.items():
@@ -184,10 +192,7 @@ def report(score: ExtractionScore, *, verbose: bool) -> None:
         f"({score.extracted} facts extracted, {score.expected} expected)"
     )
     if verbose:
-        for line in score.misses:
-            print(f"  missed: {line}")
-        for line in score.wrong:
-            print(f"  wrong:  {line}")
+        print_misses(score.misses, score.wrong, indent="  ")
 
 
 def family_rows(paths: list[str], fields: list[str]) -> tuple[list[dict[str, object]], float]:
@@ -243,10 +248,7 @@ def run_family(family: str, *, in_process: bool, verbose: bool) -> FamilyScore:
         f"({elapsed / baseline:.1f}x pypdfium2 text)"
     )
     if verbose:
-        for line in score.misses:
-            print(f"    missed: {line}")
-        for line in score.wrong:
-            print(f"    wrong:  {line}")
+        print_misses(score.misses, score.wrong, indent="    ")
     return score
 
 
