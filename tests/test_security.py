@@ -423,27 +423,23 @@ def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenan
     url = _ws_url(tenants, task_id)
     # The sockets come from a process of their own; the API is timed once all 300
     # handshakes are answered, while the sockets that were let in sit idle.
-    opener = subprocess.Popen(
-        [sys.executable, "-m", "tests.sockets_opener", url, tenants.keys["alice"], "150", "8"],
-        stdout=subprocess.PIPE,
-        text=True,
-        cwd=Path(__file__).resolve().parents[1],
-    )
-    assert opener.stdout is not None
+    command = [sys.executable, "-m", "tests.sockets_opener", url, tenants.keys["alice"], "150", "8"]
+    root = Path(__file__).resolve().parents[1]
     latencies = []
-    try:
-        assert opener.stdout.readline().strip() == "settled"
-        with tenants.http("bob") as bob:
-            for _ in range(10):
-                started = time.monotonic()
-                assert bob.get("/v1/tasks").status_code == 200
-                latencies.append(time.monotonic() - started)
-                time.sleep(0.2)
-        codes = json.loads(opener.stdout.readline())
-    finally:
-        if opener.poll() is None and len(latencies) < 10:
-            opener.kill()
-        opener.wait(60)
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, cwd=root) as opener:
+        assert opener.stdout is not None
+        try:
+            assert opener.stdout.readline().strip() == "settled"
+            with tenants.http("bob") as bob:
+                for _ in range(10):
+                    started = time.monotonic()
+                    assert bob.get("/v1/tasks").status_code == 200
+                    latencies.append(time.monotonic() - started)
+                    time.sleep(0.2)
+            codes = json.loads(opener.stdout.readline())
+        finally:
+            if opener.poll() is None and len(latencies) < 10:
+                opener.kill()
     assert max(latencies) < 1.0, latencies
     assert len(codes) == 300
     assert sum(c is None for c in codes[:150]) <= 4  # one principal: 4 sockets at most
