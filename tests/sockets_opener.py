@@ -16,7 +16,9 @@ from websockets.asyncio.client import connect
 from websockets.exceptions import ConnectionClosed
 
 
-async def _hold(url: str, headers: dict[str, str], hold_s: float, answered: list[int]) -> int | None:
+async def _hold(
+    url: str, headers: dict[str, str], hold_s: float, answered: list[int]
+) -> int | None:
     try:
         async with connect(url, additional_headers=headers, open_timeout=30) as ws:
             answered.append(1)
