@@ -145,3 +145,73 @@ def test_with_no_default_the_sub_task_fails_with_human_timeout(deps: dict[str, o
     error = driver.scheduler.error("ask")
     assert error is not None and error.code == "human_timeout"
     assert driver.output() == {"text": "ALPHA BETA", "count": 2}
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_killed_during_the_wait_answered_over_rest_and_a_default_at_the_deadline(
+    ray_cluster: None, serve_port: int, tmp_path: Path
+) -> None:
+    """Three branches, one waiting; the orchestrator is killed during the wait; the owner
+    answers through the gateway; the task completes with the answer. Another run gets its
+    default at the deadline."""
+    import secrets
+
+    import httpx
+    import ray
+    from ray import serve
+
+    import swarm_ray
+    from swarm_ray.gateway import GatewayConfig, build_app
+    from tests.support import wait_until
+
+    catalogs = ("swarm_ray.testing:testing_catalog", "tests.human_catalog:human_catalog")
+    client = swarm_ray.connect(catalogs=list(catalogs), state_dir=tmp_path, name="swarm-human")
+    alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    keys = tmp_path / "keys"
+    keys.write_text(f"alice:{alice}\nbob:{bob}\n")
+    config = GatewayConfig(
+        orchestrator="swarm-human", catalogs=catalogs, api_keys_file=str(keys), state_dir=None
+    )
+    serve.run(build_app(config), name="swarm-human-gateway", route_prefix="/human")
+    base = f"http://127.0.0.1:{serve_port}/human"
+    try:
+        with httpx.Client(
+            base_url=base, timeout=60, headers={"Authorization": f"Bearer {alice}"}
+        ) as http:
+            task_id = http.post("/v1/tasks", json={"template": "human_branches"}).json()["task_id"]
+
+            def waiting() -> dict[str, object] | None:
+                status = http.get(f"/v1/tasks/{task_id}").json()
+                done = [s for s, v in status["subtasks"].items() if v["status"] == "succeeded"]
+                return status if status["waiting"] and len(done) == 2 else None
+
+            status = wait_until(waiting, 120, "the other branches to finish while ask waits")
+            assert [w["subtask_id"] for w in status["waiting"]] == ["ask"]  # type: ignore[index]
+            listed = http.get("/v1/tasks").json()
+            assert [t["waiting"][0]["subtask_id"] for t in listed if t["task_id"] == task_id]
+            ray.kill(client.actor, no_restart=False)  # Ray restarts it; it replays the wait
+            url = f"/v1/tasks/{task_id}/subtasks/ask/answer"
+            bad = http.post(url, json={"answer": {"text": 3}})
+            assert bad.status_code == 422, bad.text
+            other = http.post(
+                url, json={"answer": {"text": "x"}}, headers={"Authorization": f"Bearer {bob}"}
+            )
+            assert other.status_code == 404  # not bob's task: not even known to him
+            answered = http.post(url, json={"answer": {"text": "gamma"}})
+            assert answered.status_code == 200, answered.text
+            again = http.post(url, json={"answer": {"text": "gamma"}})
+            assert again.status_code == 409
+            record = client.wait(task_id, timeout_s=120)
+            assert record.machine.state is TaskState.COMPLETED, record.error
+            assert record.output == {"text": "ALPHA BETA GAMMA", "count": 3}
+            events = client.events(task_id)
+            assert any(e.summary == "answered by `alice`" for e in events)
+
+            late = http.post("/v1/tasks", json={"template": "human_default"}).json()["task_id"]
+            record = client.wait(late, timeout_s=120)
+            assert record.machine.state is TaskState.COMPLETED, record.error
+            assert record.output == {"text": "ALPHA BETA BY DEFAULT", "count": 3}
+    finally:
+        serve.delete("swarm-human-gateway")
+        client.shutdown()
