@@ -19,9 +19,11 @@ from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import (
     AgentExecutionError,
     AgentUnavailableError,
+    AnswerRefusedError,
     CircuitOpenError,
     DuplicateCapabilityError,
     ErrorCode,
+    HumanTimeoutError,
     InputNotAllowedError,
     InvalidInputError,
     InvalidOutputError,
@@ -44,6 +46,7 @@ from swarm_ray.core._errors import (
     WatermarkRejectedError,
 )
 from swarm_ray.core._fsm import TaskState
+from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._subtask import SubTaskResult, TokenUsage
 from swarm_ray.core._task import TaskEvent, TaskRequest
@@ -72,6 +75,7 @@ __all__ = [
     "AgentExecutionError",
     "AgentReply",
     "AgentUnavailableError",
+    "AnswerRefusedError",
     "BreakerPolicy",
     "CapabilitySpec",
     "Catalog",
@@ -85,6 +89,8 @@ __all__ = [
     "FeedbackLoop",
     "FetchURL",
     "HttpAdapter",
+    "HumanAsk",
+    "HumanTimeoutError",
     "InputNotAllowedError",
     "InvalidInputError",
     "InvalidOutputError",

@@ -4,6 +4,7 @@
     swarm-ray tasks               newest tasks, one line each
     swarm-ray show TASK           plan, each sub-task's state, warnings and the audit log
     swarm-ray cancel TASK         cancel a running task
+    swarm-ray answer TASK JSON    answer a sub-task waiting for a person (`--subtask SID`)
     swarm-ray run TEMPLATE ITEM.. submit a task, follow its events, print the result
     swarm-ray serve [...]         the HTTP gateway on Ray Serve (REST, WebSocket, /health)
     swarm-ray compare [...]       the document comparison job (`swarm-ray compare -h`)
@@ -75,9 +76,10 @@ def _cmd_tasks(client: SwarmClient, args: argparse.Namespace) -> int:
         return 0
     print(f"{'TASK':18} {'STATE':11} {'PROGRESS':>8}  {'TEMPLATE':18} {'UPDATED (UTC)':19}  QUERY")
     for t in tasks:
+        waits = f"  [waits for {len(t.waiting)} answer(s)]" if t.waiting else ""
         print(
             f"{t.task_id:18} {t.state:11} {t.progress:>8.0%}  "
-            f"{t.template or '-':18} {_when(t.updated_at)}  {t.query[:40]}"
+            f"{t.template or '-':18} {_when(t.updated_at)}  {t.query[:40]}{waits}"
         )
     return 0
 
@@ -97,6 +99,15 @@ def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
         for sid, info in status.subtasks.items():
             deps = f" <- {', '.join(info.depends_on)}" if info.depends_on else ""
             print(f"  {info.status:10} {sid:28} {info.capability}{deps}")
+    for wait in status.waiting:
+        until = f"until {_when(wait.deadline)} UTC" if wait.deadline is not None else "no deadline"
+        then = "then its default" if wait.has_default else "then human_timeout"
+        print(
+            f"\nwaiting for {wait.owner or 'a trusted caller'}: {wait.subtask_id} ({until}, {then})"
+        )
+        print(f"  {wait.prompt}")
+        print(f"  answer: swarm-ray answer {status.task_id} --subtask '{wait.subtask_id}' JSON")
+        print(f"  schema: {json.dumps(wait.answer_schema)}")
     for warning in status.warnings:
         print(f"warning: {warning}")
     if status.error:
@@ -115,6 +126,18 @@ def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
 def _cmd_cancel(client: SwarmClient, args: argparse.Namespace) -> int:
     record = client.cancel(args.task)
     print(f"task {record.task_id}: {record.machine.state}")
+    return 0
+
+
+def _cmd_answer(client: SwarmClient, args: argparse.Namespace) -> int:
+    try:
+        answer = json.loads(args.answer)
+    except json.JSONDecodeError as exc:
+        print(f"swarm-ray: error: the answer is not JSON: {exc.msg}", file=sys.stderr)
+        return 2
+    status = client.task(args.task).answer(answer, args.subtask)
+    left = ", ".join(w.subtask_id for w in status.waiting) or "none"
+    print(f"task {status.task_id}: {status.state}; still waiting: {left}")
     return 0
 
 
@@ -183,6 +206,10 @@ def build_parser() -> argparse.ArgumentParser:
     show.add_argument("--json", action="store_true", help="machine-readable output")
     cancel = sub.add_parser("cancel", help="cancel a task")
     cancel.add_argument("task")
+    answer = sub.add_parser("answer", help="answer a sub-task waiting for a person")
+    answer.add_argument("task")
+    answer.add_argument("answer", help="the answer, a JSON object matching its schema")
+    answer.add_argument("--subtask", help="the waiting sub-task (needed when several wait)")
     run = sub.add_parser("run", help="submit a task and follow it")
     run.add_argument("template")
     run.add_argument("items", nargs="*")
@@ -207,6 +234,7 @@ _COMMANDS = {
     "tasks": _cmd_tasks,
     "show": _cmd_show,
     "cancel": _cmd_cancel,
+    "answer": _cmd_answer,
     "run": _cmd_run,
     "serve": _cmd_serve,
 }

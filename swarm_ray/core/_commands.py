@@ -6,7 +6,7 @@ happens next; the orchestrator actor only feeds it inputs and carries out what i
     orchestrator                          driver.step(input) -> Step
       Begin / Planned / PlanFailed   ->     commands: Run, Halt, WakeAt, Replan, Close
       Arrived / Cancel / Wake / AddChild    notices:  Accepted, Retrying, BreakerMoved,
-      Resume / Broken                                 Refused
+      Answer / Resume / Broken                        Refused
 
 Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
 wake the task's waiters); notices only inform (metrics, health, audit). Both are closed
@@ -18,6 +18,7 @@ event log, which the driver writes before it decides.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import Any
 
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.core._plan import Plan
@@ -72,7 +73,7 @@ class Cancel:
 
 @dataclass(frozen=True, slots=True)
 class Wake:
-    """A timer the driver armed went off (a circuit breaker's cool-down)."""
+    """A timer the driver armed went off (a breaker's cool-down, a person's deadline)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -88,6 +89,16 @@ class AddChild:
 
 
 @dataclass(frozen=True, slots=True)
+class Answer:
+    """A person answered a waiting sub-task (checked first: `TaskDriver.check_answer`)."""
+
+    subtask_id: str
+    answer: dict[str, Any]
+    principal: str
+    """Who answered, for the audit trail."""
+
+
+@dataclass(frozen=True, slots=True)
 class Broken:
     """Taking an input failed: the state store refused a write, or a handler raised.
 
@@ -98,7 +109,9 @@ class Broken:
     subtask_id: str | None = None
 
 
-DriverInput = Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | AddChild | Broken
+DriverInput = (
+    Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | AddChild | Answer | Broken
+)
 """Everything the orchestrator tells a driver."""
 
 

@@ -26,6 +26,7 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._commands import (
     Accepted,
     AddChild,
+    Answer,
     Arrived,
     Begin,
     BreakerMoved,
@@ -46,6 +47,7 @@ from swarm_ray.core._commands import (
     WakeAt,
 )
 from swarm_ray.core._errors import (
+    AnswerRefusedError,
     ErrorCode,
     StateStoreError,
     SwarmError,
@@ -54,14 +56,17 @@ from swarm_ray.core._errors import (
     error_for_code,
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
+from swarm_ray.core._human import HumanWait, check_answer
 from swarm_ray.core._journal import Blobs, LogEntry, StateStore, should_offload
 from swarm_ray.core._plan import Plan, expand, validate_plan
 from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
+from swarm_ray.core._principal import Principal
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler
 from swarm_ray.core._signals import (
+    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -74,6 +79,8 @@ from swarm_ray.core._signals import (
     FannedOut,
     FeedbackRoundStarted,
     FinishTask,
+    HumanAnswered,
+    HumanSettled,
     Intent,
     ResultRejected,
     Retry,
@@ -425,6 +432,12 @@ class TaskDriver:
             case AddChild(event=added):
                 if self.scheduler is not None and not self.state.terminal:
                     self._carry(self.feed(added), out)
+            case Answer(subtask_id=sid, answer=answer, principal=who):
+                if self.scheduler is not None and not self.state.terminal:
+                    answered = HumanAnswered(
+                        at=self._clock(), subtask_id=sid, answer=answer, principal=who
+                    )
+                    self._carry(self.feed(answered), out)
             case Broken(error=error, subtask_id=subtask_id):
                 self._broken(error, subtask_id, out)
             case _:
@@ -536,6 +549,9 @@ class TaskDriver:
         if self.state is TaskState.DISPATCHING:
             self.move(TaskState.EXECUTING, "resumed after a restart")
         self._carry(list(outstanding), out)
+        deadline = self.scheduler.next_deadline()  # a person's, still waited for
+        if deadline is not None:
+            out.commands.append(WakeAt(deadline))
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
@@ -585,6 +601,17 @@ class TaskDriver:
                     self.emit(
                         "subtask", "skipped", subtask_id=intent.subtask_id, summary=intent.reason
                     )
+                case AwaitHuman(subtask_id=sid, prompt=prompt, deadline=deadline):
+                    self.emit("human", "waiting_for_human", subtask_id=sid, summary=prompt[:160])
+                    if deadline is not None:
+                        out.commands.append(WakeAt(deadline))
+                case HumanSettled(subtask_id=sid, outcome=outcome, principal=who):
+                    said = {
+                        "answered": f"answered by `{who}`",
+                        "default": "no answer by the deadline: the default applies",
+                        "timed_out": "no answer by the deadline: human_timeout",
+                    }[outcome]
+                    self.emit("human", outcome, subtask_id=sid, summary=said)
                 case Warn():
                     self.emit(
                         "warning", "warning", subtask_id=intent.subtask_id, summary=intent.message
@@ -673,6 +700,8 @@ class TaskDriver:
             dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
+        elif isinstance(event, HumanAnswered):
+            dedupe = f"{event.kind}:{event.subtask_id}"
         text = _output_text(event)
         stored = self._offload(event, text)
         self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
@@ -735,6 +764,53 @@ class TaskDriver:
             priority=self.record.request.priority,
             owner=self.record.owner,
         )
+
+    def waiting(self) -> list[HumanWait]:
+        """Sub-tasks waiting for a person, with who may answer (the task's owner)."""
+        if self.scheduler is None or self.state.terminal:
+            return []
+        owner = self.record.owner
+        return [w.model_copy(update={"owner": owner}) for w in self.scheduler.waiting()]
+
+    def check_answer(self, subtask_id: str, answer: Any, principal: Principal) -> dict[str, Any]:
+        """`answer` if `principal` may give it to `subtask_id` now; else why not.
+
+        Only the task's owner answers (a trusted caller, holding the cluster, may answer
+        any task; an admin key that is not the owner's may not). Feed `Answer` after.
+
+        Raises:
+            AnswerRefusedError: the sub-task does not wait for an answer (`not_waiting`:
+                never asked, answered already, past its deadline, or the task ended), or
+                `principal` is not the task's owner (`not_owner`).
+            InvalidInputError: the answer does not match the sub-task's schema (fields
+                in `errors`).
+        """
+        owner = self.record.owner
+        if not principal.trusted and principal.id != owner:
+            raise AnswerRefusedError(
+                f"only the owner of task `{self.task_id}` answers its sub-tasks, "
+                f"not `{principal.id}`",
+                task_id=self.task_id,
+                subtask_id=subtask_id,
+                reason="not_owner",
+            )
+        wait = self.scheduler.wait_of(subtask_id) if self.scheduler is not None else None
+        late = wait is not None and wait.deadline is not None and wait.deadline <= self._clock()
+        if wait is None or late or self.state.terminal:
+            why = "past its deadline" if late else f"state {self._status_of(subtask_id)}"
+            raise AnswerRefusedError(
+                f"sub-task `{subtask_id}` of task `{self.task_id}` is not waiting for an "
+                f"answer ({why})",
+                task_id=self.task_id,
+                subtask_id=subtask_id,
+                reason="not_waiting",
+            )
+        return check_answer(wait, answer)
+
+    def _status_of(self, subtask_id: str) -> str:
+        if self.scheduler is None or subtask_id not in {s.id for s in self.scheduler.specs()}:
+            return "unknown"
+        return str(self.scheduler.status(subtask_id))
 
     def outstanding_watermark(self, subtask_id: str) -> str | None:
         """The watermark of the attempt of `subtask_id` now running, if one is."""

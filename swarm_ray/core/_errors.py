@@ -15,7 +15,8 @@ wrong while running and a retry, a fallback or an operator may help::
     │   ├── TaskNotFoundError           a task id the orchestrator does not know (or not yours)
     │   ├── TaskConflictError           a task id reused for a different request
     │   ├── InputNotAllowedError        an untrusted caller named a server path or URL
-    │   └── LimitExceededError          a request over a size, count or depth limit
+    │   ├── LimitExceededError          a request over a size, count or depth limit
+    │   └── AnswerRefusedError          an answer to a sub-task not waiting, or not yours
     └── SwarmRuntimeError               something failed while running
         ├── SubTaskTimeoutError         a sub-task ran past its deadline
         ├── AgentUnavailableError       no agent could take the sub-task (died, unhealthy)
@@ -25,6 +26,7 @@ wrong while running and a retry, a fallback or an operator may help::
         ├── ResourceLimitError          an attempt passed its memory, CPU or process limit
         ├── WatermarkRejectedError      forged, altered, replayed, expired or unknown result
         ├── CircuitOpenError            the capability's circuit breaker is open
+        ├── HumanTimeoutError           nobody answered a waiting sub-task by its deadline
         ├── InvalidStateTransitionError an illegal move of the task state machine
         └── StateStoreError             the state or result store failed
             └── RecordUnreadableError   a stored task record that cannot be loaded
@@ -42,9 +44,11 @@ from typing import Any
 __all__ = [
     "AgentExecutionError",
     "AgentUnavailableError",
+    "AnswerRefusedError",
     "CircuitOpenError",
     "DuplicateCapabilityError",
     "ErrorCode",
+    "HumanTimeoutError",
     "InputNotAllowedError",
     "InvalidInputError",
     "InvalidOutputError",
@@ -91,6 +95,8 @@ class ErrorCode(StrEnum):
     CIRCUIT_OPEN = "circuit_open"
     INVALID_TRANSITION = "invalid_transition"
     STATE_STORE = "state_store"
+    ANSWER_REFUSED = "answer_refused"
+    HUMAN_TIMEOUT = "human_timeout"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     UNKNOWN = "unknown"
@@ -206,6 +212,15 @@ class LimitExceededError(SwarmUserError):
     code = ErrorCode.LIMIT_EXCEEDED
 
 
+class AnswerRefusedError(SwarmUserError):
+    """An answer for a sub-task that is not waiting for one, or from someone not its owner.
+
+    Details: `task_id`, `subtask_id` and `reason` (`not_waiting`, `not_owner`).
+    """
+
+    code = ErrorCode.ANSWER_REFUSED
+
+
 class SwarmRuntimeError(SwarmError):
     """Something failed while running; a retry, fallback or operator may help."""
 
@@ -258,6 +273,12 @@ class CircuitOpenError(SwarmRuntimeError):
     code = ErrorCode.CIRCUIT_OPEN
 
 
+class HumanTimeoutError(SwarmRuntimeError):
+    """A sub-task waiting for a person passed its deadline with no answer and no default."""
+
+    code = ErrorCode.HUMAN_TIMEOUT
+
+
 class InvalidStateTransitionError(SwarmRuntimeError):
     """An illegal move of the task state machine."""
 
@@ -294,6 +315,7 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     TaskConflictError,
     InputNotAllowedError,
     LimitExceededError,
+    AnswerRefusedError,
     SubTaskTimeoutError,
     AgentUnavailableError,
     AgentExecutionError,
@@ -302,6 +324,7 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     ResourceLimitError,
     WatermarkRejectedError,
     CircuitOpenError,
+    HumanTimeoutError,
     InvalidStateTransitionError,
     StateStoreError,
     RecordUnreadableError,

@@ -16,10 +16,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.core._errors import InvalidPlanError
+from swarm_ray.core._human import ANSWER_MARKER
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._subtask import SubTaskSpec
 from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._template import (
+    ANSWER,
     FOR_EACH,
     FanOut,
     Stage,
@@ -173,6 +175,8 @@ def _fill(value: Any, ctx: _Context) -> Any:
         return ctx.each if value == "$each" else ctx.each_index
     if value in ("$warnings", "$costs"):
         return {TASK_MARKER: value[1:]}
+    if match := ANSWER.match(value):  # a person's answer, filled in at dispatch
+        return {ANSWER_MARKER: match.group(1) or ""}
     if match := _PARAM.match(value):
         return request.params.get(match.group(1), _MISSING)
     if match := _TASK_DIR.match(value):

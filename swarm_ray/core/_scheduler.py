@@ -5,8 +5,10 @@ no barrier between stages). Only failed sub-tasks are retried, with backoff; whe
 retries run out, or an output's confidence is under the capability's threshold, the
 sub-task switches to the capability's fallback. Each capability has a circuit breaker.
 Dynamic rules add sub-tasks when an output matches; feedback loops rerun a stage with
-its judge's feedback. Everything is decided from the events alone, so replaying a
-task's event log through a fresh scheduler rebuilds the same state.
+its judge's feedback. A stage that asks a person (`await_human`) holds each ready sub-task
+as `waiting` until an answer event, or its deadline, comes (`core._human`). Everything
+is decided from the events alone, so replaying a task's event log through a fresh
+scheduler rebuilds the same state.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ from swarm_ray.core._errors import (
     InvalidInputError,
     InvalidPlanError,
 )
+from swarm_ray.core._human import ANSWER_MARKER, HumanAsk, HumanWait
 from swarm_ray.core._plan import (
     FROM_MARKER,
     TASK_MARKER,
@@ -42,6 +45,7 @@ from swarm_ray.core._plan import (
 )
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import (
+    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -54,6 +58,8 @@ from swarm_ray.core._signals import (
     FannedOut,
     FeedbackRoundStarted,
     FinishTask,
+    HumanAnswered,
+    HumanSettled,
     Intent,
     ResultRejected,
     Retry,
@@ -93,6 +99,8 @@ class SubTaskStatus(StrEnum):
     PENDING = "pending"
     RUNNING = "running"
     HELD = "held"
+    WAITING = "waiting"
+    """Ready, and waiting for a person's answer (`await_human`)."""
     SUCCEEDED = "succeeded"
     FAILED = "failed"
     SKIPPED = "skipped"
@@ -133,6 +141,11 @@ class Scheduler:
         self._dependents: dict[str, list[str]] = {}
         self._previous: dict[str, str] = {}
         self._received: list[SubTaskResult] = []
+        self._asks: dict[str, HumanAsk] = {
+            s.name: s.await_human for s in plan.template.stages if s.await_human is not None
+        }
+        self._waits: dict[str, HumanWait] = {}
+        self._answers: dict[str, dict[str, Any]] = {}
         self.warnings: list[str] = list(plan.warnings)
         self.log: list[SchedulerEvent] = []
         self.outcome: FinishTask | FailTask | None = None
@@ -162,6 +175,10 @@ class Scheduler:
         if self.outcome is not None:
             return self._late(event)
         out: list[Intent] = self._cool(event.at)
+        if self._waits:
+            out += self._expire(event.at)
+            if self.outcome is not None:
+                return out
         match event:
             case Start():
                 out += self._dispatch_ready(event.at)
@@ -191,6 +208,13 @@ class Scheduler:
                 if spec.id not in self._specs:  # asked twice (a retried call): once
                     self._add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
+            case HumanAnswered(subtask_id=sid, answer=answer, principal=who):
+                if sid in self._waits:  # else it was settled meanwhile: nothing to do
+                    del self._waits[sid]
+                    out += [
+                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
+                        *self._answered(sid, answer, event.at),
+                    ]
             case _:
                 assert_never(event)
         return out + self._check_finished()
@@ -198,6 +222,23 @@ class Scheduler:
     def outstanding(self) -> list[Dispatch | Retry | Fallback]:
         """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
         return [intent.model_copy(update={"delay_s": 0.0}) for intent in self._running.values()]
+
+    def waiting(self) -> list[HumanWait]:
+        """Sub-tasks waiting for a person, in the order they began to wait."""
+        return list(self._waits.values())
+
+    def wait_of(self, subtask_id: str) -> HumanWait | None:
+        """What `subtask_id` waits for, if it waits for a person."""
+        return self._waits.get(subtask_id)
+
+    def answer(self, subtask_id: str) -> dict[str, Any] | None:
+        """The answer a sub-task ran with (given, or its default), if it asked a person."""
+        return self._answers.get(subtask_id)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a waiting sub-task (when to wake), if any."""
+        deadlines = [w.deadline for w in self._waits.values() if w.deadline is not None]
+        return min(deadlines) if deadlines else None
 
     def status(self, subtask_id: str) -> SubTaskStatus:
         """A sub-task's status."""
@@ -264,6 +305,8 @@ class Scheduler:
             "results": sorted(self._results),
             "alias": dict(self._alias),
             "held": list(self._held),
+            "waits": [w.model_dump() for w in self._waits.values()],
+            "answers": dict(self._answers),
             "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
             "warnings": list(self.warnings),
             "outcome": None if self.outcome is None else self.outcome.model_dump(),
@@ -336,6 +379,8 @@ class Scheduler:
                     return outputs if value.get("many") else (outputs[0] if outputs else None)
                 if TASK_MARKER in value:
                     return self._task_value(value[TASK_MARKER])
+                if ANSWER_MARKER in value:
+                    return output_path(self._answers.get(spec.id), value[ANSWER_MARKER])
                 return {k: fill(v) for k, v in value.items()}
             if isinstance(value, list):
                 return [fill(v) for v in value]
@@ -441,9 +486,66 @@ class Scheduler:
                     return out + self._end(reason, ErrorCode.SKIPPED, sid)
                 queue += self._waiting_on(sid)
                 continue
+            if spec.stage in self._asks and sid not in self._answers:
+                out.append(self._wait(sid, at))
+                continue
             out += self._launch(sid, at, Dispatch, reason=self._origin[sid])
             if self.outcome is not None:
                 return out
+        return out
+
+    # ---- a person in the loop ---------------------------------------------------------
+
+    def _wait(self, sid: str, at: float) -> AwaitHuman:
+        """Hold a ready sub-task of an `await_human` stage until it is answered."""
+        ask = self._asks[self._specs[sid].stage]
+        deadline = None if ask.timeout_s is None else at + ask.timeout_s
+        self._waits[sid] = HumanWait(
+            subtask_id=sid,
+            prompt=ask.prompt,
+            answer_schema=ask.answer_schema,
+            since=at,
+            deadline=deadline,
+            has_default=ask.default is not None,
+        )
+        self._set(sid, _S.WAITING)
+        return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
+
+    def _answered(self, sid: str, answer: dict[str, Any], at: float) -> list[Intent]:
+        self._answers[sid] = answer
+        self._set(sid, _S.PENDING)
+        return self._launch(sid, at, Dispatch, reason="answered")
+
+    def _expire(self, at: float) -> list[Intent]:
+        """Settle the waits whose deadline passed: the default applies, or `human_timeout`."""
+        out: list[Intent] = []
+        for sid, wait in list(self._waits.items()):
+            if wait.deadline is None or wait.deadline > at:
+                continue
+            del self._waits[sid]
+            default = self._asks[self._specs[sid].stage].default
+            if default is not None:
+                out += [
+                    HumanSettled(subtask_id=sid, outcome="default"),
+                    self._warn(
+                        f"sub-task `{sid}`: nobody answered by its deadline; the "
+                        "default answer applied",
+                        sid,
+                    ),
+                    *self._answered(sid, default, at),
+                ]
+            else:
+                error = SubTaskError(
+                    code=ErrorCode.HUMAN_TIMEOUT,
+                    message=f"sub-task `{sid}` waited for an answer until its deadline and "
+                    "got none (no default declared)",
+                )
+                out += [
+                    HumanSettled(subtask_id=sid, outcome="timed_out"),
+                    *self._settle_failed(sid, error, at),
+                ]
+            if self.outcome is not None:
+                break
         return out
 
     def _next_fallback(self, sid: str) -> str | None:
@@ -689,10 +791,11 @@ class Scheduler:
         for k in running:
             self._set(k, _S.CANCELLED)
         for k, v in self._status.items():
-            if v is _S.PENDING:
+            if v in (_S.PENDING, _S.WAITING):
                 self._set(k, _S.CANCELLED)
         self._running.clear()
         self._held.clear()
+        self._waits.clear()
         self.outcome = FailTask(reason=reason, code=code, subtask_id=sid)
         out: list[Intent] = [CancelSubTasks(subtask_ids=running)] if running else []
         return [*out, self.outcome]

@@ -102,8 +102,27 @@ class ChildAdded(BaseModel):
     spec: SubTaskSpec
 
 
+class HumanAnswered(BaseModel):
+    """A person answered a sub-task waiting for them (checked against its schema already)."""
+
+    model_config = _FROZEN
+    kind: Literal["answer"] = "answer"
+    at: float
+    subtask_id: str
+    answer: dict[str, Any]
+    principal: str
+    """Who answered (the audit trail's `who`)."""
+
+
 SchedulerEvent = Annotated[
-    Start | SubTaskDone | SubTaskFailed | SubTaskTimedOut | Tick | CancelRequested | ChildAdded,
+    Start
+    | SubTaskDone
+    | SubTaskFailed
+    | SubTaskTimedOut
+    | Tick
+    | CancelRequested
+    | ChildAdded
+    | HumanAnswered,
     Field(discriminator="kind"),
 ]
 """Any scheduler input; persisted as JSON in the task's log."""
@@ -128,7 +147,9 @@ class RunIntent(BaseModel):
 class Dispatch(RunIntent):
     """Run a sub-task whose own dependencies are done (partial rollout: no stage barrier)."""
 
-    reason: Literal["ready", "rule", "feedback", "each", "half_open", "resume", "child"] = "ready"
+    reason: Literal[
+        "ready", "rule", "feedback", "each", "half_open", "resume", "child", "answered"
+    ] = "ready"
 
 
 class Retry(RunIntent):
@@ -142,6 +163,24 @@ class Fallback(RunIntent):
 
     from_capability: str
     reason: str
+
+
+class AwaitHuman(BaseModel):
+    """A sub-task is ready but waits for a person: tell them, and wake at the deadline."""
+
+    model_config = _FROZEN
+    subtask_id: str
+    prompt: str
+    deadline: float | None
+
+
+class HumanSettled(BaseModel):
+    """A wait ended: `answered` (by `principal`), `default` or `timed_out` at the deadline."""
+
+    model_config = _FROZEN
+    subtask_id: str
+    outcome: Literal["answered", "default", "timed_out"]
+    principal: str | None = None
 
 
 class BreakerOpened(BaseModel):
@@ -247,6 +286,8 @@ Intent = (
     Dispatch
     | Retry
     | Fallback
+    | AwaitHuman
+    | HumanSettled
     | BreakerOpened
     | BreakerHalfOpened
     | BreakerClosed

@@ -15,7 +15,9 @@ outputs, assigned by the server; an HTTP caller cannot choose it); and some fill
 at dispatch time: from upstream results,
 `"$from.STAGE"`, `"$from.STAGE.path.in.output"` or `"$from.STAGE.@watermark"` (the
 watermark of the upstream sub-task, for provenance); from the task so far, `"$warnings"`
-(every degradation until now) and `"$costs"` (seconds and attempts per settled sub-task).
+(every degradation until now) and `"$costs"` (seconds and attempts per settled sub-task);
+from a person, in a stage that declares `await_human`, `"$answer"` or `"$answer.FIELD"`
+(see `core._human`).
 """
 
 from __future__ import annotations
@@ -31,6 +33,7 @@ import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
 from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core._human import HumanAsk
 
 __all__ = [
     "DynamicRule",
@@ -52,6 +55,8 @@ FOR_EACH = re.compile(
 )
 """A stage's `for_each`: `$from.STAGE[.FIELD...]` (a list in an upstream output, expanded
 when that sub-task succeeds) or `$params.NAME` (a list in the request, expanded at once)."""
+ANSWER = re.compile(r"^\$answer(?:\.([\w.]+))?$")
+"""`$answer` or `$answer.FIELD` in a stage's input (group 1: the path)."""
 
 
 class FanOut(StrEnum):
@@ -103,6 +108,16 @@ class Stage(BaseModel):
     """
     max_each: int = Field(default=1000, ge=1, le=100_000)
     """Most elements a `for_each` may fan out over; a longer list fails the task, named."""
+    await_human: HumanAsk | None = None
+    """Ask the task's owner first: each sub-task waits, once its dependencies are done,
+    for an answer matching `schema` (the other branches go on), then runs with it as
+    `$answer`; at `timeout_s` the `default` applies, or it fails with `human_timeout`."""
+
+    @model_validator(mode="after")
+    def _answer_needs_a_question(self) -> Self:
+        if self.await_human is None and _names_answer(self.input):
+            raise ValueError(f"stage `{self.name}` reads `$answer` but declares no `await_human`")
+        return self
 
     @model_validator(mode="before")
     @classmethod
@@ -260,6 +275,15 @@ class TaskTemplate(BaseModel):
             raise InvalidSpecError(
                 f"template {source!r} is invalid: {problems}", source=source
             ) from None
+
+
+def _names_answer(value: Any) -> bool:
+    """Whether an input template uses `$answer` anywhere."""
+    if isinstance(value, dict):
+        return any(_names_answer(v) for v in value.values())
+    if isinstance(value, list):
+        return any(_names_answer(v) for v in value)
+    return isinstance(value, str) and ANSWER.match(value) is not None
 
 
 def _check_for_each(stage: Stage, by_name: Mapping[str, Stage], stages: tuple[Stage, ...]) -> None:

@@ -13,6 +13,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from swarm_ray.core._attempts import SubTaskHistory, critical_path, histories
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._fsm import TaskState
+from swarm_ray.core._human import HumanWait
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._subtask import SubTaskSpec
 
@@ -27,7 +28,8 @@ class SubTaskView(BaseModel):
     model_config = _VIEW
 
     status: str
-    """`pending`, `running`, `held`, `succeeded`, `failed`, `skipped` or `cancelled`."""
+    """`pending`, `running`, `held`, `waiting` (for a person), `succeeded`, `failed`,
+    `skipped` or `cancelled`."""
     capability: str
     """The capability it runs on (the fallback's, after a switch)."""
     stage: str
@@ -56,6 +58,8 @@ class SubTaskView(BaseModel):
     """Why it failed for good: `code`, `message`, `details`."""
     parent: str | None = None
     """The sub-task that spawned it (a child sub-task, a rule's, a feedback round's)."""
+    answer: dict[str, Any] | None = None
+    """The answer it ran with, for a sub-task that asked a person (`await_human`)."""
 
 
 class UsageView(BaseModel):
@@ -95,6 +99,9 @@ class TaskStatus(BaseModel):
     """Degradations its result must mention."""
     error: dict[str, Any] | None = None
     """Why it failed or was cancelled: `code`, `message`, `details`."""
+    waiting: list[HumanWait] = []
+    """Sub-tasks waiting for a person: the question, its schema, the deadline and who
+    answers (the brief form lists them too)."""
     subtasks: dict[str, SubTaskView] = {}
     """Each sub-task by id (the plan as a DAG: see `depends_on`)."""
     usage: UsageView | None = None
@@ -135,6 +142,9 @@ def _subtask_view(
     error = scheduler.error(spec.id)
     if error is not None:
         view["error"] = error.model_dump(mode="json")
+    answer = scheduler.answer(spec.id)
+    if answer is not None:
+        view["answer"] = answer
     return SubTaskView(**view)
 
 
@@ -155,6 +165,7 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> TaskStatus:
         "updated_at": record.updated_at,
         "warnings": list(record.warnings or (scheduler.warnings if scheduler else ())),
         "error": record.error.model_dump(mode="json") if record.error else None,
+        "waiting": driver.waiting(),
     }
     if brief or scheduler is None:
         return TaskStatus(**status)

@@ -51,6 +51,7 @@ from swarm_ray.gateway._models import (
     GatewayConfig,
     HealthReport,
     HealthStatus,
+    HumanAnswer,
     TaskAccepted,
     TaskReport,
     WatermarkQuery,
@@ -69,6 +70,9 @@ from swarm_ray.runtime._uploads import UploadInfo, Uploads
 __all__ = ["Gateway", "app", "build_app"]
 
 _TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,80}$", description="A task id.")
+_SUBTASK_ID = PathParam(
+    pattern=r"^[A-Za-z0-9_.@\[\],\-]{1,200}$", description="A sub-task id (`review[0]`)."
+)
 _FILE_ID = PathParam(pattern=r"^file-[0-9a-f]{24}$", description="A file id.")
 _CAPABILITY_ID = PathParam(pattern=r"^[a-z][a-z0-9_.]{2,127}$", description="A capability id.")
 _ERRORS: dict[int | str, dict[str, Any]] = {
@@ -234,6 +238,33 @@ class Gateway:
         """Cancel a running task (an ended one is left as it is)."""
         await self._call(self._actor.cancel.remote(task_id, principal=caller))
         status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
+        return (await self._names()).model(caller, status)
+
+    @app.post(
+        "/v1/tasks/{task_id}/subtasks/{subtask_id}/answer",
+        response_model=TaskStatus,
+        responses={
+            **_ERRORS,
+            403: {"model": ErrorBody, "description": "Not the task owner's key."},
+            409: {"model": ErrorBody, "description": "The sub-task is not waiting."},
+            422: {"model": ErrorBody, "description": "The answer does not match its schema."},
+        },
+    )
+    async def answer_subtask(
+        self,
+        task_id: Annotated[str, _TASK_ID],
+        subtask_id: Annotated[str, _SUBTASK_ID],
+        body: HumanAnswer,
+        caller: Caller,
+    ) -> TaskStatus:
+        """Answer a sub-task waiting for a person (`waiting` in the task's status).
+
+        Only the task's owner answers; the answer must match the sub-task's schema. It is
+        recorded with the caller's principal before the sub-task runs with it.
+        """
+        status: TaskStatus = await self._call(
+            self._actor.answer.remote(task_id, subtask_id, body.answer, principal=caller)
+        )
         return (await self._names()).model(caller, status)
 
     @app.get(

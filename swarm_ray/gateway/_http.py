@@ -11,6 +11,7 @@ from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from swarm_ray.core._errors import (
+    AnswerRefusedError,
     InvalidInputError,
     SwarmError,
     SwarmUserError,
@@ -93,6 +94,20 @@ def http_error(exc: SwarmError) -> HTTPException:
         return HTTPException(404, detail={"detail": exc.message, "code": code})
     if isinstance(exc, TaskConflictError):
         return HTTPException(409, detail={"detail": exc.message, "code": code})
+    if isinstance(exc, AnswerRefusedError):  # not the owner's to give, or not waited for
+        status = 403 if exc.details.get("reason") == "not_owner" else 409
+        body = {"detail": exc.message, "code": code, "reason": exc.details.get("reason")}
+        return HTTPException(status, detail=body)
+    if isinstance(exc, InvalidInputError) and "capability_id" not in exc.details:
+        fields = [  # an answer to a person's question (`core._human`)
+            {
+                "loc": ["body", "answer", *str(err.get("field", "")).split(".")],
+                "msg": str(err.get("problem")),
+                "type": code,
+            }
+            for err in exc.details.get("errors", [])
+        ] or [{"loc": ["body"], "msg": exc.message, "type": code}]
+        return HTTPException(422, detail={"detail": fields, "code": code})
     if isinstance(exc, InvalidInputError):
         fields = [
             {

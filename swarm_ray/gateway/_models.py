@@ -13,6 +13,7 @@ __all__ = [
     "GatewayConfig",
     "HealthReport",
     "HealthStatus",
+    "HumanAnswer",
     "TaskAccepted",
     "TaskReport",
     "WatermarkQuery",
@@ -84,6 +85,15 @@ class TaskAccepted(BaseModel):
     state: str
     status_url: str
     events_url: str
+
+
+class HumanAnswer(BaseModel):
+    """A person's answer to a sub-task waiting for one (`TaskStatus.waiting`)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    answer: dict[str, Any]
+    """A JSON object matching the sub-task's `answer_schema`."""
 
 
 class TaskReport(BaseModel):

@@ -19,7 +19,7 @@ from pydantic import BaseModel
 from ray._common.constants import HEAD_NODE_RESOURCE_NAME
 from ray.exceptions import RayActorError
 
-from swarm_ray.core._errors import SwarmRuntimeError
+from swarm_ray.core._errors import AnswerRefusedError, SwarmRuntimeError
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._trace import find_tokens
@@ -235,6 +235,16 @@ class SwarmClient:
         record: TaskRecord = self._call(lambda a: a.cancel.remote(task_id))
         return record
 
+    def answer(self, task_id: str, subtask_id: str, answer: dict[str, Any]) -> TaskStatus:
+        """Answer a sub-task waiting for a person (`TaskStatus.waiting` lists them).
+
+        Raises:
+            AnswerRefusedError: the sub-task is not waiting (any more).
+            InvalidInputError: the answer does not match the sub-task's schema.
+        """
+        status: TaskStatus = self._call(lambda a: a.answer.remote(task_id, subtask_id, answer))
+        return status
+
     def trace(self, text: str, *, include_input: bool = True) -> list[dict[str, Any]]:
         """What produced each watermark found in `text` (full tokens or `wm:` short ids).
 
@@ -301,6 +311,26 @@ class TaskHandle:
     def cancel(self) -> TaskRecord:
         """Cancel the task."""
         return self.client.cancel(self.id)
+
+    def answer(self, answer: dict[str, Any], subtask_id: str | None = None) -> TaskStatus:
+        """Answer a sub-task waiting for a person: `subtask_id`, or the one that waits.
+
+        Raises:
+            AnswerRefusedError: no sub-task waits (or several do, and none was named), or
+                the one named does not.
+            InvalidInputError: the answer does not match the sub-task's schema.
+        """
+        if subtask_id is None:
+            waiting = [w.subtask_id for w in self.status().waiting]
+            if len(waiting) != 1:
+                raise AnswerRefusedError(
+                    f"task `{self.id}` has {len(waiting)} sub-tasks waiting for an answer "
+                    f"({', '.join(waiting) or 'none'}); name one",
+                    task_id=self.id,
+                    reason="not_waiting",
+                )
+            subtask_id = waiting[0]
+        return self.client.answer(self.id, subtask_id, answer)
 
     @overload
     def output(self, model: None = None) -> dict[str, Any] | None: ...

@@ -31,6 +31,7 @@ from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import (
     Accepted,
     AddChild,
+    Answer,
     Arrived,
     Begin,
     BreakerMoved,
@@ -448,6 +449,32 @@ class Orchestrator:
         self._step(driver, Cancel(reason))
         await self._committed()
         return driver.view()
+
+    async def answer(
+        self,
+        task_id: str,
+        subtask_id: str,
+        answer: dict[str, Any],
+        principal: Principal | None = None,
+    ) -> TaskStatus:
+        """Answer a sub-task waiting for a person; the task's status once it is recorded.
+
+        Only the task's owner (or a trusted caller) answers, with an answer matching the
+        sub-task's schema; the answer and who gave it are written to the task's log
+        before the sub-task runs with it.
+
+        Raises:
+            TaskNotFoundError: no such task, or not `principal`'s to see.
+            AnswerRefusedError: not waiting (any more), or not the owner.
+            InvalidInputError: the answer does not match the schema.
+        """
+        await self.recover()
+        who = principal or LOCAL
+        driver = self._driver(task_id, who)
+        checked = driver.check_answer(subtask_id, answer, who)
+        self._step(driver, Answer(subtask_id, checked, who.id))
+        await self._committed()
+        return status_view(driver)
 
     async def report(self, result: SubTaskResult) -> bool:
         """Accept a result from an external agent; False (and counted) when refused."""

@@ -1,0 +1,217 @@
+"""A person in the loop: a sub-task held for its owner's answer, durable, with a deadline.
+
+The pure part (no Ray): the driver holds the sub-task while the other branches go on,
+reloads the wait from its log, takes only its owner's answer matching the schema, and at
+the deadline applies the default or fails the sub-task with `human_timeout`.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from swarm_ray import AnswerRefusedError, InvalidInputError, TaskRequest, TaskState
+from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._commands import Answer, Arrived, Begin, Resume, Run, Wake, WakeAt
+from swarm_ray.core._driver import TaskDriver
+from swarm_ray.core._plan import expand
+from swarm_ray.core._principal import LOCAL, Principal
+from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings
+from swarm_ray.core._views import status_view
+from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.runtime._results import ResultStore
+from swarm_ray.runtime._store import SQLiteStateStore
+
+ALICE = Principal(id="alice")
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def deps(tmp_path: Path) -> dict[str, object]:
+    registry, router = load_catalogs(
+        ["swarm_ray.testing:testing_catalog", "tests.human_catalog:human_catalog"]
+    )
+    return {
+        "registry": registry,
+        "store": SQLiteStateStore(tmp_path / "state.db"),
+        "results": ResultStore(str(tmp_path / "results")),
+        "key": WatermarkKey.generate(),
+        "router": router,
+        "clock": Clock(),
+    }
+
+
+def _start(deps: dict[str, object], template: str) -> tuple[TaskDriver, list[SubTask]]:
+    request = TaskRequest(template=template)
+    driver = TaskDriver.create(request, owner="alice", **deps)
+    plan = expand(deps["router"].route(request), request, task_id=driver.task_id)  # type: ignore[attr-defined]
+    step = driver.step(Begin(plan=plan))
+    return driver, [c.subtask for c in step.commands if isinstance(c, Run)]
+
+
+def _done(subtask: SubTask) -> SubTaskResult:
+    output: dict[str, object] = {"text": str(subtask.input.get("text", "")).upper(), "pid": 1}
+    if subtask.capability_id == "test.join.texts":
+        parts = [p for p in subtask.input["parts"] if p is not None]
+        output = {"text": " ".join(parts), "count": len(parts)}
+    return SubTaskResult(
+        task_id=subtask.task_id,
+        subtask_id=subtask.subtask_id,
+        capability_id=subtask.capability_id,
+        attempt=subtask.attempt,
+        output=output,
+        timings=Timings(started_at=1.0, finished_at=1.1),
+        watermark=subtask.watermark,
+    )
+
+
+def _finish(driver: TaskDriver, runs: list[SubTask]) -> None:
+    while runs:
+        step = driver.step(Arrived(_done(runs.pop(0))))
+        runs += [c.subtask for c in step.commands if isinstance(c, Run)]
+
+
+def test_a_waiting_branch_survives_a_reload_and_runs_with_its_owners_answer(
+    deps: dict[str, object],
+) -> None:
+    driver, runs = _start(deps, "human_branches")
+    assert sorted(r.subtask_id for r in runs) == ["first", "second"]  # `ask` is held
+    _finish(driver, runs)  # the other branches go on and finish
+    assert driver.scheduler is not None
+    assert str(driver.scheduler.status("ask")) == "waiting"
+    assert [e.status for e in driver.events if e.kind == "human"] == ["waiting_for_human"]
+    [wait] = status_view(driver, brief=True).waiting
+    assert wait.subtask_id == "ask" and wait.owner == "alice" and wait.deadline == 1600.0
+
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None
+    step = reloaded.step(Resume())
+    assert WakeAt(1600.0) in step.commands and not any(isinstance(c, Run) for c in step.commands)
+    with pytest.raises(AnswerRefusedError) as refused:
+        reloaded.check_answer("ask", {"text": "gamma"}, Principal(id="mallory", admin=True))
+    assert refused.value.details["reason"] == "not_owner"
+    with pytest.raises(InvalidInputError):
+        reloaded.check_answer("ask", {"text": ""}, ALICE)
+    with pytest.raises(AnswerRefusedError):
+        reloaded.check_answer("first", {"text": "x"}, ALICE)
+    answer = reloaded.check_answer("ask", {"text": "gamma"}, ALICE)
+    step = reloaded.step(Answer("ask", answer, "alice"))
+    [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert run.subtask_id == "ask" and run.input["text"] == "gamma"
+    assert any(e.summary == "answered by `alice`" for e in reloaded.events)
+    with pytest.raises(AnswerRefusedError):  # answered already
+        reloaded.check_answer("ask", answer, LOCAL)
+    _finish(reloaded, [run])
+    assert reloaded.state is TaskState.COMPLETED
+    assert reloaded.output() == {"text": "ALPHA BETA GAMMA", "count": 3}
+    again = TaskDriver.load(driver.task_id, **deps)
+    assert again is not None and again.scheduler is not None
+    assert again.scheduler.answer("ask") == {"text": "gamma"}
+
+
+def test_at_the_deadline_the_default_applies(deps: dict[str, object]) -> None:
+    driver, runs = _start(deps, "human_default")
+    clock = deps["clock"]
+    assert isinstance(clock, Clock)
+    clock.now += 3.5
+    step = driver.step(Wake())
+    [ask] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert ask.input["text"] == "by default"
+    _finish(driver, [*runs, ask])
+    assert driver.state is TaskState.COMPLETED
+    assert driver.output() == {"text": "ALPHA BETA BY DEFAULT", "count": 3}
+    assert any("default answer applied" in w for w in driver.record.warnings)
+
+
+def test_with_no_default_the_sub_task_fails_with_human_timeout(deps: dict[str, object]) -> None:
+    driver, runs = _start(deps, "human_strict")
+    clock = deps["clock"]
+    assert isinstance(clock, Clock)
+    clock.now += 2.5
+    with pytest.raises(AnswerRefusedError):  # past the deadline, even before the timer
+        driver.check_answer("ask", {"text": "late"}, ALICE)
+    driver.step(Wake())
+    _finish(driver, runs)
+    assert driver.state is TaskState.COMPLETED  # `join` is partial_ok: the task degrades
+    assert driver.scheduler is not None
+    error = driver.scheduler.error("ask")
+    assert error is not None and error.code == "human_timeout"
+    assert driver.output() == {"text": "ALPHA BETA", "count": 2}
+
+
+@pytest.mark.ray
+@pytest.mark.timeout(400)
+def test_killed_during_the_wait_answered_over_rest_and_a_default_at_the_deadline(
+    ray_cluster: None, serve_port: int, tmp_path: Path
+) -> None:
+    """Three branches, one waiting; the orchestrator is killed during the wait; the owner
+    answers through the gateway; the task completes with the answer. Another run gets its
+    default at the deadline."""
+    import secrets
+
+    import httpx
+    import ray
+    from ray import serve
+
+    import swarm_ray
+    from swarm_ray.gateway import GatewayConfig, build_app
+    from tests.support import wait_until
+
+    catalogs = ("swarm_ray.testing:testing_catalog", "tests.human_catalog:human_catalog")
+    client = swarm_ray.connect(catalogs=list(catalogs), state_dir=tmp_path, name="swarm-human")
+    alice, bob = secrets.token_urlsafe(24), secrets.token_urlsafe(24)
+    keys = tmp_path / "keys"
+    keys.write_text(f"alice:{alice}\nbob:{bob}\n")
+    config = GatewayConfig(
+        orchestrator="swarm-human", catalogs=catalogs, api_keys_file=str(keys), state_dir=None
+    )
+    serve.run(build_app(config), name="swarm-human-gateway", route_prefix="/human")
+    base = f"http://127.0.0.1:{serve_port}/human"
+    try:
+        with httpx.Client(
+            base_url=base, timeout=60, headers={"Authorization": f"Bearer {alice}"}
+        ) as http:
+            task_id = http.post("/v1/tasks", json={"template": "human_branches"}).json()["task_id"]
+
+            def waiting() -> dict[str, object] | None:
+                status = http.get(f"/v1/tasks/{task_id}").json()
+                done = [s for s, v in status["subtasks"].items() if v["status"] == "succeeded"]
+                return status if status["waiting"] and len(done) == 2 else None
+
+            status = wait_until(waiting, 120, "the other branches to finish while ask waits")
+            assert [w["subtask_id"] for w in status["waiting"]] == ["ask"]  # type: ignore[index]
+            listed = http.get("/v1/tasks").json()
+            assert [t["waiting"][0]["subtask_id"] for t in listed if t["task_id"] == task_id]
+            ray.kill(client.actor, no_restart=False)  # Ray restarts it; it replays the wait
+            url = f"/v1/tasks/{task_id}/subtasks/ask/answer"
+            bad = http.post(url, json={"answer": {"text": 3}})
+            assert bad.status_code == 422, bad.text
+            other = http.post(
+                url, json={"answer": {"text": "x"}}, headers={"Authorization": f"Bearer {bob}"}
+            )
+            assert other.status_code == 404  # not bob's task: not even known to him
+            answered = http.post(url, json={"answer": {"text": "gamma"}})
+            assert answered.status_code == 200, answered.text
+            again = http.post(url, json={"answer": {"text": "gamma"}})
+            assert again.status_code == 409
+            record = client.wait(task_id, timeout_s=120)
+            assert record.machine.state is TaskState.COMPLETED, record.error
+            assert record.output == {"text": "ALPHA BETA GAMMA", "count": 3}
+            events = client.events(task_id)
+            assert any(e.summary == "answered by `alice`" for e in events)
+
+            late = http.post("/v1/tasks", json={"template": "human_default"}).json()["task_id"]
+            record = client.wait(late, timeout_s=120)
+            assert record.machine.state is TaskState.COMPLETED, record.error
+            assert record.output == {"text": "ALPHA BETA BY DEFAULT", "count": 3}
+    finally:
+        serve.delete("swarm-human-gateway")
+        client.shutdown()
