@@ -3,6 +3,8 @@
 swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`
 swarm_ray/runtime/    the Ray edge: imports `core`, never a workload or `llm`
 gateway/ llm/ documents/ video/   beside them, importing downward
+swarm_ray/agent.py    the one way in from a workload (llm/ documents/ video/ jobs/) to the
+                      runtime: workloads import no private `swarm_ray.runtime._x` module
 """
 
 from __future__ import annotations
@@ -56,3 +58,21 @@ def test_core_is_pure(path: Path) -> None:
 def test_runtime_imports_no_workload_and_no_llm(path: Path) -> None:
     for name in _imports(path):
         assert not name.startswith(_WORKLOADS), f"{path.name} imports `{name}`"
+
+
+_AGENT_CODE = ("llm", "documents", "video")
+_JOBS = PACKAGE.parent / "jobs"
+
+
+def _agent_code() -> list[Path]:
+    return [p for folder in _AGENT_CODE for p in _modules(folder)] + sorted(_JOBS.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _agent_code(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_workloads_enter_the_runtime_through_swarm_ray_agent(path: Path) -> None:
+    # The gateway is the interface layer that owns uploads, results and the client, so it
+    # may still use the runtime's private modules; the workloads may not.
+    for name in _imports(path):
+        assert not name.startswith("swarm_ray.runtime."), (
+            f"{path.parent.name}/{path.name} imports `{name}`: use `swarm_ray.agent`"
+        )

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from swarm_ray.agent import AgentReply
 from swarm_ray.core._capability import ExecutorKind, Resources, RetryPolicy, capability_maker
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import InvalidOutputError
@@ -29,7 +30,6 @@ from swarm_ray.llm._planner import CapabilityLine, PlanDraft, draft_plan
 from swarm_ray.llm._settings import engine_config_for
 from swarm_ray.llm._structured import StructuredReply, generate_structured
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
-from swarm_ray.runtime._agent import AgentReply
 
 __all__ = [
     "ChatIn",

@@ -326,8 +326,8 @@ def current_engine() -> Engine:
     capability (`SWARM_RAY_LLM_CONFIG`), else `EngineConfig.from_env()`.
     """
     if _current is None:
+        from swarm_ray.agent import current_subtask
         from swarm_ray.llm._settings import engine_config_for
-        from swarm_ray.runtime._agent import current_subtask
 
         subtask = current_subtask()
         use_engine(load_engine(engine_config_for(subtask.capability_id if subtask else None)))

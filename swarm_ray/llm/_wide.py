@@ -22,10 +22,10 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swarm_ray.agent import AgentReply
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.llm._tool_agent import AgentUsage, ToolAgentIn, run_tool_agent
-from swarm_ray.runtime._agent import AgentReply
 
 __all__ = [
     "ResearchRow",
