@@ -35,9 +35,8 @@ from swarm_ray.llm._engine import (
     EngineKind,
     GenerationParams,
     Message,
-    load_engine,
-    use_engine,
 )
+from swarm_ray.llm._load import load_engine, use_engine
 from swarm_ray.llm._structured import StructuredReply, Target, generate_structured
 
 __all__ = [

@@ -41,9 +41,8 @@ from swarm_ray.llm._engine import (
     GenerationParams,
     Message,
     ToolCall,
-    current_engine,
-    load_engine,
 )
+from swarm_ray.llm._load import current_engine, load_engine
 from swarm_ray.llm._settings import NAME, McpServer, llm_settings, resolve
 from swarm_ray.llm._structured import generate_structured, json_schema_of
 from swarm_ray.llm._toolbox import Toolbox, ToolOutcome
