@@ -3,6 +3,8 @@
 swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`
 swarm_ray/runtime/    the Ray edge: imports `core`, never a workload or `llm`
 gateway/ llm/ documents/ video/   beside them, importing downward
+swarm_ray/agent.py    the one way in from a workload (llm/ documents/ video/ jobs/) to the
+                      runtime: workloads import no private `swarm_ray.runtime._x` module
 """
 
 from __future__ import annotations
@@ -56,3 +58,96 @@ def test_core_is_pure(path: Path) -> None:
 def test_runtime_imports_no_workload_and_no_llm(path: Path) -> None:
     for name in _imports(path):
         assert not name.startswith(_WORKLOADS), f"{path.name} imports `{name}`"
+
+
+_AGENT_CODE = ("llm", "documents", "video")
+_JOBS = PACKAGE.parent / "jobs"
+
+
+def _agent_code() -> list[Path]:
+    return [p for folder in _AGENT_CODE for p in _modules(folder)] + sorted(_JOBS.glob("*.py"))
+
+
+@pytest.mark.parametrize("path", _agent_code(), ids=lambda p: f"{p.parent.name}/{p.name}")
+def test_workloads_enter_the_runtime_through_swarm_ray_agent(path: Path) -> None:
+    # The gateway is the interface layer that owns uploads, results and the client, so it
+    # may still use the runtime's private modules; the workloads may not.
+    for name in _imports(path):
+        assert not name.startswith("swarm_ray.runtime."), (
+            f"{path.parent.name}/{path.name} imports `{name}`: use `swarm_ray.agent`"
+        )
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(PACKAGE.parent).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+def _import_graph() -> dict[str, set[str]]:
+    """Each module of the package and the package modules it imports, anywhere in it.
+
+    Function-level imports count: they hide a circle, they do not break it. An import of a
+    package counts as an edge to its `__init__`, and `from pkg import mod` as one to `mod`.
+    Imports under `TYPE_CHECKING` count as well: none closes a circle today, and a type-only
+    import that did would be the first step of a real one, so none is excluded.
+    """
+    paths = {_module_name(p): p for p in PACKAGE.rglob("*.py")}
+    graph: dict[str, set[str]] = {}
+    for name, path in paths.items():
+        found = set(_imports(path))
+        for node in ast.walk(ast.parse(path.read_text(), filename=str(path))):
+            if isinstance(node, ast.ImportFrom) and node.module and not node.level:
+                found |= {f"{node.module}.{alias.name}" for alias in node.names}
+        graph[name] = {target for target in found if target in paths} - {name}
+    return graph
+
+
+def _circles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan, iterative)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    circles: list[list[str]] = []
+    for root in sorted(graph):
+        if root in index:
+            continue
+        work = [(root, iter(sorted(graph[root])))]
+        index[root] = low[root] = len(index)
+        stack.append(root)
+        on_stack.add(root)
+        while work:
+            node, targets = work[-1]
+            target = next(targets, None)
+            if target is not None:
+                if target not in index:
+                    index[target] = low[target] = len(index)
+                    stack.append(target)
+                    on_stack.add(target)
+                    work.append((target, iter(sorted(graph[target]))))
+                elif target in on_stack:
+                    low[node] = min(low[node], index[target])
+                continue
+            work.pop()
+            if work:
+                low[work[-1][0]] = min(low[work[-1][0]], low[node])
+            if low[node] == index[node]:
+                component: list[str] = []
+                while True:
+                    member = stack.pop()
+                    on_stack.discard(member)
+                    component.append(member)
+                    if member == node:
+                        break
+                if len(component) > 1:
+                    circles.append(sorted(component))
+    return circles
+
+
+def test_the_circle_finder_finds_a_circle() -> None:
+    assert _circles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]
+
+
+def test_no_import_circles() -> None:
+    circles = _circles(_import_graph())
+    assert circles == [], f"import circles (function-level imports included): {circles}"

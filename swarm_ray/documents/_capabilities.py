@@ -21,6 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray.agent import AgentReply, declared_limits, state_dir
 from swarm_ray.core._access import ReadPath, WritePath
 from swarm_ray.core._capability import (
     CapabilitySpec,
@@ -61,9 +62,6 @@ from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
 from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
-from swarm_ray.runtime._agent import AgentReply
-from swarm_ray.runtime._config import state_dir
-from swarm_ray.runtime._rlimits import declared_limits
 
 __all__ = [
     "CompareIn",

@@ -31,6 +31,7 @@ from pathlib import Path
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
 import swarm_ray
+from swarm_ray.agent import follow_with_progress
 from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._dimensions import (
@@ -44,7 +45,6 @@ from swarm_ray.documents._dimensions import (
 from swarm_ray.documents._report import ReportFiles
 from swarm_ray.documents._sample import GroundTruth, generate_brochures
 from swarm_ray.documents._score import facts_by_file, in_dimensions, score_extraction
-from swarm_ray.runtime._progress import follow_with_progress
 
 __all__: list[str] = []
 

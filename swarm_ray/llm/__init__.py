@@ -21,7 +21,6 @@ from swarm_ray.llm._capabilities import (
     chat,
     extract_json,
     llm_catalog,
-    llm_resources,
     plan,
 )
 from swarm_ray.llm._deployment import (
@@ -43,12 +42,10 @@ from swarm_ray.llm._engine import (
     GenerationParams,
     Message,
     ToolCall,
-    current_engine,
-    load_engine,
-    use_engine,
 )
 from swarm_ray.llm._handle import DeploymentEngine
 from swarm_ray.llm._llama_cpp import LlamaCppEngine, default_gguf
+from swarm_ray.llm._load import current_engine, load_engine, use_engine
 from swarm_ray.llm._openai import OpenAIEngine
 from swarm_ray.llm._planner import (
     CapabilityLine,
@@ -65,6 +62,7 @@ from swarm_ray.llm._settings import (
     McpServer,
     TenantTools,
     engine_config_for,
+    llm_resources,
     llm_settings,
 )
 from swarm_ray.llm._structured import StructuredReply, generate_structured, json_schema_of

@@ -272,7 +272,7 @@ def budget_client(endpoint: str, limits: EndpointLimits, timeout_s: float) -> Bu
 
     if not ray.is_initialized():
         return None
-    from swarm_ray.runtime._client import NAMESPACE
+    from swarm_ray.agent import NAMESPACE
 
     actor = (
         ray.remote(EndpointBudget)

@@ -14,22 +14,22 @@ them (as child sub-tasks).
 from __future__ import annotations
 
 import json
-import os
 from typing import Any
 
 from pydantic import BaseModel, Field
 
-from swarm_ray.core._capability import ExecutorKind, Resources, RetryPolicy, capability_maker
+from swarm_ray.agent import AgentReply
+from swarm_ray.core._capability import ExecutorKind, RetryPolicy, capability_maker
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import InvalidOutputError
 from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._template import TaskTemplate
-from swarm_ray.llm._engine import EngineKind, GenerationParams, Message, current_engine
+from swarm_ray.llm._engine import GenerationParams, Message
+from swarm_ray.llm._load import current_engine
 from swarm_ray.llm._planner import CapabilityLine, PlanDraft, draft_plan
-from swarm_ray.llm._settings import engine_config_for
+from swarm_ray.llm._settings import llm_resources
 from swarm_ray.llm._structured import StructuredReply, generate_structured
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
-from swarm_ray.runtime._agent import AgentReply
 
 __all__ = [
     "ChatIn",
@@ -41,7 +41,6 @@ __all__ = [
     "chat",
     "extract_json",
     "llm_catalog",
-    "llm_resources",
     "plan",
 ]
 
@@ -155,18 +154,6 @@ def plan(data: PlanIn) -> AgentReply:
     draft = PlanDraft.model_validate(_checked(reply))
     output = PlanOut(draft=draft, model=reply.completion.model)
     return AgentReply(output=output, usage=reply.completion.usage)
-
-
-def llm_resources(capability_id: str | None = None) -> Resources:
-    """Per-replica resources of an LLM capability, by the engine it will use.
-
-    A local model: one CPU (or `SWARM_RAY_LLM_NUM_GPUS` of a GPU) and one call at a time.
-    An OpenAI-compatible endpoint: a quarter of a CPU and 64 sub-tasks at once.
-    """
-    if engine_config_for(capability_id).kind is EngineKind.OPENAI:
-        return Resources(num_cpus=0.25, max_concurrency=64)
-    gpus = float(os.environ.get("SWARM_RAY_LLM_NUM_GPUS", "0") or 0)
-    return Resources(num_cpus=1.0, num_gpus=gpus, max_concurrency=1)
 
 
 def _agent_template() -> TaskTemplate:

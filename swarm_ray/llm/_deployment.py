@@ -35,9 +35,8 @@ from swarm_ray.llm._engine import (
     EngineKind,
     GenerationParams,
     Message,
-    load_engine,
-    use_engine,
 )
+from swarm_ray.llm._load import load_engine, use_engine
 from swarm_ray.llm._structured import StructuredReply, Target, generate_structured
 
 __all__ = [
@@ -181,7 +180,7 @@ class LLMAgent:
 
     async def run(self, subtask: SubTask) -> SubTaskResult:
         """Run one attempt of a sub-task of this replica's capability (`ServeExecutor`)."""
-        from swarm_ray.runtime._agent import run_subtask
+        from swarm_ray.agent import run_subtask
 
         if self._spec is None:
             raise RuntimeError("this LLMAgent was built without a capability; call `chat`")
@@ -264,8 +263,8 @@ def capability_llm_app(spec: CapabilitySpec) -> Any:
     replicas, one call at a time each; an HTTP endpoint needs no more than one replica,
     which takes `max_concurrency` requests at once.
     """
+    from swarm_ray.agent import deployment_names
     from swarm_ray.llm._settings import engine_config_for
-    from swarm_ray.runtime._serve_app import deployment_names
 
     _, name = deployment_names(spec)
     config = engine_config_for(spec.id)

@@ -1,12 +1,13 @@
-"""One interface for every LLM engine, and the config that picks one.
+"""The vocabulary of LLM engines: one interface, its messages, and the config naming one.
 
 An `Engine` turns chat messages into a `Completion` (text, tokens, seconds), optionally
 constrained to a JSON Schema. Three real engines implement it, vLLM on GPUs, llama.cpp
 on CPUs and `OpenAIEngine` for any OpenAI-compatible endpoint (a hosted API, a vLLM or
 llama.cpp server), plus `ScriptedEngine`, a test double. Engines are built from an
-`EngineConfig`, which is frozen data so it pickles to the Serve replica that loads the
-model; the replica's fractional `num_gpus` is passed in at load time so vLLM can size its
-share of GPU memory from it. A config never holds an API key, only where to read one.
+`EngineConfig` (`swarm_ray.llm._load` builds them), which is frozen data so it pickles
+to the Serve replica that loads the model; the replica's fractional `num_gpus` is passed
+in at load time so vLLM can size its share of GPU memory from it. A config never holds
+an API key, only where to read one.
 """
 
 from __future__ import annotations
@@ -18,7 +19,6 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.core._subtask import TokenUsage
 
 __all__ = [
@@ -30,9 +30,6 @@ __all__ = [
     "GenerationParams",
     "Message",
     "ToolCall",
-    "current_engine",
-    "load_engine",
-    "use_engine",
 ]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
@@ -255,81 +252,3 @@ class EngineConfig(BaseModel):
         if limits:
             values["limits"] = limits
         return cls.model_validate({**values, **overrides})
-
-
-def _gpu_visible() -> bool:
-    try:
-        import ray
-
-        if ray.is_initialized() and ray.get_runtime_context().get_accelerator_ids().get("GPU"):
-            return True
-    except Exception:  # not inside a Ray worker: fall through to the environment
-        pass
-    devices = os.environ.get("CUDA_VISIBLE_DEVICES")
-    return bool(devices) and devices not in ("-1", "NoDevFiles")
-
-
-def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
-    """Load the engine `config` names.
-
-    Args:
-        config: Which engine and model.
-        num_gpus: The GPU share of the process that loads it (a Serve replica's
-            `num_gpus`); vLLM's memory share is sized from it.
-
-    Raises:
-        InvalidSpecError: the engine's package or model is missing.
-    """
-    kind = config.kind
-    if kind is EngineKind.AUTO:
-        kind = EngineKind.VLLM if num_gpus > 0 and _gpu_visible() else EngineKind.LLAMA_CPP
-    if kind is EngineKind.SCRIPTED:
-        from swarm_ray.core._catalog import load_entrypoint
-        from swarm_ray.llm._scripted import ScriptedEngine
-
-        # `call:package.module:function` is a reply function (messages, schema) -> text.
-        return ScriptedEngine(
-            [
-                load_entrypoint(r.removeprefix("call:")) if r.startswith("call:") else r
-                for r in config.script
-            ]
-        )
-    if kind is EngineKind.LLAMA_CPP:
-        from swarm_ray.llm._llama_cpp import LlamaCppEngine
-
-        return LlamaCppEngine(config)
-    if kind is EngineKind.OPENAI:
-        from swarm_ray.llm._openai import OpenAIEngine
-
-        return OpenAIEngine(config)
-    if num_gpus <= 0:
-        raise InvalidSpecError(f"engine `vllm` needs a GPU share, got `num_gpus`={num_gpus!r}")
-    from swarm_ray.llm._vllm import VLLMEngine
-
-    return VLLMEngine(config, num_gpus=num_gpus)
-
-
-_current: Engine | None = None
-
-
-def use_engine(engine: Engine | None) -> None:
-    """Make `engine` the one this process's LLM capabilities call (a replica sets its own)."""
-    global _current
-    _current = engine
-
-
-def current_engine() -> Engine:
-    """The engine of this process: the one set by `use_engine`, else one from the environment.
-
-    Outside an `LLMAgent` replica (actor or Ray Data executors), the engine is loaded on
-    first use and kept for the process: the endpoint registered for the running
-    capability (`SWARM_RAY_LLM_CONFIG`), else `EngineConfig.from_env()`.
-    """
-    if _current is None:
-        from swarm_ray.llm._settings import engine_config_for
-        from swarm_ray.runtime._agent import current_subtask
-
-        subtask = current_subtask()
-        use_engine(load_engine(engine_config_for(subtask.capability_id if subtask else None)))
-    assert _current is not None
-    return _current

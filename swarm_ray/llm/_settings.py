@@ -44,10 +44,18 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from swarm_ray.core._capability import Resources
 from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.llm._engine import EngineConfig
+from swarm_ray.llm._engine import EngineConfig, EngineKind
 
-__all__ = ["LLMSettings", "McpServer", "TenantTools", "engine_config_for", "llm_settings"]
+__all__ = [
+    "LLMSettings",
+    "McpServer",
+    "TenantTools",
+    "engine_config_for",
+    "llm_resources",
+    "llm_settings",
+]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 NAME = re.compile(r"^[a-z][a-z0-9_]{0,31}$")
@@ -196,3 +204,15 @@ def resolve(
         kind=kind,
         name=name,
     )
+
+
+def llm_resources(capability_id: str | None = None) -> Resources:
+    """Per-replica resources of an LLM capability, by the engine it will use.
+
+    A local model: one CPU (or `SWARM_RAY_LLM_NUM_GPUS` of a GPU) and one call at a time.
+    An OpenAI-compatible endpoint: a quarter of a CPU and 64 sub-tasks at once.
+    """
+    if engine_config_for(capability_id).kind is EngineKind.OPENAI:
+        return Resources(num_cpus=0.25, max_concurrency=64)
+    gpus = float(os.environ.get("SWARM_RAY_LLM_NUM_GPUS", "0") or 0)
+    return Resources(num_cpus=1.0, num_gpus=gpus, max_concurrency=1)

@@ -27,6 +27,8 @@ from typing import Any
 
 from pydantic import BaseModel, Field
 
+from swarm_ray import HttpAdapter
+from swarm_ray.agent import ChildOutcome, run_child
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._template import TaskTemplate
@@ -34,8 +36,6 @@ from swarm_ray.llm._settings import McpServer
 from swarm_ray.llm._stubs import BRAIN
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
 from swarm_ray.llm._wide import RowIn, RowOut, wide_template
-from swarm_ray.runtime._adapter import HttpAdapter
-from swarm_ray.runtime._children import ChildOutcome, run_child
 from swarm_ray.testing import EchoIn, EchoOut
 
 __all__: list[str] = []
@@ -168,9 +168,9 @@ weather = HttpAdapter(
 
 def scripted_agent_app(spec: CapabilitySpec) -> Any:
     """An `LLMAgent` whose engine is the scripted brain, running `spec`'s sub-tasks."""
+    from swarm_ray.agent import deployment_names
     from swarm_ray.llm._deployment import LLMDeploymentOptions, llm_app
     from swarm_ray.llm._engine import EngineConfig
-    from swarm_ray.runtime._serve_app import deployment_names
 
     config = EngineConfig(kind="scripted", script=("call:" + BRAIN,))
     options = LLMDeploymentOptions(max_ongoing_requests=16)
@@ -374,8 +374,8 @@ def planning_catalog() -> Catalog:
 
 def scripted_planner_app(spec: CapabilitySpec) -> Any:
     """The Serve app of a scripted planner: an `LLMAgent` whose engine answers its draft."""
+    from swarm_ray.agent import deployment_names
     from swarm_ray.llm import EngineConfig, llm_app
-    from swarm_ray.runtime._serve_app import deployment_names
 
     config = EngineConfig(kind="scripted", script=(_PLAN_DRAFTS[spec.id],))
     return llm_app(config, resources=spec.resources, name=deployment_names(spec)[1], spec=spec)

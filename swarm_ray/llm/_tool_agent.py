@@ -31,6 +31,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swarm_ray.agent import AgentReply, current_subtask
 from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
 from swarm_ray.core._subtask import TokenUsage
 from swarm_ray.llm._engine import (
@@ -40,13 +41,11 @@ from swarm_ray.llm._engine import (
     GenerationParams,
     Message,
     ToolCall,
-    current_engine,
-    load_engine,
 )
+from swarm_ray.llm._load import current_engine, load_engine
 from swarm_ray.llm._settings import NAME, McpServer, llm_settings, resolve
 from swarm_ray.llm._structured import generate_structured, json_schema_of
 from swarm_ray.llm._toolbox import Toolbox, ToolOutcome
-from swarm_ray.runtime._agent import AgentReply, current_subtask
 
 __all__ = ["AgentUsage", "ToolAgentIn", "ToolAgentOut", "TranscriptEntry", "run_tool_agent"]
 

@@ -26,11 +26,11 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
+from swarm_ray.agent import run_child
 from swarm_ray.core._errors import InvalidSpecError, SwarmError
 from swarm_ray.core._subtask import SubTask
 from swarm_ray.llm._mcp import mcp_pool
 from swarm_ray.llm._settings import McpServer, llm_settings, resolve
-from swarm_ray.runtime._children import run_child
 
 __all__ = ["ToolOutcome"]
 

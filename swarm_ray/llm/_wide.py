@@ -22,10 +22,11 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
+from swarm_ray.agent import AgentReply
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray.core._template import TaskTemplate
+from swarm_ray.llm._settings import llm_resources
 from swarm_ray.llm._tool_agent import AgentUsage, ToolAgentIn, run_tool_agent
-from swarm_ray.runtime._agent import AgentReply
 
 __all__ = [
     "ResearchRow",
@@ -214,8 +215,6 @@ def research_table(data: TableIn) -> AgentReply:
 
 def wide_capabilities() -> tuple[CapabilitySpec, ...]:
     """`llm.research.row` (a tool agent per item) and `llm.research.table` (the aggregate)."""
-    from swarm_ray.llm._capabilities import llm_resources
-
     return (
         CapabilitySpec(
             id="llm.research.row",

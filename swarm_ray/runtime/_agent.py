@@ -23,7 +23,7 @@ from pydantic import BaseModel
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._catalog import load_entrypoint
-from swarm_ray.core._errors import InvalidSpecError, SanitizationError, SwarmError
+from swarm_ray.core._errors import ErrorCode, InvalidSpecError, SanitizationError, SwarmError
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sanitize import sanitize_output
 from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
@@ -52,6 +52,26 @@ class AgentReply:
     """LLM tokens spent."""
     warnings: tuple[str, ...] = ()
     """Degradations to show in the report."""
+
+
+def error_result(
+    subtask: SubTask, code: ErrorCode, message: str, agent: str | None = None
+) -> SubTaskResult:
+    """A failed result for `subtask`, made by the runtime rather than the agent.
+
+    It lives beside `run_subtask()` because results are made here; the executors and the
+    rlimit child process both use it.
+    """
+    return SubTaskResult(
+        task_id=subtask.task_id,
+        subtask_id=subtask.subtask_id,
+        capability_id=subtask.capability_id,
+        attempt=subtask.attempt,
+        error=SubTaskError(code=code, message=message),
+        watermark=subtask.watermark,
+        agent=agent,
+        timings=Timings(queued_at=subtask.queued_at, finished_at=time.time()),
+    )
 
 
 def _agent_name() -> str:

@@ -36,8 +36,8 @@ from ray.exceptions import GetTimeoutError, RayActorError, RayError
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings
-from swarm_ray.runtime._agent import run_subtask
+from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.runtime._agent import error_result, run_subtask
 from swarm_ray.runtime._rlimits import limited, run_limited
 from swarm_ray.runtime._subagent import SubAgent
 
@@ -61,22 +61,6 @@ class Executor(Protocol):
     ) -> list[RunSpec]:
         """Split attempts of `spec` into runs; each reports through `on_result`."""
         ...
-
-
-def error_result(
-    subtask: SubTask, code: ErrorCode, message: str, agent: str | None = None
-) -> SubTaskResult:
-    """A failed result for `subtask`, made by the runtime rather than the agent."""
-    return SubTaskResult(
-        task_id=subtask.task_id,
-        subtask_id=subtask.subtask_id,
-        capability_id=subtask.capability_id,
-        attempt=subtask.attempt,
-        error=SubTaskError(code=code, message=message),
-        watermark=subtask.watermark,
-        agent=agent,
-        timings=Timings(queued_at=subtask.queued_at, finished_at=time.time()),
-    )
 
 
 def _chunks(subtasks: list[SubTask], agents: int) -> list[list[SubTask]]:

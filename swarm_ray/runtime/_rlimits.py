@@ -106,7 +106,7 @@ def _failed(
     message: str,
     code: ErrorCode = ErrorCode.RESOURCE_LIMIT,
 ) -> SubTaskResult:
-    from swarm_ray.runtime._executors import error_result
+    from swarm_ray.runtime._agent import error_result
 
     named = subtask.input.get("path")
     if isinstance(named, str) and named:

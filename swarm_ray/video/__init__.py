@@ -15,6 +15,12 @@ known truth. PyAV (FFmpeg) does all decoding; matplotlib is imported when a plot
 
 from __future__ import annotations
 
+from swarm_ray.testing.sample_video import (
+    SampleVideo,
+    corrupt_range,
+    generate_sample_video,
+    remux_repeat,
+)
 from swarm_ray.video._analyze import analyze_segment, intensity_score
 from swarm_ray.video._capabilities import ProbeRequest, video_catalog
 from swarm_ray.video._errors import SegmentDecodeError, VideoFailureReason, VideoProbeError
@@ -32,12 +38,6 @@ from swarm_ray.video._models import (
 from swarm_ray.video._pipeline import VideoRun, analyze_video
 from swarm_ray.video._probe import AudioInfo, StreamInfo, VideoMetadata, probe_video
 from swarm_ray.video._report import TimelineReport, TimelineRequest, render_timeline
-from swarm_ray.video._sample import (
-    SampleVideo,
-    corrupt_range,
-    generate_sample_video,
-    remux_repeat,
-)
 from swarm_ray.video._segment import (
     ActivitySample,
     Segment,

@@ -19,6 +19,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from swarm_ray.agent import AgentReply, declared_limits
 from swarm_ray.core._access import ReadPath
 from swarm_ray.core._capability import (
     CapabilitySpec,
@@ -30,8 +31,6 @@ from swarm_ray.core._capability import (
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._template import TaskTemplate
-from swarm_ray.runtime._agent import AgentReply
-from swarm_ray.runtime._rlimits import declared_limits
 from swarm_ray.video._analyze import analyze_segment
 from swarm_ray.video._models import SegmentAnalysis, SegmentAnalysisRequest
 from swarm_ray.video._probe import VideoMetadata, probe_video

@@ -22,9 +22,9 @@ from pathlib import Path
 from typing import Any
 
 import swarm_ray
+from swarm_ray.testing.sample_video import SampleVideo, generate_sample_video
 from swarm_ray.video._models import AnalysisSettings
 from swarm_ray.video._pipeline import VideoRun, analyze_video
-from swarm_ray.video._sample import SampleVideo, generate_sample_video
 
 __all__ = ["main", "score_against_truth"]
 

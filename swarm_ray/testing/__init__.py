@@ -7,6 +7,10 @@ how often each sub-task really ran.
 
 `testing_catalog` registers them; pass `"swarm_ray.testing:testing_catalog"` to
 `swarm_ray.connect(catalogs=[...])`.
+
+The package is the one home for test doubles, fakes, samples and sample generators
+(`swarm_ray.testing.sample_video`: synthetic videos); the product packages are to hold
+none of them.
 """
 
 from __future__ import annotations
