@@ -413,6 +413,16 @@ def test_a_socket_without_a_key_is_closed_after_2_s_and_big_frames_are_refused(
         assert closed.value.rcvd is not None and closed.value.rcvd.code == 1008
 
 
+def _peak(intervals: list[tuple[float, float]]) -> int:
+    """The most of these (opened, closed) intervals open at one instant."""
+    edges = sorted([(t, 1) for t, _ in intervals] + [(t, -1) for _, t in intervals])
+    open_now = peak = 0
+    for _, step in edges:  # at a tie the close (-1) sorts first
+        open_now += step
+        peak = max(peak, open_now)
+    return peak
+
+
 def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenants) -> None:
     import subprocess
     import sys
@@ -436,17 +446,23 @@ def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenan
                     assert bob.get("/v1/tasks").status_code == 200
                     latencies.append(time.monotonic() - started)
                     time.sleep(0.2)
-            codes = json.loads(opener.stdout.readline())
+            outcomes = json.loads(opener.stdout.readline())
         finally:
             if opener.poll() is None and len(latencies) < 10:
                 opener.kill()
+            with tenants.http("root") as admin:  # the held task ends with the probe
+                admin.post(f"/v1/tasks/{task_id}/cancel")
     assert max(latencies) < 1.0, latencies
-    assert len(codes) == 300
-    assert sum(c is None for c in codes[:150]) <= 4  # one principal: 4 sockets at most
-    assert sum(c is None for c in codes[150:]) == 0  # no key: closed within 2 s
-    assert codes.count(1013) >= 300 - 40  # one address: 40 at most
-    with tenants.http("root") as root:
-        root.post(f"/v1/tasks/{task_id}/cancel")
+    assert len(outcomes) == 300
+    keyed, unkeyed = outcomes[:150], outcomes[150:]
+    assert {code for code, _, _ in keyed} <= {None, 1013}
+    assert sum(code is None for code, _, _ in keyed) <= 4  # one principal: 4 sockets at most
+    assert {code for code, _, _ in unkeyed} <= {1013, 4401}  # no key: closed, none left open
+    waited = [(opened, closed) for code, opened, closed in unkeyed if code == 4401]
+    assert all(1.5 <= closed - opened < 6 for opened, closed in waited)  # the key deadline
+    # At most 8 wait for their key at once. A slot is freed just before its socket's
+    # 4401 goes out, so the client may see the next one open first: 1 of slack.
+    assert 1 <= _peak(waited) <= 8 + 1, _peak(waited)
 
 
 # ---- uploads ----------------------------------------------------------------------------

@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 import pickle
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -542,3 +543,47 @@ def test_each_principal_gets_its_own_mcp_session() -> None:
         assert len(pool._sessions) == 3
     finally:
         pool.close()
+
+
+# ---- socket caps ------------------------------------------------------------------------
+
+
+def test_socket_slots_cap_one_address_and_one_principal() -> None:
+    """Caps counted in process: 3 sockets per address, 2 per principal; 1013 over either."""
+    from starlette.applications import Starlette
+    from starlette.routing import WebSocketRoute
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocket, WebSocketDisconnect
+
+    from swarm_ray.gateway._sockets import SocketLimits, SocketSlots
+
+    slots = SocketSlots(SocketLimits(per_address=3, per_principal=2, unauthenticated=3))
+    principals = {"ka": ALICE, "kb": BOB}
+
+    async def follow(websocket: WebSocket) -> None:
+        async with slots.admitted(websocket, lambda k: principals.get(k or "")) as principal:
+            if principal is not None:
+                await websocket.send_json({"hello": principal.id})
+                await websocket.receive_text()  # held until the client goes
+
+    client = TestClient(Starlette(routes=[WebSocketRoute("/ws", follow)]))
+
+    def opened(key: str) -> Any:
+        return client.websocket_connect("/ws", headers={"Authorization": f"Bearer {key}"})
+
+    with opened("ka") as a1, opened("ka") as a2:
+        assert a1.receive_json() == a2.receive_json() == {"hello": "alice"}
+        with opened("ka") as a3:  # alice's third: over her cap
+            with pytest.raises(WebSocketDisconnect) as closed:
+                a3.receive_json()
+            assert closed.value.code == 1013
+        with opened("kb") as b1:
+            assert b1.receive_json() == {"hello": "bob"}
+            assert dict(slots.by_address) == {"testclient": 3}
+            with opened("kb") as b2:  # bob is under his cap, the address is full
+                with pytest.raises(WebSocketDisconnect) as closed:
+                    b2.receive_json()
+                assert closed.value.code == 1013
+    assert not slots.by_address and not slots.by_principal  # every slot given back
+    with opened("kb") as again:  # and the address takes sockets again
+        assert again.receive_json() == {"hello": "bob"}

@@ -86,12 +86,14 @@ class SocketSlots:
             await websocket.close(code=TRY_LATER, reason="too many sockets; try again later")
             yield None
             return
+        # Both counts are taken before the first await, so sockets arriving together
+        # cannot all pass the check before any of them is counted.
         self.by_address[address] += 1
+        self.waiting += header is None
         principal: Principal | None = None
         try:
-            await websocket.accept()
-            self.waiting += header is None
             try:
+                await websocket.accept()
                 key = await presented_key(websocket, timeout_s=self.limits.auth_timeout_s)
             finally:
                 self.waiting -= header is None
