@@ -3,6 +3,7 @@ the results back (no Ray started: the agent class runs in this process)."""
 
 from __future__ import annotations
 
+import contextlib
 import time
 from typing import Any
 
@@ -88,3 +89,37 @@ def test_after_a_slow_sub_task_the_next_starts_only_once_its_result_is_sent() ->
     stream.close()  # what a failed send does to the generator
     time.sleep(0.2)
     assert list(agent.finished) == [0]
+
+
+def test_a_waiter_cancelled_as_it_is_handed_an_agent_passes_the_agent_on() -> None:
+    """Cancelling a task can land between `release` and the waiter waking; the agent
+    then goes to the next waiter (or back to idle), never lost from the pool."""
+    import asyncio
+
+    from swarm_ray.runtime._executors import _Pool
+    from swarm_ray.testing import testing_catalog
+
+    spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
+    spec = spec.model_copy(
+        update={"resources": spec.resources.model_copy(update={"max_concurrency": 1})}
+    )
+    pool = _Pool(spec, "unused")
+    agent = object()  # a stand-in: nothing here calls it
+    pool.names[agent] = "agent-0"
+    pool.idle.append(agent)
+
+    async def scenario() -> tuple[object, list[object]]:
+        held = await pool.acquire()
+        cancelled = asyncio.create_task(pool.acquire())
+        behind = asyncio.create_task(pool.acquire())
+        await asyncio.sleep(0)  # both wait now
+        pool.release(held)  # handed to the first waiter ...
+        cancelled.cancel()  # ... which is cancelled before it wakes
+        with contextlib.suppress(asyncio.CancelledError):
+            await cancelled
+        got = await asyncio.wait_for(behind, 5)
+        pool.release(got)
+        return got, list(pool.idle)
+
+    got, idle = asyncio.run(scenario())
+    assert got is agent and idle == [agent]

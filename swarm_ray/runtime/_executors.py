@@ -134,7 +134,14 @@ class _Pool:
             return self._create()
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         heapq.heappush(self.waiters, (-priority, next(self._arrivals), waiter))
-        return await waiter
+        try:
+            return await waiter
+        except asyncio.CancelledError:
+            # Cancelled after `release` handed this waiter an agent but before it woke:
+            # the agent goes to the next waiter, or it would be leaked for good.
+            if waiter.done() and not waiter.cancelled():
+                self.release(waiter.result())
+            raise
 
     def release(self, actor: Any) -> None:
         while self.waiters:
