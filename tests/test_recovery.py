@@ -28,7 +28,7 @@ def test_orchestrator_killed_three_times_mid_run(
         name: client.submit(
             template="echo_fanout",
             items=tuple(f"{name}-{i}" for i in range(n)),
-            params={"record_dir": record_dir, "delay_s": 0.05},
+            params={"record_dir": record_dir, "delay_s": 0.2},
         )
         for name, n in sizes.items()
     }
@@ -52,8 +52,10 @@ def test_orchestrator_killed_three_times_mid_run(
         assert expected <= {k for k, _ in keys}, "a result was lost"
     runs = count_executions(record_dir)
     assert len(runs) == sum(sizes.values())
-    # Only work in flight when the orchestrator died may run again (4 agents x 3 kills).
-    assert sum(len(p) - 1 for p in runs.values()) <= 4 * kills
+    # Only work in flight when the orchestrator died may run again: what its 4 agents
+    # were running, and on a busy machine one more each that an agent finishes before
+    # Ray reaps it (an agent dies with its orchestrator, but not at the same instant).
+    assert sum(len(p) - 1 for p in runs.values()) <= 2 * 4 * kills
     client.shutdown()
 
 
