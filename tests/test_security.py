@@ -527,6 +527,20 @@ def test_uploads_are_bounded_in_parts_headers_body_and_quota(tenants: Tenants) -
         assert carol.delete(f"/v1/files/{first}").status_code == 204
         assert carol.get(f"/v1/files/{first}").status_code == 404
         assert carol.delete(f"/v1/files/{first}").status_code == 404
+        # two at once: each fits alone, both do not; one is published, one refused
+        from concurrent.futures import ThreadPoolExecutor
+
+        def send(name: str) -> httpx.Response:
+            with tenants.http("carol") as own:
+                return own.post("/v1/files", files={"file": (name, big, "application/pdf")})
+
+        with ThreadPoolExecutor(2) as pool:
+            answers = list(pool.map(send, ["race-1.pdf", "race-2.pdf"]))
+        assert sorted(a.status_code for a in answers) == [201, 413], [a.text for a in answers]
+        assert "upload_quota_bytes" in next(a.text for a in answers if a.status_code == 413)
+        assert len(carol.get("/v1/files").json()) == 1
+        won = next(a.json()["id"] for a in answers if a.status_code == 201)
+        assert carol.delete(f"/v1/files/{won}").status_code == 204
         kept = [_upload(carol, "big-2.pdf", big)]
         # the file quota: 12 live uploads, then 429 naming it
         kept += [_upload(carol, f"s{n}.pdf", b"%PDF-1.4\n" + bytes(2000)) for n in range(11)]

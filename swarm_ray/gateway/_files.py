@@ -14,8 +14,11 @@ Limits (`UploadLimits`, from `GatewayConfig`), each answered with an error namin
 - the file itself (`max_upload_bytes`): 413;
 - at most 8 parts and 16 KiB of part headers in all: 413;
 - a quota per principal, `upload_quota_bytes` (413) and `upload_quota_files` (429),
-  counted over the caller's live uploads before the upload starts (uploads running at
-  the same moment may pass it by what they carry).
+  counted over the caller's live uploads before the upload starts (so a full quota
+  refuses at once) and again as the file is published, with this file counted, one
+  commit at a time per principal: uploads running side by side cannot pass it together.
+  The commit lock is per gateway replica; replicas of one gateway race only in the
+  moment between a count and its commit.
 """
 
 from __future__ import annotations
@@ -75,8 +78,15 @@ def _bad(status: int, detail: str, code: str) -> HTTPException:
     return HTTPException(status, detail={"detail": detail, "code": code})
 
 
-async def _check_quota(uploads: Uploads, principal: Principal, limits: UploadLimits) -> int:
-    """Bytes the caller may still upload; raises the quota it is at."""
+_COMMITS: dict[str, asyncio.Lock] = {}
+"""One lock per principal that has published in this replica (principals come from the
+operator's key file, so these are few)."""
+
+
+async def _check_quota(
+    uploads: Uploads, principal: Principal, limits: UploadLimits, size: int = 0
+) -> int:
+    """Bytes the caller may still upload with `size` more counted; raises the quota passed."""
     used_bytes, used_files = await asyncio.to_thread(uploads.usage, principal)
     if used_files >= limits.quota_files:
         raise _bad(
@@ -85,14 +95,25 @@ async def _check_quota(uploads: Uploads, principal: Principal, limits: UploadLim
             f"({limits.quota_files}); delete some (`DELETE /v1/files/{{id}}`)",
             "quota_exceeded",
         )
-    if used_bytes >= limits.quota_bytes:
+    if used_bytes >= limits.quota_bytes or used_bytes + size > limits.quota_bytes:
+        adding = f", and this upload {size} more" if size else ""
         raise _bad(
             413,
-            f"this caller's uploads hold {used_bytes} bytes, the `upload_quota_bytes` quota "
-            f"({limits.quota_bytes}); delete some (`DELETE /v1/files/{{id}}`)",
+            f"this caller's uploads hold {used_bytes} bytes{adding}, over the "
+            f"`upload_quota_bytes` quota ({limits.quota_bytes}); delete some "
+            "(`DELETE /v1/files/{id}`)",
             "quota_exceeded",
         )
     return limits.quota_bytes - used_bytes
+
+
+async def _publish(
+    writer: UploadWriter, uploads: Uploads, principal: Principal, limits: UploadLimits
+) -> UploadInfo:
+    """Count the quota again with this file in it, then commit; one at a time per principal."""
+    async with _COMMITS.setdefault(principal.id, asyncio.Lock()):
+        await _check_quota(uploads, principal, limits, size=writer.size)
+        return await asyncio.to_thread(writer.commit)
 
 
 async def receive_upload(
@@ -188,7 +209,7 @@ async def receive_upload(
             raise _bad(422, "send one file per upload", "bad_upload")
         if pending:
             await asyncio.to_thread(writer.write, b"".join(pending))
-        return await asyncio.to_thread(writer.commit)
+        return await _publish(writer, uploads, principal, limits)
     except LimitExceededError as exc:
         if writer is not None:
             await asyncio.to_thread(writer.abort)
