@@ -571,6 +571,28 @@ def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenan
         assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())
 
 
+def test_uploads_a_task_names_are_freed_when_it_ends_if_it_asks(tenants: Tenants) -> None:
+    with tenants.http("alice") as http:
+        done, cancelled, kept = (_upload(http, f"{n}.pdf", _pdf_bytes(n)) for n in range(3))
+
+        def submit(item: str, **extra: Any) -> str:
+            body = {"template": "echo_fanout", "items": [item], **extra}
+            accepted = http.post("/v1/tasks", json=body)
+            assert accepted.status_code == 202, accepted.text
+            task_id: str = accepted.json()["task_id"]
+            return task_id
+
+        assert _ended(http, submit(done, free_uploads=True))["state"] == "completed"
+        held = submit(cancelled, free_uploads=True, params={"delay_s": 30})
+        assert http.post(f"/v1/tasks/{held}/cancel").status_code == 200
+        assert _ended(http, held)["state"] == "cancelled"
+        assert _ended(http, submit(kept))["state"] == "completed"  # not asked: kept
+        assert http.get(f"/v1/files/{done}").status_code == 404
+        assert http.get(f"/v1/files/{cancelled}").status_code == 404
+        assert http.get(f"/v1/files/{kept}").status_code == 200
+        assert http.delete(f"/v1/files/{kept}").status_code == 204
+
+
 def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) -> None:
     with tenants.http("alice") as http:
         good = _upload(http, "good.pdf", _pdf_bytes(3))

@@ -40,6 +40,10 @@ class TaskRequest(BaseModel):
     `auto` (a template when one matches, else the LLM planner `llm.planning.plan`), or the
     id of a planning capability to ask. A planner's plan is checked like a template's;
     when it is refused, the template router plans instead and the task says why."""
+    free_uploads: bool = False
+    """When the task ends (completed, failed or cancelled), delete the caller's uploads
+    it names by file id (`file-...` among `items` and top-level `params`), so they stop
+    counting against the upload quota."""
 
     @model_validator(mode="before")
     @classmethod

@@ -203,6 +203,12 @@ def _without_id(request: TaskRequest) -> TaskRequest:
     return request.model_copy(update={"task_id": None})
 
 
+def named_uploads(request: TaskRequest) -> list[str]:
+    """The file ids (`file-...`) among the request's items and top-level params."""
+    values = [*request.items, *request.params.values()]
+    return [v for v in values if isinstance(v, str) and FILE_ID.match(v)]
+
+
 def _resolve_files(request: TaskRequest, principal: Principal, uploads: Uploads) -> TaskRequest:
     """The request with each file id among its items and top-level params resolved.
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import logging
 import os
 import time
 from collections import OrderedDict, defaultdict
@@ -76,7 +77,14 @@ from swarm_ray.runtime._config import secure_state_dir, tune_gc, watermark_key
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook
-from swarm_ray.runtime._intake import Intake, Layout, failure_of, plan_again, take_in_each
+from swarm_ray.runtime._intake import (
+    Intake,
+    Layout,
+    failure_of,
+    named_uploads,
+    plan_again,
+    take_in_each,
+)
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
@@ -87,6 +95,7 @@ from swarm_ray.runtime._uploads import Uploads
 __all__: list[str] = []
 
 
+_log = logging.getLogger(__name__)
 _COMMIT_GAP_S = 0.005
 """Least time between two store commits while writes keep coming (see `_turn_for`)."""
 
@@ -239,6 +248,7 @@ class Orchestrator:
         bounded however many tasks a long-lived orchestrator sees.
         """
         self._finished[driver.task_id].set()
+        self._free_uploads(driver.record)
         self._done[driver.task_id] = None
         self._done.move_to_end(driver.task_id)
         while len(self._done) > self._keep_finished:
@@ -246,6 +256,17 @@ class Orchestrator:
             self._drivers.pop(old, None)
             self._finished.pop(old, None)
             self._changed.pop(old, None)
+
+    def _free_uploads(self, record: TaskRecord) -> None:
+        """Delete the owner's uploads an ended task names, when its request asks to."""
+        if not record.request.free_uploads or record.owner is None:
+            return
+        owner = Principal(id=record.owner)
+        for file_id in named_uploads(record.request):
+            try:
+                self._layout.uploads.delete(owner, file_id)  # False once already gone
+            except StateStoreError as exc:
+                _log.warning("task %s: upload %s not freed: %s", record.task_id, file_id, exc)
 
     def _driver(self, task_id: str, principal: Principal | None = None) -> TaskDriver:
         """The task's driver, if `principal` may see it (others' tasks are not known)."""
