@@ -183,6 +183,11 @@ class CapabilitySpec(BaseModel):
     sanitize: bool = True
     """Outputs pass the sanitizer (dangerous commands, secrets, refused calls in code
     fields) before they are accepted; off only for trusted bulk data."""
+    side_effects: bool = False
+    """Running it changes something outside the swarm (sends a message, writes a record,
+    spends money). A tool agent calls such a capability after a tool's result entered
+    its conversation only when its request sets `allow_side_effects` (a result could
+    carry instructions that are not the caller's)."""
 
     @field_validator("id")
     @classmethod
@@ -226,6 +231,7 @@ class CapabilitySpec(BaseModel):
             "fallback": self.fallback,
             "confidence_threshold": self.confidence_threshold,
             "tags": list(self.tags),
+            "side_effects": self.side_effects,
         }
 
 

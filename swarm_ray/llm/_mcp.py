@@ -50,6 +50,8 @@ class McpTool:
     name: str
     description: str
     input_schema: dict[str, Any]
+    read_only: bool = False
+    """The server marks it `readOnlyHint` (changes nothing); MCP's default is not."""
 
 
 @dataclass(frozen=True)
@@ -110,7 +112,12 @@ class McpPool:
                 await session.initialize()
                 listed = await session.list_tools()
                 tools = tuple(
-                    McpTool(t.name, t.description or "", dict(t.input_schema or {}))
+                    McpTool(
+                        t.name,
+                        t.description or "",
+                        dict(t.input_schema or {}),
+                        read_only=bool(t.annotations and t.annotations.read_only_hint),
+                    )
                     for t in listed.tools
                 )
                 owner = asyncio.current_task()

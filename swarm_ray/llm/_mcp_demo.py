@@ -8,6 +8,8 @@ assert exactly what an agent got back:
 - `planet(name)`: a few fixed facts about a planet of the solar system (the
   wide-research demo looks each item up here), or an error naming the planet.
 - `slow(seconds)`: sleeps, then says so (per-tool timeouts are tested with it).
+- `note(text)`: keeps a note; the one tool not marked read-only (side effects are tested
+  with it).
 """
 
 from __future__ import annotations
@@ -35,15 +37,17 @@ def build_server() -> Any:
     """The `MCPServer` with the demo tools (mcp 2.x)."""
     from mcp.server.mcpserver import MCPServer
     from mcp.server.mcpserver.exceptions import ToolError
+    from mcp.types import ToolAnnotations
 
     app = MCPServer("swarm-ray-demo", log_level="WARNING")
+    reads = ToolAnnotations(read_only_hint=True)  # they change nothing
 
-    @app.tool()
+    @app.tool(annotations=reads)
     def add(a: int, b: int) -> int:
         """Add two integers."""
         return a + b
 
-    @app.tool()
+    @app.tool(annotations=reads)
     def planet(name: str) -> dict[str, Any]:
         """Facts about a planet of the solar system: order from the sun, moons, diameter."""
         key = name.strip().lower()
@@ -51,7 +55,15 @@ def build_server() -> Any:
             raise ToolError(f"no planet called {name!r}; known: {', '.join(PLANETS)}")
         return {"name": key, **PLANETS[key]}
 
+    notes: list[str] = []
+
     @app.tool()
+    def note(text: str) -> str:
+        """Keep a note on the server (a tool with a side effect: not marked read-only)."""
+        notes.append(text)
+        return f"{len(notes)} notes kept"
+
+    @app.tool(annotations=reads)
     def slow(seconds: float) -> str:
         """Sleep `seconds` (at most 30), then say so."""
         time.sleep(min(30.0, max(0.0, seconds)))

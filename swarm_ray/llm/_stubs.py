@@ -44,15 +44,16 @@ _ROW = re.compile(r"ROW:\s*(\{.*?\})\s*(?:$|\n)", re.S)
 _ITEM = re.compile(r"^Item:\s*(.+)$", re.M)
 
 
+_TOOL_DATA = re.compile(r"^<tool_result [^>]*>\n(.*)\n</tool_result>$", re.S)
+"""How the tool agent shows a tool's answer (`_tool_agent._as_tool_data`)."""
+
+
 def _last_result(messages: Sequence[Message]) -> Any:
     for message in reversed(messages):
-        text = message.content
-        if message.role == "tool":
-            pass
-        elif message.role == "user" and text.startswith("Result of"):
-            text = text.split(": ", 1)[1] if ": " in text else ""
-        else:
+        shown = _TOOL_DATA.match(message.content)
+        if message.role not in ("tool", "user") or shown is None:
             continue
+        text = shown.group(1)
         try:
             return json.loads(text)
         except json.JSONDecodeError:

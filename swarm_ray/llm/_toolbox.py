@@ -13,6 +13,12 @@ tools to the model (OpenAI function declarations) and runs a call:
 Nothing a model writes is trusted: an unknown tool, arguments that are not JSON or that
 fail the tool's schema, a tool that fails or times out all come back as an error text
 for the model (which may try again), never as an exception out of the loop.
+
+Nothing a tool answers is trusted either: it is shown to the model marked as a tool's
+data (`untrusted`), and once any tool has answered, a tool with **side effects** (a
+capability declared `side_effects`, an MCP tool its server does not mark `readOnlyHint`)
+runs only when the request set `allow_side_effects`: the model's wish to call it may
+come from instructions inside that answer rather than from the caller.
 """
 
 from __future__ import annotations
@@ -52,6 +58,8 @@ class Tool:
     """The capability id, or the MCP tool's own name."""
     server: tuple[str, McpServer] | None = None
     """The MCP server (name, registration) of an MCP tool."""
+    side_effects: bool = False
+    """Calling it changes something outside (see the module docstring)."""
 
     def declaration(self) -> dict[str, Any]:
         """The OpenAI function declaration."""
@@ -113,10 +121,20 @@ def _describe_capabilities(parent: SubTask, ids: Sequence[str]) -> list[dict[str
 class Toolbox:
     """The tools of one agent run."""
 
-    def __init__(self, tools: Sequence[Tool], *, parent: SubTask | None, timeout_s: float) -> None:
+    def __init__(
+        self,
+        tools: Sequence[Tool],
+        *,
+        parent: SubTask | None,
+        timeout_s: float,
+        allow_side_effects: bool = False,
+    ) -> None:
         self.tools = {tool.name: tool for tool in tools}
         self._parent = parent
         self._timeout_s = timeout_s
+        self._allow_side_effects = allow_side_effects
+        self.answered = False
+        """A tool has answered: its text is in the conversation from here on."""
 
     @classmethod
     def build(
@@ -128,6 +146,7 @@ class Toolbox:
         parent: SubTask | None,
         own_capability: str | None,
         timeout_s: float,
+        allow_side_effects: bool = False,
     ) -> Toolbox:
         """Tools from capability ids and registered MCP server names.
 
@@ -155,6 +174,7 @@ class Toolbox:
                         parameters=line["input_schema"],
                         kind="capability",
                         target=cid,
+                        side_effects=bool(line.get("side_effects")),
                     )
                 )
         registered = llm_settings().mcp_servers
@@ -172,13 +192,14 @@ class Toolbox:
                         kind="mcp",
                         target=mcp_tool.name,
                         server=(server_name, server),
+                        side_effects=not mcp_tool.read_only,
                     )
                 )
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
             raise InvalidSpecError(f"two tools are called {', '.join(twice)}")
-        return cls(tools, parent=parent, timeout_s=timeout_s)
+        return cls(tools, parent=parent, timeout_s=timeout_s, allow_side_effects=allow_side_effects)
 
     def declarations(self) -> list[dict[str, Any]]:
         """Every tool's OpenAI function declaration."""
@@ -210,6 +231,12 @@ class Toolbox:
         problems = _schema_problems(parsed, tool.parameters)
         if problems:
             return refuse(f"the arguments of `{name}` do not fit its schema: {'; '.join(problems)}")
+        if tool.side_effects and self.answered and not self._allow_side_effects:
+            return refuse(
+                f"`{name}` has side effects and a tool's answer is in this conversation; "
+                "it runs after one only when the request sets `allow_side_effects`"
+            )
+        self.answered = True
         try:
             if tool.kind == "capability":
                 return self._capability(tool, arguments, parsed, started)
