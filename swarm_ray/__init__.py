@@ -20,6 +20,7 @@ from swarm_ray.core._errors import (
     AgentExecutionError,
     AgentUnavailableError,
     AnswerRefusedError,
+    BudgetExceededError,
     CircuitOpenError,
     DuplicateCapabilityError,
     ErrorCode,
@@ -49,7 +50,7 @@ from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._subtask import SubTaskResult, TokenUsage
-from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._task import Budget, TaskEvent, TaskRequest
 from swarm_ray.core._template import (
     DynamicRule,
     FanOut,
@@ -77,6 +78,8 @@ __all__ = [
     "AgentUnavailableError",
     "AnswerRefusedError",
     "BreakerPolicy",
+    "Budget",
+    "BudgetExceededError",
     "CapabilitySpec",
     "Catalog",
     "ChildOutcome",

@@ -372,3 +372,24 @@ def test_wide_research_through_the_gateway(
             assert "swarm_llm_budget_queue_length" in metrics  # the families are there
     finally:
         serve.delete("agents-gateway")
+
+
+@needs_mcp
+def test_a_budget_stops_the_swarm_once_its_tokens_are_spent(agents: SwarmClient) -> None:
+    """Six researchers, a budget a few of them use up: the task fails `budget_exceeded`
+    with the rest stopped, and the tokens counted stay near the budget."""
+    items = ("Mars", "Earth", "Venus", "Saturn", "Jupiter", "Neptune")
+    full = agents.run(template="wide_research_scripted", items=items[:1], params=WIDE_PARAMS)
+    assert full.machine.state is TaskState.COMPLETED, full.error
+    one = agents.status(full.task_id).usage
+    assert one is not None and one.total_tokens > 0
+    budget = {"max_tokens": 2 * one.total_tokens}
+    record = agents.run(
+        template="wide_research_scripted", items=items, params=WIDE_PARAMS, budget=budget
+    )
+    assert record.machine.state is TaskState.FAILED
+    assert record.error is not None and record.error.code == "budget_exceeded"
+    assert "budget.max_tokens" in record.error.message
+    spent = agents.status(record.task_id).usage
+    assert spent is not None and budget["max_tokens"] < spent.total_tokens
+    assert spent.total_tokens < len(items) * one.total_tokens  # stopped, not run through

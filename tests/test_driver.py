@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray import TaskRequest, TaskState
+from swarm_ray import Budget, TaskRequest, TaskState
 from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import (
     Accepted,
@@ -25,7 +25,7 @@ from swarm_ray.core._commands import (
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._errors import InvalidPlanError, StateStoreError
 from swarm_ray.core._plan import expand
-from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings
+from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings, TokenUsage
 from swarm_ray.core._watermark import WatermarkKey
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
@@ -201,3 +201,47 @@ def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, 
     reloaded = TaskDriver.load(driver.task_id, **deps)
     assert reloaded is not None and reloaded.record.request.items == ("a", "b")
     assert reloaded.record.plan == driver.record.plan
+
+
+@pytest.mark.parametrize(
+    ("budget", "spent", "limit"),
+    [
+        (
+            Budget(max_tokens=100),
+            [TokenUsage(prompt_tokens=40, completion_tokens=20)] * 2,
+            "tokens",
+        ),
+        (Budget(max_cost=0.01), [TokenUsage(cost=0.004)] * 3, "cost"),
+    ],
+)
+def test_a_task_past_its_budget_fails_and_halts_what_still_runs(
+    deps: dict[str, object], budget: Budget, spent: list[TokenUsage], limit: str
+) -> None:
+    items = tuple(f"i{n}" for n in range(5))
+    request = TaskRequest(template="echo_fanout", items=items, budget=budget)
+    driver = _driver(deps, request)
+    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    *within, last = spent
+    for run, usage in zip(runs, within, strict=False):  # up to the budget: it goes on
+        step = driver.step(Arrived(_done(run.subtask, usage=usage)))
+        assert driver.state is TaskState.EXECUTING and not step.commands
+    step = driver.step(Arrived(_done(runs[len(within)].subtask, usage=last)))  # one past it
+    assert driver.state is TaskState.FAILED
+    assert driver.error is not None and driver.error.code == "budget_exceeded"
+    assert f"budget.max_{limit}" in driver.error.message
+    (halt,) = [c for c in step.commands if isinstance(c, Halt)]
+    assert set(halt.subtask_ids) == {r.subtask.subtask_id for r in runs[len(spent) :]}
+    assert isinstance(step.commands[-1], Close)
+    reloaded = TaskDriver.load(driver.task_id, **deps)  # the failure is stored
+    assert reloaded is not None and reloaded.state is TaskState.FAILED
+
+
+def test_spending_exactly_its_budget_a_task_completes(deps: dict[str, object]) -> None:
+    request = TaskRequest(template="echo_fanout", items=("a",), budget=Budget(max_tokens=10))
+    driver = _driver(deps, request)
+    step = driver.step(Begin(plan=_plan(deps, driver)))
+    [echo] = [c for c in step.commands if isinstance(c, Run)]
+    step = driver.step(Arrived(_done(echo.subtask, usage=TokenUsage(prompt_tokens=10))))
+    [join] = [c for c in step.commands if isinstance(c, Run)]
+    driver.step(Arrived(_done(join.subtask, output={"text": "A", "count": 1})))
+    assert driver.state is TaskState.COMPLETED and driver.usage().total_tokens == 10

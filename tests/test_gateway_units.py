@@ -189,6 +189,8 @@ def test_metrics_render_round_trips_through_the_prometheus_parser() -> None:
     metrics.rejection("forged")
     metrics.retry("a.b.c", "retry")
     metrics.breaker("a.b.c", 2)
+    metrics.cost("a.b.c", 0.25)
+    metrics.cost("a.b.c", 0.5)
     snapshot = metrics.snapshot()
     snapshot["tasks"] = {"completed": 3}
     snapshot["health"] = HealthBook(_specs()).report()
@@ -205,6 +207,8 @@ def test_metrics_render_round_trips_through_the_prometheus_parser() -> None:
     [error] = [s for s in families["agent_error"].samples if s.name == "agent_error_total"]
     assert error.labels == {"agent": "a.b.c", "error_type": "timeout"} and error.value == 1
     assert families["swarm_breaker_state"].samples[0].value == 2
+    [cost] = [s for s in families["swarm_cost"].samples if s.name == "swarm_cost_total"]
+    assert cost.labels == {"agent": "a.b.c"} and cost.value == pytest.approx(0.75)
     assert families["swarm_tasks"].samples[0].labels == {"state": "completed"}
     assert families["swarm_health_score"].samples[0].value == 1.0
 

@@ -246,3 +246,28 @@ def test_serve_configs_build_the_declared_llm_apps(name: str) -> None:
     else:
         assert args.engine.kind == "llama_cpp"
         assert deployment._deployment_config.autoscaling_config.max_replicas == 4
+
+
+def test_an_endpoints_prices_give_each_completion_its_cost() -> None:
+    from swarm_ray.llm import (
+        EngineConfig,
+        EngineKind,
+        GenerationParams,
+        Message,
+        Prices,
+        load_engine,
+    )
+
+    script = ("four words of reply",)
+    plain = load_engine(EngineConfig(kind=EngineKind.SCRIPTED, script=script))
+    prices = Prices(prompt_per_million=2_000_000, completion_per_million=4_000_000)
+    priced = load_engine(EngineConfig(kind=EngineKind.SCRIPTED, script=script, prices=prices))
+    messages = [Message(role="user", content="one two three")]
+    free = plain.complete(messages, GenerationParams())
+    paid = priced.complete(messages, GenerationParams())
+    assert free.usage.cost == 0 and paid.text == free.text and priced.model == plain.model
+    tokens = (free.usage.prompt_tokens, free.usage.completion_tokens)
+    assert tokens[0] > 0 and tokens[1] > 0
+    assert paid.usage.cost == pytest.approx(2 * tokens[0] + 4 * tokens[1])
+    assert (paid.usage + paid.usage).cost == pytest.approx(2 * paid.usage.cost)
+    assert hasattr(priced, "complete_tools") == hasattr(plain, "complete_tools")

@@ -48,6 +48,7 @@ from swarm_ray.core._commands import (
 )
 from swarm_ray.core._errors import (
     AnswerRefusedError,
+    BudgetExceededError,
     ErrorCode,
     StateStoreError,
     SwarmError,
@@ -521,11 +522,56 @@ class TaskDriver:
             self._carry(self._feed_planning(event), out, planning=True)
         else:
             self._carry(self.feed(event), out)
+        self._keep_to_budget(out)
+
+    def _over_budget(self) -> BudgetExceededError | None:
+        """The error of a task that spent past its request's `budget`, else None."""
+        budget = self.record.request.budget
+        if budget is None or self.state.terminal:
+            return None
+        used = self.usage()
+        over = [
+            (limit, value, maximum, unit)
+            for limit, value, maximum, unit in (
+                ("budget.max_tokens", used.total_tokens, budget.max_tokens, "tokens"),
+                ("budget.max_cost", used.cost, budget.max_cost, "in cost"),
+            )
+            if maximum is not None and value > maximum
+        ]
+        if not over:
+            return None
+        limit, value, maximum, unit = over[0]
+        return BudgetExceededError(
+            f"task `{self.task_id}` spent {value:g} {unit}, over its `{limit}` of {maximum:g}; "
+            "its running sub-tasks were stopped",
+            limit=limit,
+            value=value,
+            maximum=maximum,
+        )
+
+    def _keep_to_budget(self, out: Step) -> None:
+        """Stop a task that went past its budget: fail it, halt what still runs."""
+        error = self._over_budget()
+        if error is None:
+            return
+        running = tuple(
+            i.subtask_id
+            for scheduler in (self.planner, self.scheduler)
+            if scheduler is not None
+            for i in scheduler.outstanding()
+        )
+        self.fail(error)
+        if running:
+            out.commands.append(Halt(running))
+        out.commands.append(Close())
 
     def _resume(self, out: Step) -> None:
         """After a restart: plan again if no plan was stored, else re-send what was out."""
         if self.state.terminal:
             out.commands.append(Close())
+            return
+        self._keep_to_budget(out)  # it went past its budget just before the restart
+        if self.state.terminal:
             return
         if self.scheduler is None and self.planner is not None:
             if self.planner.outcome is not None:  # it settled; the plan was not stored yet

@@ -45,6 +45,7 @@ __all__ = [
     "AgentExecutionError",
     "AgentUnavailableError",
     "AnswerRefusedError",
+    "BudgetExceededError",
     "CircuitOpenError",
     "DuplicateCapabilityError",
     "ErrorCode",
@@ -84,6 +85,7 @@ class ErrorCode(StrEnum):
     TASK_CONFLICT = "task_conflict"
     INPUT_NOT_ALLOWED = "input_not_allowed"
     LIMIT_EXCEEDED = "limit_exceeded"
+    BUDGET_EXCEEDED = "budget_exceeded"
     RECORD_UNREADABLE = "record_unreadable"
     TIMEOUT = "timeout"
     AGENT_UNAVAILABLE = "agent_unavailable"
@@ -212,6 +214,15 @@ class LimitExceededError(SwarmUserError):
     code = ErrorCode.LIMIT_EXCEEDED
 
 
+class BudgetExceededError(LimitExceededError):
+    """A task spent more tokens or money than its request's `budget`; it was stopped.
+
+    Details: `limit` (`budget.max_tokens` or `budget.max_cost`), `value`, `maximum`.
+    """
+
+    code = ErrorCode.BUDGET_EXCEEDED
+
+
 class AnswerRefusedError(SwarmUserError):
     """An answer for a sub-task that is not waiting for one, or from someone not its owner.
 
@@ -315,6 +326,7 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     TaskConflictError,
     InputNotAllowedError,
     LimitExceededError,
+    BudgetExceededError,
     AnswerRefusedError,
     SubTaskTimeoutError,
     AgentUnavailableError,

@@ -31,6 +31,8 @@ class TokenUsage(BaseModel):
     """Model calls that spent them (0 for work that used no model)."""
     seconds: float = Field(default=0.0, ge=0)
     """Time the model spent on those calls, queueing in the engine included."""
+    cost: float = Field(default=0.0, ge=0)
+    """Money those calls cost, from the endpoint's `prices` (0 where it sets none)."""
 
     @property
     def total_tokens(self) -> int:
@@ -43,6 +45,7 @@ class TokenUsage(BaseModel):
             completion_tokens=self.completion_tokens + other.completion_tokens,
             calls=self.calls + other.calls,
             seconds=self.seconds + other.seconds,
+            cost=self.cost + other.cost,
         )
 
 

@@ -7,10 +7,26 @@ from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-__all__ = ["TaskEvent", "TaskRequest"]
+__all__ = ["Budget", "TaskEvent", "TaskRequest"]
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 _PLANNER = r"^(template|auto|[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*\.[a-z][a-z0-9_]*)$"
+
+
+class Budget(BaseModel):
+    """The most a task may spend; past either, it stops with `budget_exceeded`.
+
+    Counted over every attempt's `TokenUsage` (failed ones and the planner's included),
+    as results arrive: the running sub-tasks are stopped, and what they spend until then
+    is counted too, so a task ends a little over its budget, never far.
+    """
+
+    model_config = _FROZEN
+
+    max_tokens: int | None = Field(default=None, ge=1)
+    """Model tokens, prompt and completion together."""
+    max_cost: float | None = Field(default=None, gt=0)
+    """Money, in the unit of the endpoints' `prices`."""
 
 
 class TaskRequest(BaseModel):
@@ -40,6 +56,8 @@ class TaskRequest(BaseModel):
     `auto` (a template when one matches, else the LLM planner `llm.planning.plan`), or the
     id of a planning capability to ask. A planner's plan is checked like a template's;
     when it is refused, the template router plans instead and the task says why."""
+    budget: Budget | None = None
+    """The most the task may spend in tokens or money (None: no bound)."""
     free_uploads: bool = False
     """When the task ends (completed, failed or cancelled), delete the caller's uploads
     it names by file id (`file-...` among `items` and top-level `params`), so they stop

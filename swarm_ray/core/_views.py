@@ -69,6 +69,10 @@ class UsageView(BaseModel):
 
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    total_tokens: int = 0
+    """Prompt plus completion tokens (what `budget.max_tokens` counts)."""
+    cost: float = 0.0
+    """Money spent, from the endpoints' `prices` (what `budget.max_cost` counts)."""
     compute_s: float = 0.0
     """Agent run time of every attempt, summed."""
 
@@ -180,6 +184,8 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> TaskStatus:
     status["usage"] = UsageView(
         prompt_tokens=usage.prompt_tokens,
         completion_tokens=usage.completion_tokens,
+        total_tokens=usage.total_tokens,
+        cost=round(usage.cost, 9),
         compute_s=round(scheduler.compute_seconds(), 6),
     )
     status["output"] = record.output

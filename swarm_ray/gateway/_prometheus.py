@@ -10,6 +10,7 @@ same swarm-level values. The families, with their labels:
 | `swarm_task_transitions_total` | counter | `from_state`, `to_state` |
 | `swarm_watermark_rejections_total` | counter | `reason` |
 | `swarm_retries_total` | counter | `agent`, `kind` (`retry`, `fallback`) |
+| `swarm_cost_total` | counter | `agent` (money its accepted attempts cost, from `prices`) |
 | `swarm_breaker_state` | gauge | `agent` (0 closed, 1 half-open, 2 open) |
 | `swarm_tasks` | gauge | `state` (open tasks; ended ones since the orchestrator started) |
 | `swarm_capability_in_dispatch` | gauge | `capability` (1 in, 0 taken out) |
@@ -49,6 +50,7 @@ _COUNTERS = {
     "swarm_task_transitions": ("Task state machine transitions.", ("from_state", "to_state")),
     "swarm_watermark_rejections": ("Results refused because of their watermark.", ("reason",)),
     "swarm_retries": ("Sub-task retries and fallbacks by capability.", ("agent", "kind")),
+    "swarm_cost": ("Money accepted attempts cost, by capability.", ("agent",)),
 }
 
 

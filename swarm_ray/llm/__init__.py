@@ -41,6 +41,7 @@ from swarm_ray.llm._engine import (
     EngineKind,
     GenerationParams,
     Message,
+    Prices,
     ToolCall,
 )
 from swarm_ray.llm._handle import DeploymentEngine
@@ -113,6 +114,7 @@ __all__ = [
     "PlanDraft",
     "PlanIn",
     "PlanOut",
+    "Prices",
     "ResearchRow",
     "RowIn",
     "RowOut",

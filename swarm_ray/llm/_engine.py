@@ -29,6 +29,7 @@ __all__ = [
     "EngineKind",
     "GenerationParams",
     "Message",
+    "Prices",
     "ToolCall",
 ]
 
@@ -182,6 +183,24 @@ class EndpointLimits(BaseModel):
         )
 
 
+class Prices(BaseModel):
+    """What an endpoint charges, per million tokens (in any one currency, used throughout)."""
+
+    model_config = _FROZEN
+
+    prompt_per_million: float = Field(default=0.0, ge=0)
+    """Per million prompt (input) tokens."""
+    completion_per_million: float = Field(default=0.0, ge=0)
+    """Per million completion (output) tokens."""
+
+    def cost(self, usage: TokenUsage) -> float:
+        """What `usage`'s tokens cost."""
+        return (
+            usage.prompt_tokens * self.prompt_per_million
+            + usage.completion_tokens * self.completion_per_million
+        ) / 1_000_000
+
+
 class EngineConfig(BaseModel):
     """How to build an engine; frozen, so it pickles to Serve replicas."""
 
@@ -205,6 +224,8 @@ class EngineConfig(BaseModel):
     """Retries of a request refused with 429 or 5xx, or cut by a connection error."""
     limits: EndpointLimits = Field(default_factory=EndpointLimits)
     """The endpoint's cluster-wide budget (requests and tokens per minute, concurrency)."""
+    prices: Prices | None = None
+    """What its tokens cost; every call's `TokenUsage.cost` comes from it (None: 0)."""
     n_ctx: int = Field(default=2048, ge=128)
     """Context window in tokens."""
     n_threads: int | None = Field(default=None, ge=1)

@@ -9,11 +9,12 @@ engines, so the vocabulary and the factory form no import circle.
 from __future__ import annotations
 
 import os
+from typing import Any
 
 from swarm_ray.agent import current_subtask
 from swarm_ray.core._catalog import load_entrypoint
 from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.llm._engine import Engine, EngineConfig, EngineKind
+from swarm_ray.llm._engine import Completion, Engine, EngineConfig, EngineKind, Prices
 from swarm_ray.llm._settings import engine_config_for
 
 __all__ = ["current_engine", "load_engine", "use_engine"]
@@ -31,8 +32,34 @@ def _gpu_visible() -> bool:
     return bool(devices) and devices not in ("-1", "NoDevFiles")
 
 
+class _Priced:
+    """An engine whose completions carry their cost (`EngineConfig.prices`).
+
+    Everything else is the wrapped engine's: its attributes (`model`, `concurrent`,
+    `complete_tools` where it has one) are looked up on it.
+    """
+
+    def __init__(self, engine: Engine, prices: Prices) -> None:
+        self._engine = engine
+        self._prices = prices
+
+    def __getattr__(self, name: str) -> Any:
+        found = getattr(self._engine, name)
+        if not callable(found):
+            return found
+
+        def priced(*args: Any, **kwargs: Any) -> Any:
+            answer = found(*args, **kwargs)
+            if isinstance(answer, Completion):
+                usage = answer.usage.model_copy(update={"cost": self._prices.cost(answer.usage)})
+                return answer.model_copy(update={"usage": usage})
+            return answer
+
+        return priced
+
+
 def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
-    """Load the engine `config` names.
+    """Load the engine `config` names (its completions priced by `config.prices`).
 
     Args:
         config: Which engine and model.
@@ -42,6 +69,14 @@ def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
     Raises:
         InvalidSpecError: the engine's package or model is missing.
     """
+    engine = _load(config, num_gpus)
+    if config.prices is None:
+        return engine
+    priced: Engine = _Priced(engine, config.prices)
+    return priced
+
+
+def _load(config: EngineConfig, num_gpus: float) -> Engine:
     kind = config.kind
     if kind is EngineKind.AUTO:
         kind = EngineKind.VLLM if num_gpus > 0 and _gpu_visible() else EngineKind.LLAMA_CPP

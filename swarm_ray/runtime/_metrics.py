@@ -92,6 +92,11 @@ class SwarmMetrics:
                 description="Sub-task retries and fallbacks by capability.",
                 tag_keys=("agent", "kind"),
             ),
+            "cost": metrics.Counter(
+                "swarm_cost",
+                description="Money accepted attempts cost, by capability (endpoint prices).",
+                tag_keys=("agent",),
+            ),
             "breaker": metrics.Gauge(
                 "swarm_breaker_state",
                 description="Circuit breaker per capability: 0 closed, 1 half-open, 2 open.",
@@ -127,6 +132,11 @@ class SwarmMetrics:
         """Count a retry or a fallback."""
         self._m["retries"].inc(tags={"agent": agent, "kind": kind})
         self._count("swarm_retries", agent=agent, kind=kind)
+
+    def cost(self, agent: str, amount: float) -> None:
+        """Add what an accepted attempt cost."""
+        self._m["cost"].inc(amount, tags={"agent": agent})
+        self._counters["swarm_cost"][(("agent", agent),)] += amount
 
     def breaker(self, agent: str, state: int) -> None:
         """Set a capability's breaker state."""

@@ -60,6 +60,8 @@ class Observer:
             self.metrics.duration(result.capability_id, result.timings.duration_s)
         if result.error is not None:
             self.metrics.error(result.capability_id, str(result.error.code))
+        if result.usage.cost:
+            self.metrics.cost(result.capability_id, result.usage.cost)
         if result.error is None or result.error.code is not ErrorCode.CANCELLED:
             self.health.attempt(
                 result.capability_id, ok=result.ok, duration_s=result.timings.duration_s
