@@ -13,6 +13,12 @@ NPROC := $(shell nproc 2>/dev/null || echo 2)
 # examples, tools, server and libcurl support; the build runs on every core.
 LLAMA_CMAKE_ARGS := -DLLAVA_BUILD=OFF -DLLAMA_BUILD_TESTS=OFF -DLLAMA_BUILD_EXAMPLES=OFF \
   -DLLAMA_BUILD_TOOLS=OFF -DLLAMA_BUILD_SERVER=OFF -DLLAMA_CURL=OFF
+# On x86-64 the build is portable (AVX2, FMA, F16C) rather than `-march=native`: a native
+# build on a CPU with AMX (llama.cpp then runs Q4 models on AMX tiles) crashed with a
+# segmentation fault on the first token in a container here.
+ifeq ($(shell uname -m),x86_64)
+LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
+endif
 
 .PHONY: report test lint typecheck pytest services bench bench-quick clean
 
