@@ -23,9 +23,10 @@ from swarm_ray.core._commands import (
     Run,
 )
 from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import InvalidPlanError, StateStoreError
+from swarm_ray.core._errors import InvalidInputError, InvalidPlanError, StateStoreError
 from swarm_ray.core._plan import expand
-from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings, TokenUsage
+from swarm_ray.core._principal import LOCAL
+from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings, TokenUsage, effects_keys
 from swarm_ray.core._watermark import WatermarkKey
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
@@ -245,3 +246,67 @@ def test_spending_exactly_its_budget_a_task_completes(deps: dict[str, object]) -
     [join] = [c for c in step.commands if isinstance(c, Run)]
     driver.step(Arrived(_done(join.subtask, output={"text": "A", "count": 1})))
     assert driver.state is TaskState.COMPLETED and driver.usage().total_tokens == 10
+
+
+def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
+    deps: dict[str, object], tmp_path: Path
+) -> None:
+    """Three side-effecting attempts out at a crash: one finished (its result is recorded
+    and taken), one started (held for its owner's review), one never started (sent)."""
+    from swarm_ray.core._commands import Answer
+    from swarm_ray.runtime._agent import run_subtask
+    from swarm_ray.testing import count_effects
+
+    registry = deps["registry"]
+    spec = registry.get("test.echo.effect")  # type: ignore[attr-defined]
+    record = str(tmp_path / "effects")
+    params = {"record_dir": record}
+    Path(record).mkdir()
+    request = TaskRequest(template="echo_effect", items=("done", "doubt", "fresh"), params=params)
+    driver = _driver(deps, request)
+    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    done, doubt, fresh = (r.subtask for r in runs)
+    assert all(s.record_effects for s in (done, doubt, fresh))
+    assert done.idempotency_key != doubt.idempotency_key
+    run_subtask(spec, done)  # ran to the end; its result never reached the orchestrator
+    results = deps["results"]
+    started, _ = effects_keys(doubt.task_id, doubt.subtask_id, doubt.attempt)
+    results.put_bytes(started, b"")  # type: ignore[attr-defined]  # it started, then the crash
+    again = TaskDriver.load(driver.task_id, **deps)
+    assert again is not None
+    step = again.step(Resume())
+    assert [n.result.subtask_id for n in step.notices if isinstance(n, Accepted)] == ["echo[0]"]
+    [resent] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert resent.subtask_id == "echo[2]"
+    assert resent.idempotency_key == fresh.idempotency_key  # the same key, a new attempt
+    [wait] = again.waiting()
+    assert wait.subtask_id == "echo[1]" and wait.review_of == 1
+    assert again.scheduler is not None and again.scheduler.status("echo[1]") == "waiting"
+    assert count_effects(record) == ["done"]  # nothing ran twice
+    with pytest.raises(InvalidInputError):
+        again.check_answer("echo[1]", {"rerun": "maybe"}, LOCAL)
+    step = again.step(Answer(subtask_id="echo[1]", answer={"rerun": True}, principal="ops"))
+    [rerun] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert rerun.subtask_id == "echo[1]" and rerun.attempt == 2
+    assert rerun.idempotency_key == doubt.idempotency_key
+
+
+def test_an_owner_may_decline_to_rerun_a_side_effect_in_doubt(deps: dict[str, object]) -> None:
+    from swarm_ray.core._commands import Answer
+
+    driver = _driver(deps, TaskRequest(template="echo_effect", items=("only",)))
+    [run] = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    started, _ = effects_keys(run.subtask.task_id, run.subtask.subtask_id, 1)
+    deps["results"].put_bytes(started, b"")  # type: ignore[attr-defined]
+    again = TaskDriver.load(driver.task_id, **deps)
+    assert again is not None and not [
+        c for c in again.step(Resume()).commands if isinstance(c, Run)
+    ]
+    step = again.step(Answer(subtask_id="echo[0]", answer={"rerun": False}, principal="ops"))
+    assert again.scheduler is not None and again.scheduler.status("echo[0]") == "failed"
+    assert not [
+        c for c in step.commands if isinstance(c, Run) and c.subtask.subtask_id == "echo[0]"
+    ]
+    reloaded = TaskDriver.load(driver.task_id, **deps)  # the review and its answer replay
+    assert reloaded is not None and reloaded.scheduler is not None
+    assert reloaded.scheduler.status("echo[0]") == "failed" and not reloaded.waiting()

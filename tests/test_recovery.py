@@ -10,7 +10,8 @@ import ray
 import swarm_ray
 from swarm_ray import TaskState
 from swarm_ray.core._signals import SubTaskDone
-from swarm_ray.testing import count_executions
+from swarm_ray.testing import count_effects, count_executions
+from tests.support import wait_until
 
 pytestmark = pytest.mark.ray
 
@@ -212,3 +213,40 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
         ("aggregating", "finalizing"),
         ("finalizing", "completed"),
     ]
+
+
+def test_a_side_effect_in_flight_at_a_crash_is_not_repeated_unless_its_owner_says_so(
+    ray_cluster: None, tmp_path, record_dir: str
+) -> None:  # type: ignore[no-untyped-def]
+    """Two payments start, then the orchestrator dies: after the restart neither runs
+    again by itself. Both wait for review; the owner reruns one and declines the other."""
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-effects",
+    )
+    try:
+        task_id = client.submit(
+            template="echo_effect",
+            items=("pay-1", "pay-2"),
+            params={"record_dir": record_dir, "delay_s": 8},
+        )
+        wait_until(lambda: len(count_effects(record_dir)) == 2, 60, "both payments to start")
+        ray.kill(client.actor, no_restart=False)  # Ray restarts it: recovery runs
+        waiting = wait_until(lambda: client.status(task_id).waiting, 60, "a review")
+        wait_until(lambda: len(client.status(task_id).waiting) == 2, 30, "both reviews")
+        assert all(w.review_of == 1 and "side effects" in w.prompt for w in waiting)
+        time.sleep(1.0)
+        assert sorted(count_effects(record_dir)) == ["pay-1", "pay-2"]  # none repeated
+        assert count_executions(record_dir) == {}  # and neither finished
+        client.answer(task_id, "echo[0]", {"rerun": True})
+        client.answer(task_id, "echo[1]", {"rerun": False})
+        record = client.wait(task_id, timeout_s=60)
+        assert record.machine.state is TaskState.COMPLETED, record.error
+        assert record.output is not None and record.output["text"] == "PAY-1"
+        assert sorted(count_effects(record_dir)) == ["pay-1", "pay-1", "pay-2"]
+        status = client.status(task_id)
+        assert status.subtasks["echo[1]"].status == "failed"
+        assert any("chose not to run it again" in w for w in status.warnings)
+    finally:
+        client.shutdown()

@@ -187,7 +187,12 @@ class CapabilitySpec(BaseModel):
     """Running it changes something outside the swarm (sends a message, writes a record,
     spends money). A tool agent calls such a capability after a tool's result entered
     its conversation only when its request sets `allow_side_effects` (a result could
-    carry instructions that are not the caller's)."""
+    carry instructions that are not the caller's). Its attempts record that they started
+    and what they returned; one in flight when the orchestrator stopped is not run again
+    but waits as `needs_review` for its task's owner (unless `rerun_safe`)."""
+    rerun_safe: bool = False
+    """Running it again is harmless even with side effects (the service behind it honours
+    the sub-task's `Idempotency-Key`, say): an attempt in doubt after a restart re-runs."""
 
     @field_validator("id")
     @classmethod

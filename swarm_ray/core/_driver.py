@@ -85,6 +85,7 @@ from swarm_ray.core._signals import (
     Intent,
     ResultRejected,
     Retry,
+    ReviewRequested,
     RuleFired,
     RunIntent,
     SchedulerEvent,
@@ -96,7 +97,13 @@ from swarm_ray.core._signals import (
     Tick,
     Warn,
 )
-from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, TokenUsage
+from swarm_ray.core._subtask import (
+    SubTask,
+    SubTaskError,
+    SubTaskResult,
+    TokenUsage,
+    effects_keys,
+)
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_watermark
 
@@ -435,8 +442,13 @@ class TaskDriver:
                     self._carry(self.feed(added), out)
             case Answer(subtask_id=sid, answer=answer, principal=who):
                 if self.scheduler is not None and not self.state.terminal:
+                    wait = self.scheduler.wait_of(sid)
                     answered = HumanAnswered(
-                        at=self._clock(), subtask_id=sid, answer=answer, principal=who
+                        at=self._clock(),
+                        subtask_id=sid,
+                        answer=answer,
+                        principal=who,
+                        review_of=wait.review_of if wait is not None else None,
                     )
                     self._carry(self.feed(answered), out)
             case Broken(error=error, subtask_id=subtask_id):
@@ -594,10 +606,40 @@ class TaskDriver:
         self.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
         if self.state is TaskState.DISPATCHING:
             self.move(TaskState.EXECUTING, "resumed after a restart")
-        self._carry(list(outstanding), out)
+        in_doubt = [i for i in outstanding if self._has_side_effects(i.capability_id)]
+        self._carry([i for i in outstanding if i not in in_doubt], out)
+        for intent in in_doubt:
+            self._settle_in_doubt(intent, out)
         deadline = self.scheduler.next_deadline()  # a person's, still waited for
         if deadline is not None:
             out.commands.append(WakeAt(deadline))
+
+    def _has_side_effects(self, capability_id: str) -> bool:
+        spec = self.registry.get(capability_id)
+        return spec.side_effects and not spec.rerun_safe
+
+    def _settle_in_doubt(self, intent: Dispatch | Retry | Fallback, out: Step) -> None:
+        """Settle an attempt with side effects that was out at a restart.
+
+        Its recorded result if it has one; held for review if it started; sent again
+        only if it never started.
+        """
+        if self.state.terminal:
+            return
+        started, recorded = effects_keys(self.task_id, intent.subtask_id, intent.attempt)
+        if self._results.exists(self._results.ref(recorded)):
+            result = SubTaskResult.model_validate(
+                self._results.get_json(self._results.ref(recorded))
+            )
+            self._issued[intent.subtask_id] = (result.attempt, result.watermark)
+            self._arrived(result, out)
+        elif self._results.exists(self._results.ref(started)):
+            review = ReviewRequested(
+                at=self._clock(), subtask_id=intent.subtask_id, attempt=intent.attempt
+            )
+            self._carry(self.feed(review), out)
+        else:
+            self._carry([intent], out)
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
@@ -747,7 +789,10 @@ class TaskDriver:
         elif isinstance(event, SubTaskTimedOut):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         elif isinstance(event, HumanAnswered):
-            dedupe = f"{event.kind}:{event.subtask_id}"
+            review = "" if event.review_of is None else f":review{event.review_of}"
+            dedupe = f"{event.kind}:{event.subtask_id}{review}"
+        elif isinstance(event, ReviewRequested):
+            dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         text = _output_text(event)
         stored = self._offload(event, text)
         self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
@@ -809,6 +854,9 @@ class TaskDriver:
             orchestrator=self.orchestrator,
             priority=self.record.request.priority,
             owner=self.record.owner,
+            record_effects=self._results.root_uri
+            if self.registry.get(intent.capability_id).side_effects
+            else None,
         )
 
     def waiting(self) -> list[HumanWait]:

@@ -99,6 +99,7 @@ class ErrorCode(StrEnum):
     STATE_STORE = "state_store"
     ANSWER_REFUSED = "answer_refused"
     HUMAN_TIMEOUT = "human_timeout"
+    NEEDS_REVIEW = "needs_review"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
     UNKNOWN = "unknown"

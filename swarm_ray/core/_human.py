@@ -78,6 +78,18 @@ class HumanWait(BaseModel):
     """Whether a default answer applies at the deadline (else `human_timeout`)."""
     owner: str | None = None
     """Who may answer: the task's owner (None: a trusted caller's task)."""
+    review_of: int | None = None
+    """The attempt whose side effects are in doubt, for a `needs_review` wait (the answer
+    is `{"rerun": true}` to run it again, `{"rerun": false}` to fail it)."""
+
+
+REVIEW_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"rerun": {"type": "boolean"}},
+    "required": ["rerun"],
+    "additionalProperties": False,
+}
+"""The answer a `needs_review` wait takes."""
 
 
 def answer_problems(schema: dict[str, Any], answer: Any) -> list[dict[str, Any]]:

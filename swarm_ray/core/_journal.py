@@ -44,6 +44,19 @@ class Blobs(Protocol):
         """The JSON value a reference names."""
         ...
 
+    @property
+    def root_uri(self) -> str:
+        """Where the store is (agents that record results open it by this)."""
+        ...
+
+    def ref(self, key: str) -> str:
+        """The reference of `key` (whether or not anything was stored under it)."""
+        ...
+
+    def exists(self, ref: str) -> bool:
+        """Whether something is stored under the reference."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class StoredTask:

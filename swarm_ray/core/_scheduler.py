@@ -34,7 +34,7 @@ from swarm_ray.core._errors import (
     InvalidInputError,
     InvalidPlanError,
 )
-from swarm_ray.core._human import ANSWER_MARKER, HumanAsk, HumanWait
+from swarm_ray.core._human import ANSWER_MARKER, REVIEW_SCHEMA, HumanAsk, HumanWait
 from swarm_ray.core._plan import (
     FROM_MARKER,
     TASK_MARKER,
@@ -63,6 +63,7 @@ from swarm_ray.core._signals import (
     Intent,
     ResultRejected,
     Retry,
+    ReviewRequested,
     RuleFired,
     RunIntent,
     SchedulerEvent,
@@ -208,13 +209,25 @@ class Scheduler:
                 if spec.id not in self._specs:  # asked twice (a retried call): once
                     self._add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
-            case HumanAnswered(subtask_id=sid, answer=answer, principal=who):
+            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=None):
                 if sid in self._waits:  # else it was settled meanwhile: nothing to do
                     del self._waits[sid]
                     out += [
                         HumanSettled(subtask_id=sid, outcome="answered", principal=who),
                         *self._answered(sid, answer, event.at),
                     ]
+            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=attempt):
+                wait = self._waits.get(sid)
+                if wait is not None and wait.review_of == attempt:
+                    del self._waits[sid]
+                    out += [
+                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
+                        *self._reviewed(sid, bool(answer.get("rerun")), who, event.at),
+                    ]
+            case ReviewRequested(subtask_id=sid, attempt=attempt):
+                running = self._running.get(sid)
+                if running is not None and running.attempt == attempt:
+                    out.append(self._hold_for_review(sid, attempt, event.at))
             case _:
                 assert_never(event)
         return out + self._check_finished()
@@ -510,6 +523,37 @@ class Scheduler:
         )
         self._set(sid, _S.WAITING)
         return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
+
+    def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
+        """Hold a side-effecting attempt that was in flight at a crash, for a person."""
+        del self._running[sid]
+        prompt = (
+            f"sub-task `{sid}` on `{self._capability[sid]}` (which has side effects) was "
+            f"running attempt {attempt} when the orchestrator stopped, and nothing records "
+            'whether it finished. Run it again? Answer {"rerun": true} or {"rerun": false}.'
+        )
+        self._waits[sid] = HumanWait(
+            subtask_id=sid,
+            prompt=prompt,
+            answer_schema=REVIEW_SCHEMA,
+            since=at,
+            deadline=None,
+            has_default=False,
+            review_of=attempt,
+        )
+        self._set(sid, _S.WAITING)
+        return AwaitHuman(subtask_id=sid, prompt=prompt, deadline=None)
+
+    def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
+        if rerun:
+            self._set(sid, _S.PENDING)
+            return self._launch(sid, at, Dispatch, reason="reviewed")
+        error = SubTaskError(
+            code=ErrorCode.NEEDS_REVIEW,
+            message=f"sub-task `{sid}` has side effects and was in flight at a crash; "
+            f"`{who}` chose not to run it again",
+        )
+        return self._settle_failed(sid, error, at)
 
     def _answered(self, sid: str, answer: dict[str, Any], at: float) -> list[Intent]:
         self._answers[sid] = answer

@@ -112,6 +112,21 @@ class HumanAnswered(BaseModel):
     answer: dict[str, Any]
     principal: str
     """Who answered (the audit trail's `who`)."""
+    review_of: int | None = None
+    """The attempt under review, when the answer settles a `needs_review` wait."""
+
+
+class ReviewRequested(BaseModel):
+    """An attempt with side effects was out when the orchestrator stopped.
+
+    Nothing records whether it finished, so it is not run again until a person says so.
+    """
+
+    model_config = _FROZEN
+    kind: Literal["review"] = "review"
+    at: float
+    subtask_id: str
+    attempt: int
 
 
 SchedulerEvent = Annotated[
@@ -122,7 +137,8 @@ SchedulerEvent = Annotated[
     | Tick
     | CancelRequested
     | ChildAdded
-    | HumanAnswered,
+    | HumanAnswered
+    | ReviewRequested,
     Field(discriminator="kind"),
 ]
 """Any scheduler input; persisted as JSON in the task's log."""
@@ -148,7 +164,7 @@ class Dispatch(RunIntent):
     """Run a sub-task whose own dependencies are done (partial rollout: no stage barrier)."""
 
     reason: Literal[
-        "ready", "rule", "feedback", "each", "half_open", "resume", "child", "answered"
+        "ready", "rule", "feedback", "each", "half_open", "resume", "child", "answered", "reviewed"
     ] = "ready"
 
 

@@ -7,6 +7,7 @@ is one dispatched attempt of it, with its input resolved and its watermark. A
 
 from __future__ import annotations
 
+import hashlib
 from typing import Any, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
@@ -168,10 +169,29 @@ class SubTask(BaseModel):
     limits declared `limits_untrusted_only` apply to it, and it uses only the tools and
     endpoints granted to that principal (`llm._settings`)."""
 
+    record_effects: str | None = None
+    """For a capability with side effects: the result store (its root URI) where the
+    agent marks the attempt started and records its result, so a restarted orchestrator
+    can tell a finished attempt from one in doubt (`effects_keys`)."""
+
     @property
     def untrusted(self) -> bool:
         """Whether its task is an untrusted principal's."""
         return self.owner is not None
+
+    @property
+    def idempotency_key(self) -> str:
+        """A key that is the same for every attempt of this sub-task, restarts included.
+
+        A service that honours it (`Idempotency-Key`) does a side effect once.
+        """
+        return hashlib.sha256(f"{self.task_id}/{self.subtask_id}".encode()).hexdigest()[:32]
+
+
+def effects_keys(task_id: str, subtask_id: str, attempt: int) -> tuple[str, str]:
+    """Result-store keys of an attempt with side effects: its start mark, its result."""
+    base = f"effects/{task_id}/{hashlib.sha256(subtask_id.encode()).hexdigest()[:16]}"
+    return f"{base}/{attempt}.started", f"{base}/{attempt}.json"
 
 
 class SubTaskResult(BaseModel):

@@ -26,6 +26,9 @@ input model as the request schema and `response_model` as the answer's::
   declared `fallback` is answered with a warning and `fallback_confidence`, or without
   one the attempt fails (`agent_unavailable`) so retries and the capability's fallback
   apply.
+- **Idempotency**: a call other than GET sends the sub-task's `Idempotency-Key`, the
+  same for every attempt of it, so a service that honours it does a side effect once
+  however often the attempt is retried.
 - **Breaker**: after `failure_threshold` failures in a row the adapter stops calling
   for `cooldown_s` (answering the fallback at once), then lets one call through. Its
   state lives in the agent's process: host an adapter on one Serve replica
@@ -47,7 +50,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_valida
 
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray.core._errors import AgentUnavailableError, InvalidInputError, InvalidSpecError
-from swarm_ray.runtime._agent import AgentReply
+from swarm_ray.runtime._agent import AgentReply, current_subtask
 
 __all__ = ["HttpAdapter"]
 
@@ -170,6 +173,9 @@ class HttpAdapter(BaseModel):
                 breaker.open_until = time.monotonic() + self.cooldown_s
         if not is_open:
             headers = {k: os.path.expandvars(v) for k, v in self.headers.items()}
+            subtask = current_subtask()
+            if subtask is not None and self.method != "GET":  # one key for every attempt
+                headers.setdefault("Idempotency-Key", subtask.idempotency_key)
             try:
                 response = httpx.request(
                     self.method,

@@ -13,6 +13,7 @@ serves (an agent asking for child sub-tasks names its parent by it).
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import os
@@ -23,10 +24,23 @@ from pydantic import BaseModel
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._catalog import load_entrypoint
-from swarm_ray.core._errors import ErrorCode, InvalidSpecError, SanitizationError, SwarmError
+from swarm_ray.core._errors import (
+    ErrorCode,
+    InvalidSpecError,
+    SanitizationError,
+    StateStoreError,
+    SwarmError,
+)
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sanitize import sanitize_output
-from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskResult, Timings, TokenUsage
+from swarm_ray.core._subtask import (
+    SubTask,
+    SubTaskError,
+    SubTaskResult,
+    Timings,
+    TokenUsage,
+    effects_keys,
+)
 
 __all__ = ["AgentReply"]
 
@@ -92,7 +106,31 @@ def _node_id() -> str | None:
 def run_subtask(
     spec: CapabilitySpec, subtask: SubTask, *, agent: str | None = None
 ) -> SubTaskResult:
-    """Run one attempt of `subtask` with `spec`'s entrypoint; never raises."""
+    """Run one attempt of `subtask` with `spec`'s entrypoint; never raises.
+
+    An attempt with side effects (`subtask.record_effects`) is marked started before it
+    runs and its result recorded after, in the result store; when the mark cannot be
+    written it does not run at all.
+    """
+    if subtask.record_effects is None:
+        return _run(spec, subtask, agent)
+    from swarm_ray.runtime._results import ResultStore
+
+    store = ResultStore(subtask.record_effects)
+    started, recorded = effects_keys(subtask.task_id, subtask.subtask_id, subtask.attempt)
+    try:
+        store.put_bytes(started, b"")
+    except StateStoreError as exc:
+        return error_result(
+            subtask, ErrorCode.STATE_STORE, f"not run: its start could not be recorded: {exc}"
+        )
+    result = _run(spec, subtask, agent)
+    with contextlib.suppress(StateStoreError):  # the orchestrator may still hear it
+        store.put_json(recorded, result.model_dump(mode="json"))
+    return result
+
+
+def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskResult:
     started = time.time()
     registry = Registry([spec])
     base = {

@@ -37,8 +37,10 @@ __all__ = [
     "NoopIn",
     "SplitIn",
     "SplitOut",
+    "count_effects",
     "count_executions",
     "echo",
+    "echo_with_effect",
     "health_flag_check",
     "join",
     "noop",
@@ -139,6 +141,23 @@ def echo(data: EchoIn) -> EchoOut:
     return EchoOut(text=data.text.upper(), pid=os.getpid())
 
 
+def echo_with_effect(data: EchoIn) -> EchoOut:
+    """`echo` with a side effect first: a line in `record_dir/effects.log` as it starts."""
+    if data.record_dir:
+        fd = os.open(Path(data.record_dir) / "effects.log", os.O_WRONLY | os.O_APPEND | os.O_CREAT)
+        try:
+            os.write(fd, f"{data.text}\n".encode())
+        finally:
+            os.close(fd)
+    return echo(data)
+
+
+def count_effects(record_dir: str | Path) -> list[str]:
+    """The texts `echo_with_effect` started on, once per start, in order."""
+    path = Path(record_dir) / "effects.log"
+    return path.read_text().splitlines() if path.exists() else []
+
+
 def join(data: JoinIn) -> JoinOut:
     """Join the present parts."""
     present = [p for p in data.parts if p is not None]
@@ -183,13 +202,15 @@ def _echo_spec(
     timeout_s: float = 30,
     attempts: int = 4,
     health_check: str | None = None,
+    side_effects: bool = False,
 ) -> CapabilitySpec:
     return CapabilitySpec(
         id=cid,
         description=f"Echo a text upper-cased ({executor} executor; for tests).",
         input_model=EchoIn,
         output_model=EchoOut,
-        entrypoint="swarm_ray.testing:echo",
+        entrypoint=f"swarm_ray.testing:{'echo_with_effect' if side_effects else 'echo'}",
+        side_effects=side_effects,
         executor=executor,
         resources=Resources(num_cpus=0.25, max_concurrency=concurrency),
         timeout_s=timeout_s,
@@ -318,6 +339,7 @@ def testing_catalog() -> Catalog:
             _echo_spec("test.echo.serve", ExecutorKind.SERVE, 2),
             _echo_spec("test.echo.data", ExecutorKind.DATA, 2),
             _echo_spec("test.echo.quick", ExecutorKind.ACTOR, 2, timeout_s=1, attempts=2),
+            _echo_spec("test.echo.effect", ExecutorKind.ACTOR, 2, attempts=1, side_effects=True),
             _echo_spec(
                 "test.echo.checked",
                 ExecutorKind.SERVE,
@@ -348,6 +370,7 @@ def testing_catalog() -> Catalog:
             _fanout("echo_data", "test.echo.data"),
             _fanout("echo_quick", "test.echo.quick"),
             _fanout("echo_checked", "test.echo.checked"),
+            _fanout("echo_effect", "test.echo.effect"),
             _chain(),
             noop_template,
             flat,
