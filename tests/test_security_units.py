@@ -628,3 +628,67 @@ def test_socket_slots_cap_one_address_and_one_principal() -> None:
     assert not slots.by_address and not slots.by_principal  # every slot given back
     with opened("kb") as again:  # and the address takes sockets again
         assert again.receive_json() == {"hello": "bob"}
+
+
+def test_http_adapter_sends_one_idempotency_key_for_every_attempt_of_a_sub_task() -> None:
+    import http.server
+    import threading
+
+    from pydantic import BaseModel
+
+    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.runtime._adapter import HttpAdapter
+    from swarm_ray.runtime._agent import _CURRENT
+
+    seen: list[str | None] = []
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def _answer(self) -> None:
+            seen.append(self.headers.get("Idempotency-Key"))
+            self.rfile.read(int(self.headers.get("Content-Length") or 0))
+            body = b'{"ok": true}'
+            self.send_response(200)
+            self.send_header("Content-Length", str(len(body)))
+            self.end_headers()
+            self.wfile.write(body)
+
+        do_GET = do_POST = _answer
+
+        def log_message(self, *_: object) -> None:
+            pass
+
+    class Charge(BaseModel):
+        amount: int = 5
+
+    class Charged(BaseModel):
+        ok: bool
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    url = f"http://127.0.0.1:{server.server_address[1]}/charge"
+    try:
+        keys = []
+        for attempt, method in ((1, "POST"), (2, "POST"), (3, "GET")):
+            subtask = SubTask(
+                task_id="t1",
+                subtask_id="pay[0]",
+                capability_id="test.pay.card",
+                attempt=attempt,
+                input={},
+                watermark="w",
+                trace_id="x",
+                timeout_s=5,
+                queued_at=0,
+            )
+            keys.append(subtask.idempotency_key)
+            adapter = HttpAdapter(url=url, method=method, response_model=Charged)  # type: ignore[arg-type]
+            token = _CURRENT.set(subtask)
+            try:
+                assert adapter(Charge()).output == Charged(ok=True)
+            finally:
+                _CURRENT.reset(token)
+    finally:
+        server.shutdown()
+        server.server_close()
+    assert len(set(keys)) == 1 and len(keys[0]) == 32
+    assert seen == [keys[0], keys[0], None]  # every attempt the same key; GET sends none
