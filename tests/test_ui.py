@@ -260,3 +260,44 @@ def test_websocket_takes_the_key_as_its_first_message(site: Site) -> None:
         with pytest.raises(ConnectionClosed) as closed:
             ws.recv(timeout=30)
     assert closed.value.rcvd is not None and closed.value.rcvd.code == 4401
+
+
+def test_a_waiting_sub_task_is_answered_from_its_side_panel(
+    site: Site, browser: Any, tmp_path: Path
+) -> None:
+    from selenium.webdriver.common.by import By
+
+    with site.http() as http:
+        body = {"template": "echo_asked"}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+    _sign_in(browser, site, f"/ui/tasks/{task_id}")
+    wait_until(lambda: _statuses(browser).get("ask") == "waiting", 60, "the ask node to wait")
+    browser.find_element(By.CSS_SELECTOR, 'g.node[data-id="ask"]').click()
+    prompt = wait_until(lambda: _visible(browser, "answer-prompt"), 10, "the question")
+    assert prompt.text == "Which word goes last?"
+    text = browser.find_element(By.ID, "answer-text")
+    assert json.loads(text.get_attribute("value")) == {"text": ""}  # a skeleton of the schema
+    text.clear()
+    text.send_keys('{"text": 7}')  # the wrong type: the server's field error is shown
+    browser.find_element(By.ID, "answer-send").click()
+    note = wait_until(
+        lambda: (n := _visible(browser, "answer-note")) is not None and "422" in n.text and n,
+        10,
+        "the schema error",
+    )
+    assert "text" in note.text
+    browser.save_screenshot(str(tmp_path / "answer-refused.png"))
+    text.clear()
+    text.send_keys('{"text": "omega"}')
+    browser.find_element(By.ID, "answer-send").click()
+    wait_until(lambda: _fill(browser, "ask") == GREEN, 60, "the answered node to turn green")
+    wait_until(
+        lambda: browser.find_element(By.ID, "task-state").text == "completed", 60, "completed"
+    )
+    wait_until(lambda: _visible(browser, "answer-form") is None, 10, "the form to go")
+    with site.http() as http:
+        assert http.get(f"/v1/tasks/{task_id}").json()["output"]["text"].split() == [
+            "FIRST",
+            "OMEGA",
+        ]
+    browser.save_screenshot(str(tmp_path / "answered.png"))

@@ -250,6 +250,41 @@ def _fanout(name: str, capability: str) -> TaskTemplate:
     )
 
 
+def _asked() -> TaskTemplate:
+    """An echo, and one that waits for the owner's word; then a join (the page's answer form)."""
+    return TaskTemplate.model_validate(
+        {
+            "name": "echo_asked",
+            "description": "Echo a word and one the task's owner gives, then join them.",
+            "keywords": ["echo asked"],
+            "aggregate": "join",
+            "stages": [
+                {"name": "first", "capability": "test.echo.text", "input": {"text": "first"}},
+                {
+                    "name": "ask",
+                    "capability": "test.echo.text",
+                    "await_human": {
+                        "prompt": "Which word goes last?",
+                        "schema": {
+                            "type": "object",
+                            "properties": {"text": {"type": "string", "minLength": 1}},
+                            "required": ["text"],
+                        },
+                        "timeout_s": 600,
+                    },
+                    "input": {"text": "$answer.text"},
+                },
+                {
+                    "name": "join",
+                    "capability": "test.join.texts",
+                    "depends_on": ["first", "ask"],
+                    "input": {"parts": ["$from.first.text", "$from.ask.text"]},
+                },
+            ],
+        }
+    )
+
+
 def _chain() -> TaskTemplate:
     """Ray Data stage, then a per-item actor stage, then a join: shows partial rollout."""
     template = _fanout("echo_data_chain", "test.echo.data")
@@ -371,6 +406,7 @@ def testing_catalog() -> Catalog:
             _fanout("echo_quick", "test.echo.quick"),
             _fanout("echo_checked", "test.echo.checked"),
             _fanout("echo_effect", "test.echo.effect"),
+            _asked(),
             _chain(),
             noop_template,
             flat,

@@ -16,11 +16,14 @@ const SwarmUI = (() => {
     sessionStorage.removeItem(KEY);
   }
 
-  async function api(path) {
-    const response = await fetch(path, {
-      headers: { Authorization: "Bearer " + key() },
-      cache: "no-store",
-    });
+  async function api(path, body) {
+    const init = { headers: { Authorization: "Bearer " + key() }, cache: "no-store" };
+    if (body !== undefined) {
+      init.method = "POST";
+      init.headers["Content-Type"] = "application/json";
+      init.body = JSON.stringify(body);
+    }
+    const response = await fetch(path, init);
     if (response.status === 401) {
       forget();
       throw new AuthError("the API key was refused");
@@ -29,7 +32,13 @@ const SwarmUI = (() => {
       let detail = response.statusText;
       try {
         const body = await response.json();
-        detail = typeof body.detail === "string" ? body.detail : JSON.stringify(body.detail);
+        if (typeof body.detail === "string") detail = body.detail;
+        else if (Array.isArray(body.detail)) {
+          // FastAPI's field errors: `answer.text: 7 is not of type 'string'`
+          detail = body.detail
+            .map((d) => `${(d.loc || []).filter((part) => part !== "body").join(".")}: ${d.msg}`)
+            .join("; ");
+        } else detail = JSON.stringify(body.detail);
       } catch (_) {
         // not JSON: keep the status text
       }

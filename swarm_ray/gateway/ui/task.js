@@ -7,8 +7,8 @@
   const taskId = decodeURIComponent(location.pathname.replace(/^\/ui\/tasks\//, "").replace(/\/$/, ""));
   // A sub-task only moves forward: pending -> running/held -> settled. Merging by rank lets
   // a status fetched from REST and events replayed from the socket arrive in any order.
-  const RANK = { pending: 0, running: 1, held: 1, succeeded: 2, failed: 2, skipped: 2, cancelled: 2 };
-  const LEGEND = ["pending", "running", "held", "succeeded", "failed", "skipped", "cancelled"];
+  const RANK = { pending: 0, running: 1, held: 1, waiting: 1, succeeded: 2, failed: 2, skipped: 2, cancelled: 2 };
+  const LEGEND = ["pending", "running", "held", "waiting", "succeeded", "failed", "skipped", "cancelled"];
   const TASK_ORDER = [
     "created", "routing", "dispatching", "executing", "aggregating", "finalizing",
     "completed", "failed", "cancelled",
@@ -33,6 +33,7 @@
     dirty: false,
     frame: 0,
     endedAt: null,
+    forms: {},
   };
 
   const $ = (id) => document.getElementById(id);
@@ -383,7 +384,62 @@
       parts.push(el("div", { class: "error-box" }, el("b", {}, sub.error.code), " ", sub.error.message));
     }
     if (sub.depends_on.length) parts.push(el("h3", {}, "depends on"), deps);
+    const wait = (view.status.waiting || []).find((w) => w.subtask_id === sid);
+    if (wait && status === "waiting") parts.push(answerForm(wait));
     $("panel").replaceChildren(...parts);
+  }
+
+  // A sub-task waiting for a person: its question and a JSON answer, checked by the
+  // server against the wait's schema. The form is kept across repaints (what was typed
+  // stays) until the wait is answered.
+  function answerForm(wait) {
+    const id = `${wait.subtask_id}#${wait.since}`;
+    if (view.forms[id]) return view.forms[id];
+    const text = el("textarea", { id: "answer-text", rows: 4, spellcheck: "false", class: "mono" });
+    text.value = JSON.stringify(skeleton(wait.answer_schema));
+    const note = el("p", { id: "answer-note", class: "muted" });
+    const send = el("button", { type: "button", id: "answer-send" }, "answer");
+    send.addEventListener("click", async () => {
+      let answer;
+      try {
+        answer = JSON.parse(text.value);
+      } catch (err) {
+        note.textContent = `not JSON: ${err.message}`;
+        return;
+      }
+      send.disabled = true;
+      note.textContent = "sending…";
+      try {
+        const path = `/v1/tasks/${encodeURIComponent(taskId)}/subtasks/${encodeURIComponent(wait.subtask_id)}/answer`;
+        await api(path, { answer });
+        note.textContent = "answered";
+        scheduleRefresh(0);
+      } catch (err) {
+        send.disabled = false;
+        note.textContent = err.message;
+      }
+    });
+    const due = wait.deadline ? `answer by ${when(wait.deadline)}` : "no deadline";
+    const form = el(
+      "div",
+      { class: "answer-box", id: "answer-form" },
+      el("h3", {}, "waiting for you"),
+      el("p", { id: "answer-prompt" }, wait.prompt),
+      el("p", { class: "muted" }, due),
+      text,
+      send,
+      note,
+    );
+    view.forms[id] = form;
+    return form;
+  }
+
+  function skeleton(schema) {
+    const out = {};
+    for (const [name, prop] of Object.entries((schema && schema.properties) || {})) {
+      out[name] = prop.type === "boolean" ? false : prop.type === "number" || prop.type === "integer" ? 0 : "";
+    }
+    return out;
   }
 
   // ---- data: REST for the plan and details, the socket for changes -----------------
@@ -432,7 +488,7 @@
         view.endedAt = event.at;
         scheduleRefresh(0);
       }
-    } else if (event.kind === "rule" || event.kind === "feedback" || event.kind === "warning") {
+    } else if (["rule", "feedback", "warning", "human"].includes(event.kind)) {
       scheduleRefresh(500);
     }
     soon();
