@@ -23,7 +23,9 @@ from swarm_ray.documents import (
 from swarm_ray.documents._choice import Scored, choose, file_part
 from swarm_ray.documents._counts import count_mentions, counted_noun
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
+from swarm_ray.documents._grid import Grid, header_of
 from swarm_ray.documents._labels import labels_regex
+from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText
 from swarm_ray.documents._symbols import label_forms
 from swarm_ray.documents._terms import shaped_value
@@ -274,3 +276,22 @@ def test_words_beside_a_label_that_make_it_another_parameter() -> None:
         ("input voltage", "min", 4.5),
         ("input voltage", "max", 100.0),
     }
+
+
+def _grid_row(top: float, *cells: tuple[float, str], size: float = 8.0) -> Row:
+    boxes = tuple(
+        TextBox(x0=x, top=top, x1=x + 6.0 * len(text), bottom=top + size, size=size, text=text)
+        for x, text in cells
+    )
+    return Row(top=top, bottom=top + size, cells=boxes)
+
+
+def test_a_section_heading_inside_a_table_keeps_the_header_above_it() -> None:
+    header = _grid_row(0, (0, "Parameter"), (200, "Min"), (240, "Typ"), (280, "Max"))
+    heading = _grid_row(12, (0, "On Characteristics"), size=11.0)
+    under = _grid_row(26, (0, "Gate Threshold Voltage"), (200, "1.0"), (240, "--"), (280, "2.5"))
+    elsewhere = _grid_row(40, (0, "Gate Threshold Voltage"), (120, "1.0"), (160, "2.5"))
+    grid = Grid(1, [header, heading, under, elsewhere])
+    assert header_of(grid, 2) is header
+    assert header_of(grid, 3) is None  # its numbers stand under no statistic: another table
+

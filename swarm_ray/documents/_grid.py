@@ -162,15 +162,34 @@ def header_of(page: Grid, index: int) -> Row | None:
         return page.headers[index]
     found: Row | None = None
     row = page.rows[index]
+    past_heading = False
     for back in range(index - 1, max(-1, index - _HEADER_LOOKBACK), -1):
         above = page.rows[back]
         if _is_header(above):
-            found = above
+            if not past_heading or _under_statistics(row, above):
+                found = above
             break
         if len(above.cells) == 1 and above.cells[0].size > 1.25 * row.cells[0].size:
-            break  # a heading: the table above is another one
+            # A heading: the table above is another one, unless it is a section heading
+            # of the same table (`On Characteristics`), told by the row's numbers standing
+            # under the header's `Min / Typ / Max` columns.
+            past_heading = True
     page.headers[index] = found
     return found
+
+
+_BARE_NUMBER = re.compile(r"^[-+\u2212\u2013]?\d+(?:[.,]\d+)?$")
+
+
+def _under_statistics(row: Row, header: Row) -> bool:
+    """Whether every bare number or dash of `row` stands under a statistic column."""
+    stats = [c for c in header.cells if role(c.text) in STAT_ROLES]
+    cells = [c for c in row.cells if _BARE_NUMBER.match(c.text.strip()) or is_dash(c.text)]
+    return (
+        bool(stats)
+        and bool(cells)
+        and all(any(min(s.x1, c.x1) - max(s.x0, c.x0) > 0 for s in stats) for c in cells)
+    )
 
 
 def in_limits_table(page: Grid, index: int) -> bool:
