@@ -295,3 +295,39 @@ def test_a_section_heading_inside_a_table_keeps_the_header_above_it() -> None:
     assert header_of(grid, 2) is header
     assert header_of(grid, 3) is None  # its numbers stand under no statistic: another table
 
+
+def test_a_value_spanning_series_columns_is_the_part_nearest_to_it() -> None:
+    page = _table(
+        ("", "", "UF", "UF", "UF", "UF", "UF", "UF"),
+        ("Characteristic", "Symbol", "5400", "5401", "5402", "5406", "5407", "5408", "Unit"),
+        ("Reverse Recovery Time", "trr", "", "50", "", "", "75", "", "ns"),
+        width=22,
+    )
+    fields = ["reverse recovery time:ns:max"]
+    assert _facts(fields, page, file_name="uf5408_vendor.pdf") == {
+        ("reverse recovery time", "max", 75.0)
+    }
+    assert _facts(fields, page, file_name="uf5400_vendor.pdf") == {
+        ("reverse recovery time", "max", 50.0)
+    }
+
+
+def test_an_ordering_table_beside_the_values_names_no_series() -> None:
+    page = _table(
+        ("Type", "Package", "Marking"),
+        ("XQ17N80", "TO220 XQ0002163", "17N80C3"),
+        ("Parameter", "Symbol", "", "", "Value", "Value", "Unit"),
+        ("Pulsed drain current", "ID puls", "", "", "51", "51", "A"),
+        width=16,
+    )
+    facts = _facts(["pulsed drain current:A"], page, file_name="xq17n80.pdf")
+    assert facts == {("pulsed drain current", None, 51.0)}
+
+
+def test_an_rms_rating_is_another_parameter() -> None:
+    page = "Maximum Ratings\n" + _table(
+        ("Parameter", "Symbol", "Value", "Unit"),
+        ("RMS Reverse Voltage", "VR(RMS)", "700", "V"),
+        ("Peak Reverse Voltage", "VRRM", "1000", "V"),
+    )
+    assert _facts(["reverse voltage:V"], page) == {("reverse voltage", None, 1000.0)}

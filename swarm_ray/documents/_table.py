@@ -51,6 +51,7 @@ from swarm_ray.documents._grid import (
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._series import parts_of, series_names
 from swarm_ray.documents._symbols import (
     head_word,
     implied_statistics,
@@ -106,14 +107,11 @@ _LABEL_WORDS = 6
 _OTHER_PARAMETER = re.compile(
     r"\b(?:threshold|hysteresis|ripple|regulation|coefficient|drift|noise|rejection|"
     r"protection|lockout|UVLO|OVP|OCP|limit|leakage|dropout|transient|overshoot|accuracy|"
-    r"tolerance|derating|differential|swing|step|delta|change|sense|detect(?:ion)?)\b",
+    r"tolerance|derating|differential|swing|step|delta|change|sense|detect(?:ion)?|rms)\b",
     re.IGNORECASE,
 )
 """Words beside a label that make it another parameter of the same quantity: `VIN UVLO
 threshold` is no input voltage, `Output Voltage Swing` no output voltage."""
-_SERIES, _SERIES_LOOKBACK = 3, 8
-"""A row with more values than this, none under a part number, may list a series: the
-names over its columns are looked for this many rows up."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
@@ -371,10 +369,15 @@ class _Reader:
             cells.extend(cell for _ in got)
             if not got and out:
                 break
-        if len(out) > _SERIES and all(c.entity is None for c in out):
-            names = _series_names(page, index, cells)
-            if names is not None and file_part(self.source, names) is not None:
-                out = [_with(c, entity=name) for c, name in zip(out, names, strict=True)]
+        distinct = list({id(c): c for c in cells}.values())
+        if len(distinct) >= 2 and all(c.entity is None for c in out):
+            names = series_names(page, index, distinct)
+            part = file_part(self.source, [n.name for n in names]) if names else None
+            if names and part is not None:
+                # A series table: each value is its column's part; the file names one.
+                own = parts_of(names, distinct, part)
+                parts = {id(c): p for c, p in zip(distinct, own, strict=True)}
+                out = [_with(c, entity=parts[id(x)]) for c, x in zip(out, cells, strict=True)]
         return out
 
     def _below(
@@ -533,30 +536,6 @@ class _Reader:
                 **base,  # type: ignore[arg-type]
             )
         ]  # fmt: skip
-
-
-def _series_names(page: Grid, index: int, cells: list[TextBox]) -> list[str] | None:
-    """The part each value of a series row stands under, if a row above names them.
-
-    The nearest row of single tokens whose cells stand over every value (`5400 | 5401 |
-    ... | 5408` over `50 | 100 | ... | 1000`, the `1N` of each name printed on the line
-    above it). Kept only when the file is named after one of them: otherwise the row may
-    be a table's columns of anything.
-    """
-    for back in range(index - 1, max(-1, index - _SERIES_LOOKBACK), -1):
-        above = page.rows[back].cells
-        if any(" " in a.text.strip() for a in above):
-            continue  # a row of labels and values, not of names
-        names: list[str] = []
-        for cell in cells:
-            over = [a for a in above if min(a.x1, cell.x1) > max(a.x0, cell.x0)]
-            if len(over) != 1 or not re.fullmatch(r"[A-Za-z0-9\-/.]{2,16}", over[0].text.strip()):
-                break
-            names.append(over[0].text.strip())
-        else:
-            if len(set(names)) == len({id(c) for c in cells}):
-                return names
-    return None
 
 
 def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
