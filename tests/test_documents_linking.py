@@ -23,7 +23,7 @@ from swarm_ray.documents import (
 from swarm_ray.documents._choice import Scored, choose, file_part
 from swarm_ray.documents._counts import count_mentions, counted_noun
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
-from swarm_ray.documents._grid import Grid, header_of
+from swarm_ray.documents._grid import Grid, header_of, page_rows
 from swarm_ray.documents._labels import labels_regex
 from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText
@@ -331,3 +331,39 @@ def test_an_rms_rating_is_another_parameter() -> None:
         ("Peak Reverse Voltage", "VRRM", "1000", "V"),
     )
     assert _facts(["reverse voltage:V"], page) == {("reverse voltage", None, 1000.0)}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        (("VO ≤ 5 V", "TJ = 25°C", "5", "15", "mV"), "output voltage:V"),
+        (("Input Voltage (unless otherwise specified)", "-19V"), "input voltage:V"),
+        (("ΔIQ", "Quiescent Current", "With Line", "0.5", "mA"), "quiescent current:mA"),
+        (("VI - VO", "Input-output differential", "40", "V"), "output voltage:V"),
+        (("Line regulation", "VI =", "25°C", "150", "mV"), "input voltage:V"),
+    ],
+)
+def test_a_row_stating_a_condition_or_a_change_gives_no_value(
+    row: tuple[str, ...], field: str
+) -> None:
+    page = _table(("Parameter", "Symbol", "Conditions", "Value", "Unit"), row, width=44)
+    assert _facts([field], page) == set()
+
+
+def test_a_list_of_variants_is_no_value() -> None:
+    page = "Features\n• Output Voltages: 5, 6, 8, 9, 12, 15, 24 V\n"
+    assert _facts(["output voltage:V"], page) == set()
+    one = "• Output Voltage: 5 V\n"
+    assert _facts(["output voltage:V"], one) == {("output voltage", None, 5.0)}
+
+
+def test_letters_printed_sideways_in_the_margin_are_no_values() -> None:
+    letters = [
+        TextBox(x0=560, top=10.0 + 7 * i, x1=573, bottom=16.0 + 7 * i, size=6, text=ch)
+        for i, ch in enumerate("LM78XX")
+    ]
+    label = TextBox(x0=50, top=31, x1=140, bottom=39, size=8, text="Output Voltage")
+    unit = TextBox(x0=300, top=31, x1=306, bottom=39, size=8, text="V")
+    page = PageText(number=1, text="Output Voltage V 8", boxes=(*letters, label, unit))
+    cells = [c.text for row in page_rows(page) for c in row.cells]
+    assert cells == ["Output Voltage", "V"]

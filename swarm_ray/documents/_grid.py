@@ -12,7 +12,7 @@ are found so that they are not read as content.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._layout import Row, TextBox, rows
@@ -90,7 +90,7 @@ def page_rows(page: PageText) -> list[Row]:
     tabs or two spaces, placed by character offset.
     """
     if page.boxes:
-        return [_split_headings(row) for row in rows(page.boxes)]
+        return [_split_headings(row) for row in _without_vertical_text(rows(page.boxes))]
     out: list[Row] = []
     for number, line in enumerate(page.text.splitlines()):
         cells: list[TextBox] = []
@@ -104,6 +104,41 @@ def page_rows(page: PageText) -> list[Row]:
                 )  # fmt: skip
         if cells:
             out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
+    return out
+
+
+_VERTICAL_ROWS = 5
+"""Rows holding one letter at the same place, at least, that make a line of vertical text."""
+
+
+def _sideways(cell: TextBox) -> bool:
+    """One letter whose box is wider than high: a glyph turned on its side."""
+    return len(cell.text.strip()) == 1 and cell.x1 - cell.x0 > cell.bottom - cell.top
+
+
+def _without_vertical_text(found: list[Row]) -> list[Row]:
+    """The rows without the letters of a vertical line of text (a side title or footer).
+
+    Printed sideways in a margin, `LM78XX` reads as one letter per row, each in a box of
+    the same place and width (the font's height, wider than the letter is high): an `8`
+    beside a table row is no value of it.
+    """
+    letters: dict[tuple[int, int], int] = {}
+    for row in found:
+        for cell in row.cells:
+            if _sideways(cell):
+                key = (round(cell.x0), round(cell.x1))
+                letters[key] = letters.get(key, 0) + 1
+    columns = {key for key, count in letters.items() if count >= _VERTICAL_ROWS}
+    if not columns:
+        return found
+    out: list[Row] = []
+    for row in found:
+        cells = tuple(
+            c for c in row.cells if not (_sideways(c) and (round(c.x0), round(c.x1)) in columns)
+        )
+        if cells:
+            out.append(row if len(cells) == len(row.cells) else replace(row, cells=cells))
     return out
 
 

@@ -49,7 +49,7 @@ from swarm_ray.documents._grid import (
     running_rows,
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
-from swarm_ray.documents._layout import TextBox
+from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._series import parts_of, series_names
 from swarm_ray.documents._symbols import (
@@ -282,6 +282,8 @@ class _Reader:
         after = text[end:]
         if text[:start].count("(") > text[:start].count(")") and re.match(r"\s*=", after):
             return []  # `(VDS = 10 V, ID = 1 mA)`: a bracketed test condition
+        if _conditional(spec, row, hit, text[:start], after):
+            return []
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
         before_values = [v for v in read_values(text[:start]) if not v.condition]
@@ -289,6 +291,8 @@ class _Reader:
         base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
         if spec.kind == TEXT:
             return self._text(spec, page, index, hit, after, lead_end, base)
+        if _listed(after, inline_values):
+            return []  # `Output Voltages: 5, 6, 8, ..., 24 V`: the variants, not one value
         stated_inline = (
             bool(inline_values)
             and not before_values
@@ -407,8 +411,8 @@ class _Reader:
             if cell is None or (len(below.cells) == 1 and first.size > 1.2 * label.size):
                 break
             part = first.text.strip() if PART_NUMBER.match(first.text.strip()) else None
-            if cell is first:
-                part = None
+            if cell is first or len(row.cells) < 2:
+                part = None  # a product table's header names more than one column
             if part is None and out:
                 break  # past the one value under a label that no product table has
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
@@ -536,6 +540,50 @@ class _Reader:
                 **base,  # type: ignore[arg-type]
             )
         ]  # fmt: skip
+
+
+_LIST = re.compile(r"\d\s*,\s*\d+(?:\.\d+)?\s*,")
+
+
+def _listed(text: str, values: Sequence[Value]) -> bool:
+    """Whether the first value with a unit ends a list of bare numbers (`5, 6, 8, 24 V`)."""
+    united = next((i for i, v in enumerate(values) if v.unit is not None), None)
+    if united is None or united < 2:
+        return False
+    return bool(_LIST.search(text, values[0].start, values[united].start))
+
+
+_COMPARED = re.compile(r"\s*(?:≤|≥|<|>|=<|>=|<=)\s*[-+\u2212]?\d")
+"""`VO ≤ 5 V`: a symbol compared to a value is a test condition, not its statement."""
+_DANGLING = re.compile(r"\s*(?:=|≤|≥|<|>)\s*$")
+_UNLESS = re.compile(r"\bunless\s+otherwise\b", re.IGNORECASE)
+_DELTA = re.compile(r"^\s*[\u0394\u2206]")
+_SYMBOL = r"[A-Z][A-Z0-9]{1,3}"
+_DIFFERENCE_BEFORE = re.compile(rf"(?<![\w])(?:{_SYMBOL})\s+[-\u2212\u2013]\s+$")
+_DIFFERENCE_AFTER = re.compile(rf"^\s+[-\u2212\u2013]\s+(?:{_SYMBOL})(?!\w)")
+"""`VI - VO`: the difference of two quantities (an input-output differential)."""
+"""`ΔIQ`: a change of the quantity (with line, with load), not the quantity."""
+
+
+def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) -> bool:
+    """Whether the label's row states a condition or a change of the field, not its value.
+
+    `VO ≤ 5 V` and `VI =` (its value in the cell after) head a condition of other rows;
+    `Input Voltage (unless otherwise specified)` gives the conditions of a table; `ΔIQ`
+    is the change of a quiescent current with line or load, `VI - VO` a differential.
+    """
+    if _COMPARED.match(after) or _UNLESS.search(row.cells[hit.cell].text):
+        return True
+    if _DIFFERENCE_BEFORE.search(before) or _DIFFERENCE_AFTER.match(after):
+        return True
+    named = spec.name.lower()
+    if any(_DELTA.match(c.text) for c in row.cells) and not re.search(r"chang|delta", named):
+        return True
+    if _DANGLING.fullmatch(after):
+        following = next((c for c in row.cells[hit.cell + 1 :] if c.text.strip()), None)
+        values = read_values(following.text) if following is not None else []
+        return not values or not _fits(spec, values[0].unit, values[0])
+    return False
 
 
 def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
