@@ -367,3 +367,15 @@ def test_letters_printed_sideways_in_the_margin_are_no_values() -> None:
     page = PageText(number=1, text="Output Voltage V 8", boxes=(*letters, label, unit))
     cells = [c.text for row in page_rows(page) for c in row.cells]
     assert cells == ["Output Voltage", "V"]
+
+
+def test_a_title_wrapped_after_its_value_links_across_the_break() -> None:
+    title = "3V 32M-BIT\nSERIAL FLASH MEMORY\n"
+    assert _facts(["memory density:Mbit"], title) == {("memory density", None, 32.0)}
+    sentence = "Supply 3.3 V and 32M-BIT.\nSERIAL FLASH MEMORY\n"
+    assert _facts(["memory density:Mbit"], sentence) == set()
+
+
+def test_a_weak_link_in_the_declared_unit_beats_one_in_another() -> None:
+    page = "Family of Memories with 4KB sectors\n\n3V 128M-BIT SERIAL MEMORY\n"
+    assert _facts(["memory density:Mbit"], page) == {("memory density", None, 128.0)}

@@ -116,6 +116,10 @@ _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
 """Added to the tier of a link made by part of the name (`Input Range` for `input voltage`)."""
+_UNIT_FIT = 0.15
+"""What such a weak link gains when its value is written in the declared unit: a user
+declares the unit the documents state the field in (`32M-BIT` for a density in `Mbit`,
+not a sector's `4KB`)."""
 
 
 @dataclass(frozen=True)
@@ -300,6 +304,8 @@ class _Reader:
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
         if not inline_values and not before_values:
+            if wrapped := self._wrapped(spec, page, index, text, (start, end), base):
+                return wrapped
             if len(text.split()) > _LABEL_WORDS:
                 return []  # `... across the entire IOUT`: a sentence, not a row's label
             extra = extra_words(text, (start, end))
@@ -328,7 +334,25 @@ class _Reader:
                 inline_values = [replace(first, condition=False), *inline_values[1:]]
                 tier = max(tier, 2)
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
-        return self._phrase(spec, text, (start, end), base)
+        return self._wrapped(spec, page, index, text, (start, end), base) or self._phrase(
+            spec, text, (start, end), base
+        )
+
+    def _wrapped(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        text: str,
+        span: tuple[int, int],
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        """`3V 32M-BIT` over `SERIAL FLASH MEMORY`: a title wrapped after its value."""
+        wrapped = _wrapped_title(page, index, text[: span[0]])
+        if wrapped is None:
+            return []
+        shift = len(wrapped) + 1
+        return self._phrase(spec, f"{wrapped} {text}", (span[0] + shift, span[1] + shift), base)
 
     def _right(
         self,
@@ -586,6 +610,24 @@ def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) 
     return False
 
 
+def _wrapped_title(page: Grid, index: int, before: str) -> str | None:
+    """The line a one-cell row continues, when it starts with a few words of a title.
+
+    A title or feature line wrapped after its value continues on the next line, which
+    then starts with the label or a few words before it: the line above is returned,
+    for the value before the label to be read across the break.
+    """
+    row = page.rows[index]
+    if index == 0 or len(row.cells) != 1 or len(page.rows[index - 1].cells) != 1:
+        return None
+    if re.search(r"[,;:.()\d]", before) or len(before.split()) > _WORDS_BEFORE:
+        return None
+    above = page.rows[index - 1].cells[0]
+    if above.size < row.cells[0].size * 0.9 or re.search(r"[.;:]\s*$", above.text):
+        return None  # a smaller line, or one that ends a sentence, is not the same title
+    return strip_footnotes(above.text)
+
+
 def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
     """`7.0 V/s` for a `V/us` field: the text layer dropped the `µ` glyph (a symbol font).
 
@@ -681,8 +723,20 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
     return left, stop.start() + 1 if stop else len(text)
 
 
-def _scored(candidate: _Candidate, kind: str) -> Scored:
+def _in_unit(candidate: _Candidate, unit: str) -> bool:
+    """Whether the value is written in `unit` itself (any spelling of it)."""
+    if not unit or not candidate.unit or not isinstance(candidate.value, float):
+        return False
+    try:
+        return abs(convert(1.0, candidate.unit, unit) - 1.0) < 1e-9
+    except ValueError:
+        return False
+
+
+def _scored(candidate: _Candidate, kind: str, unit: str = "") -> Scored:
     score = _SCORE[candidate.tier]
+    if candidate.tier >= _PARTIAL and _in_unit(candidate, unit):
+        score += _UNIT_FIT
     if candidate.statistic is Statistic.MIN and (
         candidate.tier in _LIMIT_TIERS
         or (kind in _RAILS and isinstance(candidate.value, float) and candidate.value < 0)
@@ -740,7 +794,7 @@ def extract_table_facts(
         mine = [c for c in found if c.key == spec.key]
         chosen = choose(
             mine,
-            lambda c, kind=spec.kind: _scored(c, kind),  # type: ignore[misc]
+            lambda c, kind=spec.kind, unit=spec.unit: _scored(c, kind, unit),  # type: ignore[misc]
             statistics=spec.statistics or implied_statistics(spec),
             file_name=base["source"],
         )
