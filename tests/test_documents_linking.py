@@ -379,3 +379,16 @@ def test_a_title_wrapped_after_its_value_links_across_the_break() -> None:
 def test_a_weak_link_in_the_declared_unit_beats_one_in_another() -> None:
     page = "Family of Memories with 4KB sectors\n\n3V 128M-BIT SERIAL MEMORY\n"
     assert _facts(["memory density:Mbit"], page) == {("memory density", None, 128.0)}
+
+
+@pytest.mark.parametrize("dash", ["-", "—", "⎯", "–––", "n/a", "‒"])  # noqa: RUF001
+def test_any_dash_marks_an_empty_statistic_cell(dash: str) -> None:
+    page = _table(
+        ("Parameter", "Min", "Typ", "Max", "Unit"),
+        ("Gate threshold voltage", "2.0", dash, "4.0", "V"),
+        width=24,
+    )
+    assert _facts(["gate threshold voltage:V:min,max"], page) == {
+        ("gate threshold voltage", "min", 2.0),
+        ("gate threshold voltage", "max", 4.0),
+    }
