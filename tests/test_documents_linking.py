@@ -392,3 +392,8 @@ def test_any_dash_marks_an_empty_statistic_cell(dash: str) -> None:
         ("gate threshold voltage", "min", 2.0),
         ("gate threshold voltage", "max", 4.0),
     }
+
+
+def test_of_packages_named_together_the_first_is_the_one() -> None:
+    page = "Features\nHigh power capability. TO-220 & TO-263 package.\n"
+    assert _facts(["package"], page) == {("package", None, "TO-220")}

@@ -98,6 +98,9 @@ _LIMIT_MIN_COST = 0.7
 """What the minimum of a limits range loses: the part survives it, nobody designs for it."""
 _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
+_LATER_TERM = 1e-4
+"""What a term loses per term found before it: of `TO-220 & TO-263` (a part's package
+and its variant's) the first is the one, not both."""
 _CHART_COST = 0.4
 """What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
 _LEADERS = re.compile(r"(?:\s?\.){3,}")
@@ -688,7 +691,7 @@ def _terms(
             _Candidate(
                 key=spec.key, tier=_PARTIAL, value=mention.term, unit="", statistic=None,
                 value_text=mention.term, page=mention.page, row=rank, quote=mention.quote,
-                bonus=min(mention.count, _COUNTED) * _PER_MENTION,
+                bonus=min(mention.count, _COUNTED) * _PER_MENTION - rank * _LATER_TERM,
             )
         )  # fmt: skip
     return out
