@@ -397,3 +397,22 @@ def test_any_dash_marks_an_empty_statistic_cell(dash: str) -> None:
 def test_of_packages_named_together_the_first_is_the_one() -> None:
     page = "Features\nHigh power capability. TO-220 & TO-263 package.\n"
     assert _facts(["package"], page) == {("package", None, "TO-220")}
+
+
+def test_a_row_repeating_a_label_under_other_conditions_gives_way_to_the_first() -> None:
+    page = _table(
+        ("Parameter", "Symbol", "Min", "Typ", "Max", "Unit", "Conditions"),
+        ("Saturation voltage", "VCE(sat)", "\uf0be", "1.35", "1.75", "V", "IC = 50 A"),
+        ("", "VCE(sat)", "\uf0be", "1.6", "\uf0be", "V", "IC = 90 A"),
+        width=20,
+    )
+    assert _facts(["collector-emitter saturation voltage:V:typ"], page) == {
+        ("collector-emitter saturation voltage", "typ", 1.35)
+    }
+    rails = _table(
+        ("Parameter", "Symbol", "Min", "Max", "Unit"),
+        ("Supply voltage", "VUSB", "4.5", "5.5", "V"),
+        ("Supply voltage", "VIN", "3.6", "5.0", "V"),
+        width=20,
+    )
+    assert len(_facts(["supply voltage:V:min,max"], rails)) == 4  # two rails, both kept

@@ -55,8 +55,9 @@ _ROLES: dict[str, tuple[str, ...]] = {
 _ROLE_OF = {word: role for role, words in _ROLES.items() for word in words}
 STAT_ROLES = {"min": Statistic.MIN, "typ": Statistic.TYP, "max": Statistic.MAX}
 PART_NUMBER = re.compile(r"^(?=[^ ]*\d)(?=[^ ]*[A-Z])[A-Z0-9][A-Za-z0-9\-_/.+#]{2,24}$")
-_DASH = "\\-\u2010-\u2015\u2212\u23af\u2500\u2501\ufe58\ufe63\uff0d/"
-"""Hyphens, figure, en and em dashes, bars, minus and box-drawing lines: an empty cell."""
+_DASH = "\\-\u2010-\u2015\u2212\u23af\u2500\u2501\ufe58\ufe63\uff0d/\ue000-\uf8ff"
+"""Hyphens, figure, en and em dashes, bars, minus and box-drawing lines: an empty cell.
+So is a cell of private-use glyphs only (a symbol font's dash the text layer cannot name)."""
 _DASHES = re.compile(rf"^[\s{_DASH}]*(?:n/?a|tbd)?[\s{_DASH}]*$", re.IGNORECASE)
 _BRACKET_UNIT = re.compile(r"[(\[]\s*(?:in\s+)?([^()\[\]]{1,14}?)\s*[)\]]")
 _HEADER_LOOKBACK = 30

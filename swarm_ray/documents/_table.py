@@ -147,6 +147,8 @@ class _Candidate:
     entity: str | None = None
     bonus: float = 0.0
     """Added to the tier's score: how often the document names a term (`_terms`)."""
+    label: str = ""
+    """The label text that named the field, as matched (case folded)."""
 
 
 def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
@@ -247,7 +249,11 @@ class _Reader:
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
                         hit = _Hit(cell_index, match.span())
-                        found.extend(self._read(spec, info, index, hit))
+                        # A row saying nothing but its label may repeat an earlier one.
+                        label = match.group().casefold() if _bare(row, hit) else ""
+                        found.extend(
+                            _with(c, label=label) for c in self._read(spec, info, index, hit)
+                        )
                     if named or spec.kind == TEXT:
                         continue
                     partial, head, limit = self.partials[self.fields.index(spec)]
@@ -260,6 +266,7 @@ class _Reader:
                             _with(c, tier=c.tier + _PARTIAL)
                             for c in self._read(spec, info, index, hit)
                         )
+        found = _repeats_last(found)
         if found and is_chart_page(info.rows):
             # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
             # typical-characteristics graphs name fields, but state no specification.
@@ -611,6 +618,47 @@ def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) 
         values = read_values(following.text) if following is not None else []
         return not values or not _fits(spec, values[0].unit, values[0])
     return False
+
+
+_REPEAT_ROWS, _REPEAT_COST = 4, 0.05
+"""Rows within which a label said again repeats the parameter, and what the repeat loses."""
+
+
+def _bare(row: Row, hit: _Hit) -> bool:
+    """Whether a row says nothing but the label: every other cell a value, unit or dash."""
+    cell = strip_footnotes(row.cells[hit.cell].text)
+    if extra_words(cell, hit.span):
+        return False
+    return all(
+        not c.text.strip()
+        or read_values(c.text)
+        or is_dash(c.text)
+        or lookup_unit(strip_footnotes(c.text)) is not None
+        for i, c in enumerate(row.cells)
+        if i != hit.cell
+    )
+
+
+def _repeats_last(found: list[_Candidate]) -> list[_Candidate]:
+    """A row that only repeats an earlier row's label for the same statistic comes after it.
+
+    `VCE(sat) | Collector to emitter saturation voltage | 1.35 V (IC = 50 A)`, then
+    `VCE(sat) | 1.6 V (IC = 90 A)`: the same parameter under harder conditions. Both were
+    equally good links; the first row, the condition the parameter is specified at, is
+    the one. (Rows that name something more, `VUSB` and `VIN`, are two values.)
+    """
+    first: dict[tuple[str, str, Statistic | None], int] = {}
+    named = [c for c in found if c.tier < _PARTIAL]
+    for c in named:
+        for label in {c.label, *c.quote.casefold().split(" | ")}:
+            key = (c.key, label, c.statistic)
+            first[key] = min(first.get(key, c.row), c.row)
+    out: list[_Candidate] = []
+    for c in found:
+        row = first.get((c.key, c.label, c.statistic), c.row) if c.label else c.row
+        later = 0 < c.row - row <= _REPEAT_ROWS
+        out.append(_with(c, bonus=c.bonus - _REPEAT_COST) if later else c)
+    return out
 
 
 def _wrapped_title(page: Grid, index: int, before: str) -> str | None:
