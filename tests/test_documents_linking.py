@@ -416,3 +416,12 @@ def test_a_row_repeating_a_label_under_other_conditions_gives_way_to_the_first()
         width=20,
     )
     assert len(_facts(["supply voltage:V:min,max"], rails)) == 4  # two rails, both kept
+
+
+def test_a_design_example_gives_way_to_the_parts_own_range() -> None:
+    features = "Features\n• Wide 4.5V to 100V Input Range\n"
+    example = "Table 1: Design Example\n" + _table(("Vin", "8V to 95V"), ("Vout", "5V"))
+    assert _facts(["input voltage:V:min,max"], features, example) == {
+        ("input voltage", "min", 4.5),
+        ("input voltage", "max", 100.0),
+    }

@@ -27,6 +27,7 @@ __all__ = [
     "bracket_unit",
     "column_of",
     "header_of",
+    "in_example_table",
     "in_limits_table",
     "is_axis_title",
     "is_chart_page",
@@ -238,6 +239,28 @@ def in_limits_table(page: Grid, index: int) -> bool:
         page.limits[start] = _titled_limits(page.rows[max(0, start - _TITLE_LOOKBACK) : start])
         page.limits[start] |= bool(_LIMITS_TABLE.search(header.cells[0].text))
     return page.limits[start]
+
+
+_EXAMPLE = re.compile(
+    r"\b(?:design|application)\s+examples?\b|\bexamples?\b.*\b(?:design|application|circuit)|"
+    r"\btypical\s+application",
+    re.IGNORECASE,
+)
+"""Titles of tables that give one circuit's values (a design example), not the part's."""
+_EXAMPLE_LOOKBACK = 8
+
+
+def in_example_table(page: Grid, index: int) -> bool:
+    """Whether row `index` sits under a short title naming a design or application example.
+
+    `Table 1: Design Example` over `Vin | 8V to 95V`: one circuit's input, not the part's
+    input range.
+    """
+    for row in reversed(page.rows[max(0, index - _EXAMPLE_LOOKBACK) : index]):
+        title = " ".join(c.text for c in row.cells)
+        if len(title.split()) <= _TITLE_WORDS and _EXAMPLE.search(title):
+            return True
+    return False
 
 
 def _titled_limits(above: list[Row]) -> bool:

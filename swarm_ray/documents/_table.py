@@ -38,6 +38,7 @@ from swarm_ray.documents._grid import (
     bracket_unit,
     column_of,
     header_of,
+    in_example_table,
     in_limits_table,
     is_axis_title,
     is_chart_page,
@@ -103,6 +104,9 @@ _LATER_TERM = 1e-4
 and its variant's) the first is the one, not both."""
 _CHART_COST = 0.4
 """What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
+_EXAMPLE_COST = 0.7
+"""What a link in a design example loses: one circuit's values, below even a weak link to
+the part's own (`Vin 8V to 95V` in the example, `4.5V to 100V Input Range` the part's)."""
 _LEADERS = re.compile(r"(?:\s?\.){3,}")
 """Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
 _LABEL_WORDS = 6
@@ -271,6 +275,8 @@ class _Reader:
             # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
             # typical-characteristics graphs name fields, but state no specification.
             found = [_with(c, bonus=c.bonus - _CHART_COST) for c in found]
+        examples = {c.row for c in found if in_example_table(info, c.row)}
+        found = [_with(c, bonus=c.bonus - _EXAMPLE_COST) if c.row in examples else c for c in found]
         axes = {i for i, row in enumerate(info.rows) if is_axis_title(row)}
         return [_with(c, bonus=c.bonus - _CHART_COST) if c.row in axes else c for c in found]
 
