@@ -28,6 +28,7 @@ from swarm_ray.documents._labels import labels_regex
 from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText
 from swarm_ray.documents._symbols import label_forms
+from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._terms import shaped_value
 
 
@@ -425,3 +426,11 @@ def test_a_design_example_gives_way_to_the_parts_own_range() -> None:
         ("input voltage", "min", 4.5),
         ("input voltage", "max", 100.0),
     }
+
+
+def test_a_page_whose_unit_column_reads_apart_from_its_numbers_is_laid_out() -> None:
+    states = names_a_field([parse_field_arg("input offset voltage:mV:typ,max")])
+    assert states is not None
+    page = "Input offset voltage VO = 0, TA = 25°C 0.5 4\nVIO Input offset voltage mV\n"
+    assert states(page)
+    assert not states("Input offset voltage is low, see the notes.\nAll values in mV\n")

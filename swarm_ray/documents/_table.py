@@ -167,6 +167,27 @@ def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
         return False
 
 
+_UNIT_TOKEN = re.compile(r"(?<![\w/])[A-Za-zµμΩ°%][\w/µμΩ°%]{0,5}(?![\w/])")
+
+
+def _unit_apart(spec: FieldSpec, line: str, near: str) -> bool:
+    """A label's line with bare numbers, and the field's unit alone on the line below.
+
+    The text layer reads a table's unit column apart from its numbers (`Input offset
+    voltage ... 0.5 4` over `VIO ... mV`): the page still states the field.
+    """
+    if not spec.unit or not re.search(r"\d", line):
+        return False
+    declared = lookup_unit(spec.unit)
+    if declared is None:
+        return False
+    for token in _UNIT_TOKEN.findall(near[len(line) :]):
+        unit = lookup_unit(token)
+        if unit is not None and unit.kind == declared.kind:
+            return True
+    return False
+
+
 def _prose(text: str) -> bool:
     """A cell of running text, not of values: only its first value of a kind counts.
 
@@ -229,8 +250,10 @@ class _Reader:
                     labelled = ":" in line[match.end() : match.end() + 3] or len(line) <= 60
                     if match.start() <= 2 and labelled:
                         return True
-                elif any(_fits(spec, v.unit, v) for v in read_values(near)):
-                    return True
+                else:
+                    fits = any(_fits(spec, v.unit, v) for v in read_values(near))
+                    if fits or _unit_apart(spec, line, near):
+                        return True
         return False
 
     def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
