@@ -434,3 +434,11 @@ def test_a_page_whose_unit_column_reads_apart_from_its_numbers_is_laid_out() -> 
     page = "Input offset voltage VO = 0, TA = 25°C 0.5 4\nVIO Input offset voltage mV\n"
     assert states(page)
     assert not states("Input offset voltage is low, see the notes.\nAll values in mV\n")
+
+
+def test_a_weak_link_far_below_the_declared_unit_is_no_candidate() -> None:
+    page = "One Time Programmable Memory of 16 bytes\nMemory array of uniform 4 Kbyte sectors\n"
+    assert _facts(["memory density:Mbit"], page) == set()
+    # The field's own label keeps the wide plausible range.
+    ((_, _, value),) = _facts(["memory density:Mbit"], "Memory density: 16 bytes\n")
+    assert value == pytest.approx(16 * 8 / 2**20, rel=1e-6)

@@ -803,6 +803,25 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
     return left, stop.start() + 1 if stop else len(text)
 
 
+_WEAK_SCALE = (0.1, 1e5)
+"""Sizes, in the declared unit, that a weak link's value may take: a user declares the unit
+the field is stated in, so `16 bytes` of some memory is no density in `Mbit`. A strong
+link (the field's own label) keeps the wider plausible range of `_units`."""
+
+
+def _to_scale(candidate: _Candidate, unit: str) -> bool:
+    """Whether a weak link's value is of a size the declared unit is chosen for."""
+    if candidate.tier < _PARTIAL or not unit or not candidate.unit:
+        return True
+    if not isinstance(candidate.value, float) or candidate.value == 0:
+        return True
+    try:
+        size = abs(convert(candidate.value, candidate.unit, unit))
+    except ValueError:
+        return True
+    return _WEAK_SCALE[0] <= size <= _WEAK_SCALE[1]
+
+
 def _in_unit(candidate: _Candidate, unit: str) -> bool:
     """Whether the value is written in `unit` itself (any spelling of it)."""
     if not unit or not candidate.unit or not isinstance(candidate.value, float):
@@ -871,7 +890,7 @@ def extract_table_facts(
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
-        mine = [c for c in found if c.key == spec.key]
+        mine = [c for c in found if c.key == spec.key and _to_scale(c, spec.unit)]
         chosen = choose(
             mine,
             lambda c, kind=spec.kind, unit=spec.unit: _scored(c, kind, unit),  # type: ignore[misc]
