@@ -23,9 +23,12 @@ from swarm_ray.documents import (
 from swarm_ray.documents._choice import Scored, choose, file_part
 from swarm_ray.documents._counts import count_mentions, counted_noun
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
+from swarm_ray.documents._grid import Grid, header_of, page_rows
 from swarm_ray.documents._labels import labels_regex
+from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText
 from swarm_ray.documents._symbols import label_forms
+from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._terms import shaped_value
 
 
@@ -274,3 +277,168 @@ def test_words_beside_a_label_that_make_it_another_parameter() -> None:
         ("input voltage", "min", 4.5),
         ("input voltage", "max", 100.0),
     }
+
+
+def _grid_row(top: float, *cells: tuple[float, str], size: float = 8.0) -> Row:
+    boxes = tuple(
+        TextBox(x0=x, top=top, x1=x + 6.0 * len(text), bottom=top + size, size=size, text=text)
+        for x, text in cells
+    )
+    return Row(top=top, bottom=top + size, cells=boxes)
+
+
+def test_a_section_heading_inside_a_table_keeps_the_header_above_it() -> None:
+    header = _grid_row(0, (0, "Parameter"), (200, "Min"), (240, "Typ"), (280, "Max"))
+    heading = _grid_row(12, (0, "On Characteristics"), size=11.0)
+    under = _grid_row(26, (0, "Gate Threshold Voltage"), (200, "1.0"), (240, "--"), (280, "2.5"))
+    elsewhere = _grid_row(40, (0, "Gate Threshold Voltage"), (120, "1.0"), (160, "2.5"))
+    grid = Grid(1, [header, heading, under, elsewhere])
+    assert header_of(grid, 2) is header
+    assert header_of(grid, 3) is None  # its numbers stand under no statistic: another table
+
+
+def test_a_value_spanning_series_columns_is_the_part_nearest_to_it() -> None:
+    page = _table(
+        ("", "", "UF", "UF", "UF", "UF", "UF", "UF"),
+        ("Characteristic", "Symbol", "5400", "5401", "5402", "5406", "5407", "5408", "Unit"),
+        ("Reverse Recovery Time", "trr", "", "50", "", "", "75", "", "ns"),
+        width=22,
+    )
+    fields = ["reverse recovery time:ns:max"]
+    assert _facts(fields, page, file_name="uf5408_vendor.pdf") == {
+        ("reverse recovery time", "max", 75.0)
+    }
+    assert _facts(fields, page, file_name="uf5400_vendor.pdf") == {
+        ("reverse recovery time", "max", 50.0)
+    }
+
+
+def test_an_ordering_table_beside_the_values_names_no_series() -> None:
+    page = _table(
+        ("Type", "Package", "Marking"),
+        ("XQ17N80", "TO220 XQ0002163", "17N80C3"),
+        ("Parameter", "Symbol", "", "", "Value", "Value", "Unit"),
+        ("Pulsed drain current", "ID puls", "", "", "51", "51", "A"),
+        width=16,
+    )
+    facts = _facts(["pulsed drain current:A"], page, file_name="xq17n80.pdf")
+    assert facts == {("pulsed drain current", None, 51.0)}
+
+
+def test_an_rms_rating_is_another_parameter() -> None:
+    page = "Maximum Ratings\n" + _table(
+        ("Parameter", "Symbol", "Value", "Unit"),
+        ("RMS Reverse Voltage", "VR(RMS)", "700", "V"),
+        ("Peak Reverse Voltage", "VRRM", "1000", "V"),
+    )
+    assert _facts(["reverse voltage:V"], page) == {("reverse voltage", None, 1000.0)}
+
+
+@pytest.mark.parametrize(
+    ("row", "field"),
+    [
+        (("VO ≤ 5 V", "TJ = 25°C", "5", "15", "mV"), "output voltage:V"),
+        (("Input Voltage (unless otherwise specified)", "-19V"), "input voltage:V"),
+        (("ΔIQ", "Quiescent Current", "With Line", "0.5", "mA"), "quiescent current:mA"),
+        (("VI - VO", "Input-output differential", "40", "V"), "output voltage:V"),
+        (("Line regulation", "VI =", "25°C", "150", "mV"), "input voltage:V"),
+    ],
+)
+def test_a_row_stating_a_condition_or_a_change_gives_no_value(
+    row: tuple[str, ...], field: str
+) -> None:
+    page = _table(("Parameter", "Symbol", "Conditions", "Value", "Unit"), row, width=44)
+    assert _facts([field], page) == set()
+
+
+def test_a_list_of_variants_is_no_value() -> None:
+    page = "Features\n• Output Voltages: 5, 6, 8, 9, 12, 15, 24 V\n"
+    assert _facts(["output voltage:V"], page) == set()
+    one = "• Output Voltage: 5 V\n"
+    assert _facts(["output voltage:V"], one) == {("output voltage", None, 5.0)}
+
+
+def test_letters_printed_sideways_in_the_margin_are_no_values() -> None:
+    letters = [
+        TextBox(x0=560, top=10.0 + 7 * i, x1=573, bottom=16.0 + 7 * i, size=6, text=ch)
+        for i, ch in enumerate("LM78XX")
+    ]
+    label = TextBox(x0=50, top=31, x1=140, bottom=39, size=8, text="Output Voltage")
+    unit = TextBox(x0=300, top=31, x1=306, bottom=39, size=8, text="V")
+    page = PageText(number=1, text="Output Voltage V 8", boxes=(*letters, label, unit))
+    cells = [c.text for row in page_rows(page) for c in row.cells]
+    assert cells == ["Output Voltage", "V"]
+
+
+def test_a_title_wrapped_after_its_value_links_across_the_break() -> None:
+    title = "3V 32M-BIT\nSERIAL FLASH MEMORY\n"
+    assert _facts(["memory density:Mbit"], title) == {("memory density", None, 32.0)}
+    sentence = "Supply 3.3 V and 32M-BIT.\nSERIAL FLASH MEMORY\n"
+    assert _facts(["memory density:Mbit"], sentence) == set()
+
+
+def test_a_weak_link_in_the_declared_unit_beats_one_in_another() -> None:
+    page = "Family of Memories with 4KB sectors\n\n3V 128M-BIT SERIAL MEMORY\n"
+    assert _facts(["memory density:Mbit"], page) == {("memory density", None, 128.0)}
+
+
+@pytest.mark.parametrize("dash", ["-", "—", "⎯", "–––", "n/a", "‒"])  # noqa: RUF001
+def test_any_dash_marks_an_empty_statistic_cell(dash: str) -> None:
+    page = _table(
+        ("Parameter", "Min", "Typ", "Max", "Unit"),
+        ("Gate threshold voltage", "2.0", dash, "4.0", "V"),
+        width=24,
+    )
+    assert _facts(["gate threshold voltage:V:min,max"], page) == {
+        ("gate threshold voltage", "min", 2.0),
+        ("gate threshold voltage", "max", 4.0),
+    }
+
+
+def test_of_packages_named_together_the_first_is_the_one() -> None:
+    page = "Features\nHigh power capability. TO-220 & TO-263 package.\n"
+    assert _facts(["package"], page) == {("package", None, "TO-220")}
+
+
+def test_a_row_repeating_a_label_under_other_conditions_gives_way_to_the_first() -> None:
+    page = _table(
+        ("Parameter", "Symbol", "Min", "Typ", "Max", "Unit", "Conditions"),
+        ("Saturation voltage", "VCE(sat)", "\uf0be", "1.35", "1.75", "V", "IC = 50 A"),
+        ("", "VCE(sat)", "\uf0be", "1.6", "\uf0be", "V", "IC = 90 A"),
+        width=20,
+    )
+    assert _facts(["collector-emitter saturation voltage:V:typ"], page) == {
+        ("collector-emitter saturation voltage", "typ", 1.35)
+    }
+    rails = _table(
+        ("Parameter", "Symbol", "Min", "Max", "Unit"),
+        ("Supply voltage", "VUSB", "4.5", "5.5", "V"),
+        ("Supply voltage", "VIN", "3.6", "5.0", "V"),
+        width=20,
+    )
+    assert len(_facts(["supply voltage:V:min,max"], rails)) == 4  # two rails, both kept
+
+
+def test_a_design_example_gives_way_to_the_parts_own_range() -> None:
+    features = "Features\n• Wide 4.5V to 100V Input Range\n"
+    example = "Table 1: Design Example\n" + _table(("Vin", "8V to 95V"), ("Vout", "5V"))
+    assert _facts(["input voltage:V:min,max"], features, example) == {
+        ("input voltage", "min", 4.5),
+        ("input voltage", "max", 100.0),
+    }
+
+
+def test_a_page_whose_unit_column_reads_apart_from_its_numbers_is_laid_out() -> None:
+    states = names_a_field([parse_field_arg("input offset voltage:mV:typ,max")])
+    assert states is not None
+    page = "Input offset voltage VO = 0, TA = 25°C 0.5 4\nVIO Input offset voltage mV\n"
+    assert states(page)
+    assert not states("Input offset voltage is low, see the notes.\nAll values in mV\n")
+
+
+def test_a_weak_link_far_below_the_declared_unit_is_no_candidate() -> None:
+    page = "One Time Programmable Memory of 16 bytes\nMemory array of uniform 4 Kbyte sectors\n"
+    assert _facts(["memory density:Mbit"], page) == set()
+    # The field's own label keeps the wide plausible range.
+    ((_, _, value),) = _facts(["memory density:Mbit"], "Memory density: 16 bytes\n")
+    assert value == pytest.approx(16 * 8 / 2**20, rel=1e-6)

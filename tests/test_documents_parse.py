@@ -13,6 +13,7 @@ from reportlab.pdfgen.canvas import Canvas
 
 from swarm_ray.core._errors import ErrorCode, InvalidInputError, SwarmUserError
 from swarm_ray.documents import DocumentParseError, ParseFailureReason, parse_pdf
+from swarm_ray.documents._parse import _clean
 
 
 def _pdf(path: Path, *pages: str, date: str = "D:20240315120000+01'00'", **kw: object) -> Path:
@@ -126,3 +127,8 @@ def test_a_uri_reads_like_a_path(tmp_path: Path) -> None:
     with pytest.raises(DocumentParseError) as info:
         parse_pdf((tmp_path / "missing.pdf").as_uri())
     assert info.value.reason == "not_found"
+
+
+def test_letterlike_unit_signs_read_as_their_letters() -> None:
+    assert _clean("RDS(on) = 8.0m\u2126") == "RDS(on) = 8.0m\u03a9"
+    assert _clean("300 \u212a") == "300 K"

@@ -236,3 +236,11 @@ def test_models_survive_pickle_and_json() -> None:
     assert fact.unit == "km" and fact.conversion is not None
     assert pickle.loads(pickle.dumps(fact)) == fact
     assert type(fact).model_validate_json(fact.model_dump_json()) == fact
+
+
+def test_a_prefix_hyphenated_to_its_unit_is_one_unit() -> None:
+    text = "3V 32M-BIT SERIAL FLASH, organised as 4M-byte; 1G-bit NAND"
+    found = [(m.value, m.unit) for m in find_mentions(text)]
+    assert (32.0, "Mbit") in found
+    assert (4.0, "Mbyte") in found or (4.0, "Mbytes") in found
+    assert (1.0, "Gbit") in found

@@ -12,7 +12,7 @@ are found so that they are not read as content.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._layout import Row, TextBox, rows
@@ -27,6 +27,7 @@ __all__ = [
     "bracket_unit",
     "column_of",
     "header_of",
+    "in_example_table",
     "in_limits_table",
     "is_axis_title",
     "is_chart_page",
@@ -55,9 +56,10 @@ _ROLES: dict[str, tuple[str, ...]] = {
 _ROLE_OF = {word: role for role, words in _ROLES.items() for word in words}
 STAT_ROLES = {"min": Statistic.MIN, "typ": Statistic.TYP, "max": Statistic.MAX}
 PART_NUMBER = re.compile(r"^(?=[^ ]*\d)(?=[^ ]*[A-Z])[A-Z0-9][A-Za-z0-9\-_/.+#]{2,24}$")
-_DASHES = re.compile(
-    r"^[\s\-\u2013—\u2212/]*(?:n/?a|tbd|—|-)?[\s\-\u2013—\u2212/]*$", re.IGNORECASE
-)
+_DASH = "\\-\u2010-\u2015\u2212\u23af\u2500\u2501\ufe58\ufe63\uff0d/\ue000-\uf8ff"
+"""Hyphens, figure, en and em dashes, bars, minus and box-drawing lines: an empty cell.
+So is a cell of private-use glyphs only (a symbol font's dash the text layer cannot name)."""
+_DASHES = re.compile(rf"^[\s{_DASH}]*(?:n/?a|tbd)?[\s{_DASH}]*$", re.IGNORECASE)
 _BRACKET_UNIT = re.compile(r"[(\[]\s*(?:in\s+)?([^()\[\]]{1,14}?)\s*[)\]]")
 _HEADER_LOOKBACK = 30
 """Rows above a row searched for its table's header."""
@@ -90,7 +92,7 @@ def page_rows(page: PageText) -> list[Row]:
     tabs or two spaces, placed by character offset.
     """
     if page.boxes:
-        return [_split_headings(row) for row in rows(page.boxes)]
+        return [_split_headings(row) for row in _without_vertical_text(rows(page.boxes))]
     out: list[Row] = []
     for number, line in enumerate(page.text.splitlines()):
         cells: list[TextBox] = []
@@ -104,6 +106,41 @@ def page_rows(page: PageText) -> list[Row]:
                 )  # fmt: skip
         if cells:
             out.append(Row(top=12.0 * number, bottom=12.0 * number + 10, cells=tuple(cells)))
+    return out
+
+
+_VERTICAL_ROWS = 5
+"""Rows holding one letter at the same place, at least, that make a line of vertical text."""
+
+
+def _sideways(cell: TextBox) -> bool:
+    """One letter whose box is wider than high: a glyph turned on its side."""
+    return len(cell.text.strip()) == 1 and cell.x1 - cell.x0 > cell.bottom - cell.top
+
+
+def _without_vertical_text(found: list[Row]) -> list[Row]:
+    """The rows without the letters of a vertical line of text (a side title or footer).
+
+    Printed sideways in a margin, `LM78XX` reads as one letter per row, each in a box of
+    the same place and width (the font's height, wider than the letter is high): an `8`
+    beside a table row is no value of it.
+    """
+    letters: dict[tuple[int, int], int] = {}
+    for row in found:
+        for cell in row.cells:
+            if _sideways(cell):
+                key = (round(cell.x0), round(cell.x1))
+                letters[key] = letters.get(key, 0) + 1
+    columns = {key for key, count in letters.items() if count >= _VERTICAL_ROWS}
+    if not columns:
+        return found
+    out: list[Row] = []
+    for row in found:
+        cells = tuple(
+            c for c in row.cells if not (_sideways(c) and (round(c.x0), round(c.x1)) in columns)
+        )
+        if cells:
+            out.append(row if len(cells) == len(row.cells) else replace(row, cells=cells))
     return out
 
 
@@ -162,15 +199,34 @@ def header_of(page: Grid, index: int) -> Row | None:
         return page.headers[index]
     found: Row | None = None
     row = page.rows[index]
+    past_heading = False
     for back in range(index - 1, max(-1, index - _HEADER_LOOKBACK), -1):
         above = page.rows[back]
         if _is_header(above):
-            found = above
+            if not past_heading or _under_statistics(row, above):
+                found = above
             break
         if len(above.cells) == 1 and above.cells[0].size > 1.25 * row.cells[0].size:
-            break  # a heading: the table above is another one
+            # A heading: the table above is another one, unless it is a section heading
+            # of the same table (`On Characteristics`), told by the row's numbers standing
+            # under the header's `Min / Typ / Max` columns.
+            past_heading = True
     page.headers[index] = found
     return found
+
+
+_BARE_NUMBER = re.compile(r"^[-+\u2212\u2013]?\d+(?:[.,]\d+)?$")
+
+
+def _under_statistics(row: Row, header: Row) -> bool:
+    """Whether every bare number or dash of `row` stands under a statistic column."""
+    stats = [c for c in header.cells if role(c.text) in STAT_ROLES]
+    cells = [c for c in row.cells if _BARE_NUMBER.match(c.text.strip()) or is_dash(c.text)]
+    return (
+        bool(stats)
+        and bool(cells)
+        and all(any(min(s.x1, c.x1) - max(s.x0, c.x0) > 0 for s in stats) for c in cells)
+    )
 
 
 def in_limits_table(page: Grid, index: int) -> bool:
@@ -183,6 +239,28 @@ def in_limits_table(page: Grid, index: int) -> bool:
         page.limits[start] = _titled_limits(page.rows[max(0, start - _TITLE_LOOKBACK) : start])
         page.limits[start] |= bool(_LIMITS_TABLE.search(header.cells[0].text))
     return page.limits[start]
+
+
+_EXAMPLE = re.compile(
+    r"\b(?:design|application)\s+examples?\b|\bexamples?\b.*\b(?:design|application|circuit)|"
+    r"\btypical\s+application",
+    re.IGNORECASE,
+)
+"""Titles of tables that give one circuit's values (a design example), not the part's."""
+_EXAMPLE_LOOKBACK = 8
+
+
+def in_example_table(page: Grid, index: int) -> bool:
+    """Whether row `index` sits under a short title naming a design or application example.
+
+    `Table 1: Design Example` over `Vin | 8V to 95V`: one circuit's input, not the part's
+    input range.
+    """
+    for row in reversed(page.rows[max(0, index - _EXAMPLE_LOOKBACK) : index]):
+        title = " ".join(c.text for c in row.cells)
+        if len(title.split()) <= _TITLE_WORDS and _EXAMPLE.search(title):
+            return True
+    return False
 
 
 def _titled_limits(above: list[Row]) -> bool:

@@ -22,7 +22,7 @@ from typing import Any
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict
 
-__all__ = ["Row", "TextBox", "page_boxes", "rows"]
+__all__ = ["LOOKALIKES", "Row", "TextBox", "page_boxes", "rows"]
 
 _CELL_GAP = 0.8
 """A horizontal gap wider than this many font heights starts a new box (a new cell)."""
@@ -30,6 +30,9 @@ _WORD_GAP = 0.15
 """A gap wider than this many font heights is a word space, when the PDF has none."""
 _MARK_SIZE = 0.8
 """A glyph smaller than this share of the box's height may be a footnote mark."""
+LOOKALIKES = {0x2126: "\u03a9", 0x212A: "K", 0x212B: "\u00c5"}
+"""Letterlike symbols written for the letter a unit uses: the ohm sign (U+2126) for `Ω`,
+the kelvin and angstrom signs; read as the letters, `8.0mΩ` is a resistance either way."""
 _SPACES = frozenset(" \t\u00a0\u2002\u2003\u2009\u200b")
 _MARKS = frozenset("0123456789*†‡§¶#")
 """What a footnote mark is made of; a raised small `°` or letter stays (`85 °C`)."""
@@ -93,7 +96,7 @@ def page_boxes(textpage: Any, page_height: float) -> list[TextBox]:
         code = pdfium_c.FPDFText_GetUnicode(raw, index)
         # Control characters and lone surrogates (broken font encodings) are not text.
         usable = 0x20 <= code < 0x110000 and not 0xD800 <= code < 0xE000 and code != 0xFFFE
-        char = chr(code) if usable or code in (10, 13) else ""
+        char = LOOKALIKES.get(code) or (chr(code) if usable or code in (10, 13) else "")
         if char in ("\r", "\n", "\x02", "") or char in _SPACES:
             if box is not None:
                 if char in ("\r", "\n"):

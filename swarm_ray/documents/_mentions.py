@@ -78,6 +78,9 @@ def _candidates(token: str) -> list[str]:
     return out
 
 
+_HYPHENATED = re.compile(r"(?P<prefix>[kKMGT])-(?P<unit>bits?|bytes?)(?![A-Za-z])", re.IGNORECASE)
+
+
 def read_unit(text: str, pos: int, *, gap: bool = True) -> tuple[Unit, int] | None:
     """Read the unit written at `pos` (after a number), returning it and where it ends.
 
@@ -94,6 +97,11 @@ def read_unit(text: str, pos: int, *, gap: bool = True) -> tuple[Unit, int] | No
     if gap:
         match = _GAP.match(text, pos)
         start = match.end() if match else pos
+    hyphenated = _HYPHENATED.match(text, start)
+    if hyphenated is not None:  # `32M-BIT`, `1G-bit`: the prefix, a hyphen, the unit
+        unit = lookup_unit(hyphenated["prefix"] + hyphenated["unit"].lower())
+        if unit is not None:
+            return unit, hyphenated.end()
     phrase = _phrase().match(text, start)
     if phrase is not None and phrase.end() > start:
         end = phrase.end()

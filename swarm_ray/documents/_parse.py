@@ -31,7 +31,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.core._access import is_uri
 from swarm_ray.core._errors import InvalidInputError
-from swarm_ray.documents._layout import TextBox, page_boxes
+from swarm_ray.documents._layout import LOOKALIKES, TextBox, page_boxes
 
 __all__ = [
     "DocumentMetadata",
@@ -209,7 +209,7 @@ def _metadata(
 def _clean(text: str) -> str:
     # Lone surrogates (broken font encodings) would make the model fail to serialise.
     text = text.encode("utf-8", "replace").decode("utf-8")
-    text = text.replace("\r\n", "\n").replace("\r", "\n")
+    text = text.replace("\r\n", "\n").replace("\r", "\n").translate(LOOKALIKES)
     return _CONTROL.sub("", text)
 
 

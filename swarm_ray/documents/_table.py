@@ -38,6 +38,7 @@ from swarm_ray.documents._grid import (
     bracket_unit,
     column_of,
     header_of,
+    in_example_table,
     in_limits_table,
     is_axis_title,
     is_chart_page,
@@ -49,8 +50,9 @@ from swarm_ray.documents._grid import (
     running_rows,
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
-from swarm_ray.documents._layout import TextBox
+from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._series import parts_of, series_names
 from swarm_ray.documents._symbols import (
     head_word,
     implied_statistics,
@@ -97,8 +99,14 @@ _LIMIT_MIN_COST = 0.7
 """What the minimum of a limits range loses: the part survives it, nobody designs for it."""
 _PER_MENTION, _COUNTED = 0.03, 10
 """Score a term gains per mention in the document, counting at most `_COUNTED`."""
+_LATER_TERM = 1e-4
+"""What a term loses per term found before it: of `TO-220 & TO-263` (a part's package
+and its variant's) the first is the one, not both."""
 _CHART_COST = 0.4
 """What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
+_EXAMPLE_COST = 0.7
+"""What a link in a design example loses: one circuit's values, below even a weak link to
+the part's own (`Vin 8V to 95V` in the example, `4.5V to 100V Input Range` the part's)."""
 _LEADERS = re.compile(r"(?:\s?\.){3,}")
 """Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
 _LABEL_WORDS = 6
@@ -106,18 +114,19 @@ _LABEL_WORDS = 6
 _OTHER_PARAMETER = re.compile(
     r"\b(?:threshold|hysteresis|ripple|regulation|coefficient|drift|noise|rejection|"
     r"protection|lockout|UVLO|OVP|OCP|limit|leakage|dropout|transient|overshoot|accuracy|"
-    r"tolerance|derating|differential|swing|step|delta|change|sense|detect(?:ion)?)\b",
+    r"tolerance|derating|differential|swing|step|delta|change|sense|detect(?:ion)?|rms)\b",
     re.IGNORECASE,
 )
 """Words beside a label that make it another parameter of the same quantity: `VIN UVLO
 threshold` is no input voltage, `Output Voltage Swing` no output voltage."""
-_SERIES, _SERIES_LOOKBACK = 3, 8
-"""A row with more values than this, none under a part number, may list a series: the
-names over its columns are looked for this many rows up."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 _PARTIAL = 5
 """Added to the tier of a link made by part of the name (`Input Range` for `input voltage`)."""
+_UNIT_FIT = 0.15
+"""What such a weak link gains when its value is written in the declared unit: a user
+declares the unit the documents state the field in (`32M-BIT` for a density in `Mbit`,
+not a sector's `4KB`)."""
 
 
 @dataclass(frozen=True)
@@ -142,6 +151,8 @@ class _Candidate:
     entity: str | None = None
     bonus: float = 0.0
     """Added to the tier's score: how often the document names a term (`_terms`)."""
+    label: str = ""
+    """The label text that named the field, as matched (case folded)."""
 
 
 def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
@@ -154,6 +165,27 @@ def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
         return plausible(convert(value.value, unit.text, field.unit)) if field.unit else True
     except ValueError:
         return False
+
+
+_UNIT_TOKEN = re.compile(r"(?<![\w/])[A-Za-zµμΩ°%][\w/µμΩ°%]{0,5}(?![\w/])")
+
+
+def _unit_apart(spec: FieldSpec, line: str, near: str) -> bool:
+    """A label's line with bare numbers, and the field's unit alone on the line below.
+
+    The text layer reads a table's unit column apart from its numbers (`Input offset
+    voltage ... 0.5 4` over `VIO ... mV`): the page still states the field.
+    """
+    if not spec.unit or not re.search(r"\d", line):
+        return False
+    declared = lookup_unit(spec.unit)
+    if declared is None:
+        return False
+    for token in _UNIT_TOKEN.findall(near[len(line) :]):
+        unit = lookup_unit(token)
+        if unit is not None and unit.kind == declared.kind:
+            return True
+    return False
 
 
 def _prose(text: str) -> bool:
@@ -218,8 +250,10 @@ class _Reader:
                     labelled = ":" in line[match.end() : match.end() + 3] or len(line) <= 60
                     if match.start() <= 2 and labelled:
                         return True
-                elif any(_fits(spec, v.unit, v) for v in read_values(near)):
-                    return True
+                else:
+                    fits = any(_fits(spec, v.unit, v) for v in read_values(near))
+                    if fits or _unit_apart(spec, line, near):
+                        return True
         return False
 
     def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
@@ -242,7 +276,11 @@ class _Reader:
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
                         hit = _Hit(cell_index, match.span())
-                        found.extend(self._read(spec, info, index, hit))
+                        # A row saying nothing but its label may repeat an earlier one.
+                        label = match.group().casefold() if _bare(row, hit) else ""
+                        found.extend(
+                            _with(c, label=label) for c in self._read(spec, info, index, hit)
+                        )
                     if named or spec.kind == TEXT:
                         continue
                     partial, head, limit = self.partials[self.fields.index(spec)]
@@ -255,10 +293,13 @@ class _Reader:
                             _with(c, tier=c.tier + _PARTIAL)
                             for c in self._read(spec, info, index, hit)
                         )
+        found = _repeats_last(found)
         if found and is_chart_page(info.rows):
             # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
             # typical-characteristics graphs name fields, but state no specification.
             found = [_with(c, bonus=c.bonus - _CHART_COST) for c in found]
+        examples = {c.row for c in found if in_example_table(info, c.row)}
+        found = [_with(c, bonus=c.bonus - _EXAMPLE_COST) if c.row in examples else c for c in found]
         axes = {i for i, row in enumerate(info.rows) if is_axis_title(row)}
         return [_with(c, bonus=c.bonus - _CHART_COST) if c.row in axes else c for c in found]
 
@@ -284,6 +325,8 @@ class _Reader:
         after = text[end:]
         if text[:start].count("(") > text[:start].count(")") and re.match(r"\s*=", after):
             return []  # `(VDS = 10 V, ID = 1 mA)`: a bracketed test condition
+        if _conditional(spec, row, hit, text[:start], after):
+            return []
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
         before_values = [v for v in read_values(text[:start]) if not v.condition]
@@ -291,6 +334,8 @@ class _Reader:
         base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
         if spec.kind == TEXT:
             return self._text(spec, page, index, hit, after, lead_end, base)
+        if _listed(after, inline_values):
+            return []  # `Output Voltages: 5, 6, 8, ..., 24 V`: the variants, not one value
         stated_inline = (
             bool(inline_values)
             and not before_values
@@ -298,6 +343,8 @@ class _Reader:
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
         if not inline_values and not before_values:
+            if wrapped := self._wrapped(spec, page, index, text, (start, end), base):
+                return wrapped
             if len(text.split()) > _LABEL_WORDS:
                 return []  # `... across the entire IOUT`: a sentence, not a row's label
             extra = extra_words(text, (start, end))
@@ -326,7 +373,25 @@ class _Reader:
                 inline_values = [replace(first, condition=False), *inline_values[1:]]
                 tier = max(tier, 2)
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
-        return self._phrase(spec, text, (start, end), base)
+        return self._wrapped(spec, page, index, text, (start, end), base) or self._phrase(
+            spec, text, (start, end), base
+        )
+
+    def _wrapped(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        text: str,
+        span: tuple[int, int],
+        base: dict[str, object],
+    ) -> list[_Candidate]:
+        """`3V 32M-BIT` over `SERIAL FLASH MEMORY`: a title wrapped after its value."""
+        wrapped = _wrapped_title(page, index, text[: span[0]])
+        if wrapped is None:
+            return []
+        shift = len(wrapped) + 1
+        return self._phrase(spec, f"{wrapped} {text}", (span[0] + shift, span[1] + shift), base)
 
     def _right(
         self,
@@ -371,10 +436,15 @@ class _Reader:
             cells.extend(cell for _ in got)
             if not got and out:
                 break
-        if len(out) > _SERIES and all(c.entity is None for c in out):
-            names = _series_names(page, index, cells)
-            if names is not None and file_part(self.source, names) is not None:
-                out = [_with(c, entity=name) for c, name in zip(out, names, strict=True)]
+        distinct = list({id(c): c for c in cells}.values())
+        if len(distinct) >= 2 and all(c.entity is None for c in out):
+            names = series_names(page, index, distinct)
+            part = file_part(self.source, [n.name for n in names]) if names else None
+            if names and part is not None:
+                # A series table: each value is its column's part; the file names one.
+                own = parts_of(names, distinct, part)
+                parts = {id(c): p for c, p in zip(distinct, own, strict=True)}
+                out = [_with(c, entity=parts[id(x)]) for c, x in zip(out, cells, strict=True)]
         return out
 
     def _below(
@@ -404,8 +474,8 @@ class _Reader:
             if cell is None or (len(below.cells) == 1 and first.size > 1.2 * label.size):
                 break
             part = first.text.strip() if PART_NUMBER.match(first.text.strip()) else None
-            if cell is first:
-                part = None
+            if cell is first or len(row.cells) < 2:
+                part = None  # a product table's header names more than one column
             if part is None and out:
                 break  # past the one value under a label that no product table has
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
@@ -535,28 +605,107 @@ class _Reader:
         ]  # fmt: skip
 
 
-def _series_names(page: Grid, index: int, cells: list[TextBox]) -> list[str] | None:
-    """The part each value of a series row stands under, if a row above names them.
+_LIST = re.compile(r"\d\s*,\s*\d+(?:\.\d+)?\s*,")
 
-    The nearest row of single tokens whose cells stand over every value (`5400 | 5401 |
-    ... | 5408` over `50 | 100 | ... | 1000`, the `1N` of each name printed on the line
-    above it). Kept only when the file is named after one of them: otherwise the row may
-    be a table's columns of anything.
+
+def _listed(text: str, values: Sequence[Value]) -> bool:
+    """Whether the first value with a unit ends a list of bare numbers (`5, 6, 8, 24 V`)."""
+    united = next((i for i, v in enumerate(values) if v.unit is not None), None)
+    if united is None or united < 2:
+        return False
+    return bool(_LIST.search(text, values[0].start, values[united].start))
+
+
+_COMPARED = re.compile(r"\s*(?:≤|≥|<|>|=<|>=|<=)\s*[-+\u2212]?\d")
+"""`VO ≤ 5 V`: a symbol compared to a value is a test condition, not its statement."""
+_DANGLING = re.compile(r"\s*(?:=|≤|≥|<|>)\s*$")
+_UNLESS = re.compile(r"\bunless\s+otherwise\b", re.IGNORECASE)
+_DELTA = re.compile(r"^\s*[\u0394\u2206]")
+_SYMBOL = r"[A-Z][A-Z0-9]{1,3}"
+_DIFFERENCE_BEFORE = re.compile(rf"(?<![\w])(?:{_SYMBOL})\s+[-\u2212\u2013]\s+$")
+_DIFFERENCE_AFTER = re.compile(rf"^\s+[-\u2212\u2013]\s+(?:{_SYMBOL})(?!\w)")
+"""`VI - VO`: the difference of two quantities (an input-output differential)."""
+"""`ΔIQ`: a change of the quantity (with line, with load), not the quantity."""
+
+
+def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) -> bool:
+    """Whether the label's row states a condition or a change of the field, not its value.
+
+    `VO ≤ 5 V` and `VI =` (its value in the cell after) head a condition of other rows;
+    `Input Voltage (unless otherwise specified)` gives the conditions of a table; `ΔIQ`
+    is the change of a quiescent current with line or load, `VI - VO` a differential.
     """
-    for back in range(index - 1, max(-1, index - _SERIES_LOOKBACK), -1):
-        above = page.rows[back].cells
-        if any(" " in a.text.strip() for a in above):
-            continue  # a row of labels and values, not of names
-        names: list[str] = []
-        for cell in cells:
-            over = [a for a in above if min(a.x1, cell.x1) > max(a.x0, cell.x0)]
-            if len(over) != 1 or not re.fullmatch(r"[A-Za-z0-9\-/.]{2,16}", over[0].text.strip()):
-                break
-            names.append(over[0].text.strip())
-        else:
-            if len(set(names)) == len({id(c) for c in cells}):
-                return names
-    return None
+    if _COMPARED.match(after) or _UNLESS.search(row.cells[hit.cell].text):
+        return True
+    if _DIFFERENCE_BEFORE.search(before) or _DIFFERENCE_AFTER.match(after):
+        return True
+    named = spec.name.lower()
+    if any(_DELTA.match(c.text) for c in row.cells) and not re.search(r"chang|delta", named):
+        return True
+    if _DANGLING.fullmatch(after):
+        following = next((c for c in row.cells[hit.cell + 1 :] if c.text.strip()), None)
+        values = read_values(following.text) if following is not None else []
+        return not values or not _fits(spec, values[0].unit, values[0])
+    return False
+
+
+_REPEAT_ROWS, _REPEAT_COST = 4, 0.05
+"""Rows within which a label said again repeats the parameter, and what the repeat loses."""
+
+
+def _bare(row: Row, hit: _Hit) -> bool:
+    """Whether a row says nothing but the label: every other cell a value, unit or dash."""
+    cell = strip_footnotes(row.cells[hit.cell].text)
+    if extra_words(cell, hit.span):
+        return False
+    return all(
+        not c.text.strip()
+        or read_values(c.text)
+        or is_dash(c.text)
+        or lookup_unit(strip_footnotes(c.text)) is not None
+        for i, c in enumerate(row.cells)
+        if i != hit.cell
+    )
+
+
+def _repeats_last(found: list[_Candidate]) -> list[_Candidate]:
+    """A row that only repeats an earlier row's label for the same statistic comes after it.
+
+    `VCE(sat) | Collector to emitter saturation voltage | 1.35 V (IC = 50 A)`, then
+    `VCE(sat) | 1.6 V (IC = 90 A)`: the same parameter under harder conditions. Both were
+    equally good links; the first row, the condition the parameter is specified at, is
+    the one. (Rows that name something more, `VUSB` and `VIN`, are two values.)
+    """
+    first: dict[tuple[str, str, Statistic | None], int] = {}
+    named = [c for c in found if c.tier < _PARTIAL]
+    for c in named:
+        for label in {c.label, *c.quote.casefold().split(" | ")}:
+            key = (c.key, label, c.statistic)
+            first[key] = min(first.get(key, c.row), c.row)
+    out: list[_Candidate] = []
+    for c in found:
+        row = first.get((c.key, c.label, c.statistic), c.row) if c.label else c.row
+        later = 0 < c.row - row <= _REPEAT_ROWS
+        out.append(_with(c, bonus=c.bonus - _REPEAT_COST) if later else c)
+    return out
+
+
+def _wrapped_title(page: Grid, index: int, before: str) -> str | None:
+    """The line a one-cell row continues, when it starts with a few words of a title.
+
+    A title or feature line wrapped after its value continues on the next line, which
+    then starts with the label or a few words before it: the line above is returned,
+    for the value before the label to be read across the break.
+    """
+    row = page.rows[index]
+    if index == 0 or len(row.cells) != 1 or len(page.rows[index - 1].cells) != 1:
+        return None
+    if re.search(r"[,;:.()\d]", before) or len(before.split()) > _WORDS_BEFORE:
+        return None
+    above = page.rows[index - 1].cells[0]
+    if above.size < row.cells[0].size * 0.9 or re.search(r"[.;:]\s*$", above.text):
+        return None  # a smaller line, or one that ends a sentence, is not the same title
+    return strip_footnotes(above.text)
 
 
 def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
@@ -619,7 +768,7 @@ def _terms(
             _Candidate(
                 key=spec.key, tier=_PARTIAL, value=mention.term, unit="", statistic=None,
                 value_text=mention.term, page=mention.page, row=rank, quote=mention.quote,
-                bonus=min(mention.count, _COUNTED) * _PER_MENTION,
+                bonus=min(mention.count, _COUNTED) * _PER_MENTION - rank * _LATER_TERM,
             )
         )  # fmt: skip
     return out
@@ -654,8 +803,39 @@ def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
     return left, stop.start() + 1 if stop else len(text)
 
 
-def _scored(candidate: _Candidate, kind: str) -> Scored:
+_WEAK_SCALE = (0.1, 1e5)
+"""Sizes, in the declared unit, that a weak link's value may take: a user declares the unit
+the field is stated in, so `16 bytes` of some memory is no density in `Mbit`. A strong
+link (the field's own label) keeps the wider plausible range of `_units`."""
+
+
+def _to_scale(candidate: _Candidate, unit: str) -> bool:
+    """Whether a weak link's value is of a size the declared unit is chosen for."""
+    if candidate.tier < _PARTIAL or not unit or not candidate.unit:
+        return True
+    if not isinstance(candidate.value, float) or candidate.value == 0:
+        return True
+    try:
+        size = abs(convert(candidate.value, candidate.unit, unit))
+    except ValueError:
+        return True
+    return _WEAK_SCALE[0] <= size <= _WEAK_SCALE[1]
+
+
+def _in_unit(candidate: _Candidate, unit: str) -> bool:
+    """Whether the value is written in `unit` itself (any spelling of it)."""
+    if not unit or not candidate.unit or not isinstance(candidate.value, float):
+        return False
+    try:
+        return abs(convert(1.0, candidate.unit, unit) - 1.0) < 1e-9
+    except ValueError:
+        return False
+
+
+def _scored(candidate: _Candidate, kind: str, unit: str = "") -> Scored:
     score = _SCORE[candidate.tier]
+    if candidate.tier >= _PARTIAL and _in_unit(candidate, unit):
+        score += _UNIT_FIT
     if candidate.statistic is Statistic.MIN and (
         candidate.tier in _LIMIT_TIERS
         or (kind in _RAILS and isinstance(candidate.value, float) and candidate.value < 0)
@@ -710,10 +890,10 @@ def extract_table_facts(
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
-        mine = [c for c in found if c.key == spec.key]
+        mine = [c for c in found if c.key == spec.key and _to_scale(c, spec.unit)]
         chosen = choose(
             mine,
-            lambda c, kind=spec.kind: _scored(c, kind),  # type: ignore[misc]
+            lambda c, kind=spec.kind, unit=spec.unit: _scored(c, kind, unit),  # type: ignore[misc]
             statistics=spec.statistics or implied_statistics(spec),
             file_name=base["source"],
         )
