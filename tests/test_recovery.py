@@ -91,7 +91,8 @@ def test_orchestrator_killed_during_a_dynamic_fan_out(
     assert len(fanned) == 1  # expanded once, replayed after the restart, not again
     runs = count_executions(record_dir)
     assert sorted(runs) == sorted(words)
-    assert sum(len(p) - 1 for p in runs.values()) <= 4  # only what was in flight
+    # only what was in flight: 4 agents, and one more each that a dying agent finishes
+    assert sum(len(p) - 1 for p in runs.values()) <= 2 * 4
     client.shutdown()
 
 
