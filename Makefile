@@ -27,8 +27,12 @@ $(VENV)/.installed: pyproject.toml
 	$(PIP) install -q --upgrade pip
 	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
 	$(PIP) install -q "torch==2.13.0"
+	# llama-cpp-python is built first and never taken from pip's wheel cache: the cache is
+	# keyed by the source archive alone, not by CMAKE_ARGS, so a wheel built earlier with
+	# other flags (a native AMX build, which crashes here) would be installed unseen.
 	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
-	  $(PIP) install -q -e ".[embeddings,dev,llm]"
+	  $(PIP) install -q --no-cache-dir "llama-cpp-python[server]>=0.3"
+	$(PIP) install -q -e ".[embeddings,dev,llm]"
 	touch $@
 
 report: $(VENV)/.installed
