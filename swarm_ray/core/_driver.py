@@ -105,6 +105,7 @@ from swarm_ray.core._subtask import (
     effects_keys,
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_watermark
 
 __all__: list[str] = []
@@ -209,9 +210,10 @@ class TaskDriver:
         clock: Clock = deps.get("clock", time.time)
         now = clock()
         task_id = task_id or request.task_id or uuid.uuid4().hex[:16]
+        parent = parse_traceparent(request.traceparent)  # the caller's trace, if it has one
         record = TaskRecord(
             task_id=task_id,
-            trace_id=uuid.uuid4().hex,
+            trace_id=parent.trace_id if parent is not None else uuid.uuid4().hex,
             request=request,
             machine=TaskMachine(task_id=task_id),
             created_at=now,

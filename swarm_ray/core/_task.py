@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import re
-from typing import Any, Self
+from typing import Annotated, Any, Self
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
+
+from swarm_ray.core._traceparent import checked_traceparent
 
 __all__ = ["Budget", "TaskEvent", "TaskRequest"]
 
@@ -62,6 +64,11 @@ class TaskRequest(BaseModel):
     """When the task ends (completed, failed or cancelled), delete the caller's uploads
     it names by file id (`file-...` among `items` and top-level `params`), so they stop
     counting against the upload quota."""
+    traceparent: Annotated[str | None, AfterValidator(checked_traceparent)] = None
+    """The caller's W3C trace context (`00-TRACE_ID-SPAN_ID-FLAGS`): the task takes its
+    trace id, and its exported root span is a child of that span. The gateway fills it
+    from a valid `traceparent` header. It places the task in a trace and is no part of
+    what is asked: a retried submit with another one is the same request."""
 
     @model_validator(mode="before")
     @classmethod

@@ -30,6 +30,7 @@ from swarm_ray.core._errors import (
 from swarm_ray.core._principal import Principal
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._trace import find_tokens
+from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer
@@ -202,12 +203,17 @@ class Gateway:
             422: {"model": ErrorBody, "description": "Invalid request, or over a limit."},
         },
     )
-    async def submit(self, request: TaskRequest, caller: Caller) -> TaskAccepted:
+    async def submit(self, request: TaskRequest, caller: Caller, http: Request) -> TaskAccepted:
         """Validate, plan and start a task; returns its id at once.
 
         Items that are documents or videos are named by file id (`POST /v1/files`);
         a server path or URL is refused with 422 unless an operator allow-listed it.
+        A W3C `traceparent` header places the task in the caller's trace; one that is
+        not exactly valid (or sent twice) is ignored, as the standard asks.
         """
+        sent = http.headers.getlist("traceparent")
+        if len(sent) == 1 and parse_traceparent(sent[0]) is not None:
+            request = request.model_copy(update={"traceparent": sent[0]})
         task_id = await self._submits((request, caller))
         return TaskAccepted(
             task_id=task_id,

@@ -11,7 +11,7 @@ import contextlib
 import os
 import socket
 import time
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import ray
@@ -73,6 +73,7 @@ def connect(
     state_dir: str | os.PathLike[str] | None = None,
     name: str = ORCHESTRATOR_NAME,
     namespace: str = NAMESPACE,
+    env: Mapping[str, str] | None = None,
     **init_kwargs: Any,
 ) -> SwarmClient:
     """Join (or start) a Ray cluster and get or create the orchestrator.
@@ -90,10 +91,13 @@ def connect(
             or `~/.swarm-ray`).
         name: Actor name; several orchestrators can live side by side under other names.
         namespace: Ray namespace.
+        env: Environment variables of the orchestrator's own process (its Ray
+            `runtime_env`), for settings read there, such as
+            `OTEL_EXPORTER_OTLP_ENDPOINT` (see `swarm_ray.runtime._otel`).
         **init_kwargs: Passed to `ray.init` when this call starts or joins the cluster.
 
     The orchestrator is created only if none runs under `name`; an existing one keeps the
-    catalogs and stores it was created with (Ray ignores constructor arguments then).
+    catalogs, stores and `env` it was created with (Ray ignores them then).
     """
     state_url = state_url or os.environ.get("SWARM_RAY_STATE_URL")
     results_uri = results_uri or os.environ.get("SWARM_RAY_RESULTS_URI")
@@ -125,6 +129,7 @@ def connect(
             # workers (spot instances, scale-down) may vanish mid-job.
             resources={HEAD_NODE_RESOURCE_NAME: 0.001},
             max_concurrency=1000,
+            **({"runtime_env": {"env_vars": dict(env)}} if env else {}),
         )
         .remote(
             list(catalogs),

@@ -200,7 +200,8 @@ def take_in_each(
 
 
 def _without_id(request: TaskRequest) -> TaskRequest:
-    return request.model_copy(update={"task_id": None})
+    """The request as compared for an idempotent submit (its id and trace context aside)."""
+    return request.model_copy(update={"task_id": None, "traceparent": None})
 
 
 def named_uploads(request: TaskRequest) -> list[str]:

@@ -86,6 +86,7 @@ from swarm_ray.runtime._intake import (
     take_in_each,
 )
 from swarm_ray.runtime._metrics import SwarmMetrics
+from swarm_ray.runtime._otel import TaskTraces
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
 from swarm_ray.runtime._store import open_state_store
@@ -150,7 +151,7 @@ class Orchestrator:
             ExecutorKind.DATA: self._data,
         }
         audit = AuditTrail.from_env(home)
-        self._observer = Observer(self._metrics, self._health, audit)
+        self._observer = Observer(self._metrics, self._health, audit, TaskTraces.from_env())
         self._recovered: asyncio.Task[int] | None = None
         self._turn: tuple[Any, asyncio.Future[bool], set[str]] | None = None
         """This event-loop turn's open store batch (see `_turn_for`)."""
@@ -743,6 +744,7 @@ class Orchestrator:
                 case Replan():
                     self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
+                    self._observer.ended(driver.record, driver.usage())
                     self._ended(driver)
                     record_rollout(driver, self._rollouts)  # Parquet under the result store
                 case _:

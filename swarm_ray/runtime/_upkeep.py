@@ -1,35 +1,50 @@
 """What the orchestrator does besides carrying out intents.
 
-`Observer` records what happens (metric tallies, capability health, the audit trail) in
-one place; `start_upkeep` runs the background loops: releasing idle agents, probing the
-Serve capabilities' health, and flushing the audit trail.
+`Observer` records what happens (metric tallies, capability health, the audit trail,
+OpenTelemetry traces when an endpoint is set) in one place; `start_upkeep` runs the
+background loops: releasing idle agents, probing the Serve capabilities' health, and
+flushing the audit trail.
 """
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
+import logging
 import time
+from collections.abc import Iterator
 from typing import Any
 
 from swarm_ray.core._errors import ErrorCode, SwarmError
-from swarm_ray.core._subtask import SubTaskResult
+from swarm_ray.core._record import TaskRecord
+from swarm_ray.core._subtask import SubTaskResult, TokenUsage
 from swarm_ray.core._task import TaskEvent
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._executors import ActorPoolExecutor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook
 from swarm_ray.runtime._metrics import SwarmMetrics
+from swarm_ray.runtime._otel import TaskTraces
 
 __all__: list[str] = []
 
+_log = logging.getLogger(__name__)
+
 
 class Observer:
-    """The orchestrator's metrics, health book and audit trail (the trail may be off)."""
+    """The orchestrator's metrics, health book, audit trail and traces (those two may be off)."""
 
-    def __init__(self, metrics: SwarmMetrics, health: HealthBook, audit: AuditTrail | None):
+    def __init__(
+        self,
+        metrics: SwarmMetrics,
+        health: HealthBook,
+        audit: AuditTrail | None,
+        traces: TaskTraces | None = None,
+    ):
         self.metrics = metrics
         self.health = health
         self.audit = audit
+        self.traces = traces
 
     def event(self, event: TaskEvent) -> None:
         """A task event, as an INFO line of its task's (and agent's) trail."""
@@ -55,7 +70,10 @@ class Observer:
         )
 
     def result(self, result: SubTaskResult, trace_id: str) -> None:
-        """An accepted result: its run time, error, health outcome and DEBUG audit line."""
+        """An accepted result: its run time, error, health outcome, DEBUG audit line, span."""
+        if self.traces is not None:
+            with _traced("an attempt's span"):
+                self.traces.attempt(result, trace_id)
         if result.timings.duration_s:
             self.metrics.duration(result.capability_id, result.timings.duration_s)
         if result.error is not None:
@@ -84,6 +102,21 @@ class Observer:
                 trace_id=trace_id,
                 agent=result.agent or result.capability_id,
             )
+
+    def ended(self, record: TaskRecord, usage: TokenUsage) -> None:
+        """A task ended (completed, failed or cancelled): its root span."""
+        if self.traces is not None:
+            with _traced(f"task `{record.task_id}`'s root span"):
+                self.traces.ended(record, usage)
+
+
+@contextlib.contextmanager
+def _traced(what: str) -> Iterator[None]:
+    """A span that cannot be made is lost and logged; the task goes on regardless."""
+    try:
+        yield
+    except Exception:
+        _log.exception("OpenTelemetry: %s was not sent", what)
 
 
 async def _reap_idle_agents(pool: ActorPoolExecutor, idle_s: float) -> None:
