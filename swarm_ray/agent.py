@@ -7,7 +7,8 @@ runtime; this module only names the seam.
 
 Inside a capability:
     `AgentReply` (an output with confidence, token usage or warnings),
-    `current_subtask()` (the attempt being served), `run_child()` / `ChildOutcome`
+    `current_subtask()` (the attempt being served), `ask_human()` (pausing the
+    attempt for the task owner's answer), `run_child()` / `ChildOutcome`
     (asking the orchestrator for a child sub-task), `state_dir()` (the swarm's state
     directory), `ResultStore` (where large outputs live), `declared_limits()` (the
     `extra` a capability declares for memory and CPU limits).
@@ -21,7 +22,7 @@ Hosting agents (a Serve deployment, a job's driver):
 from __future__ import annotations
 
 from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.runtime._agent import AgentReply, current_subtask, run_subtask
+from swarm_ray.runtime._agent import AgentReply, ask_human, current_subtask, run_subtask
 from swarm_ray.runtime._children import ChildOutcome, run_child
 from swarm_ray.runtime._client import NAMESPACE, SwarmClient
 from swarm_ray.runtime._config import state_dir
@@ -35,6 +36,7 @@ __all__ = [
     "ChildOutcome",
     "ResultStore",
     "SwarmClient",
+    "ask_human",
     "current_subtask",
     "declared_limits",
     "deployment_names",

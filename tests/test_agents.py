@@ -151,6 +151,42 @@ def test_tools_that_are_not_offered_are_refused(agents: SwarmClient) -> None:
         assert record.error is not None and problem in record.error.message
 
 
+def test_the_tool_agent_asks_its_owner_and_goes_on_with_the_answer(agents: SwarmClient) -> None:
+    """The model calls `ask_human` mid-run: the sub-task waits, the owner answers over
+    the client, and the next attempt goes on from the saved conversation: nothing the
+    first attempt did is done again."""
+    from swarm_ray import InvalidInputError
+    from tests.support import wait_until
+
+    question = "Which word shall I shout?"
+    task = script(
+        {"tool": "test__tool__echo", "arguments": {"text": "before"}},
+        {"tool": "ask_human", "arguments": {"question": question}},
+        {"tool": "test__tool__echo", "arguments": {"text": "$result"}},
+        {"tool": "final", "arguments": {"answer": "$result.text"}},
+    )
+    params = {"task": task, "tools": ["test.tool.echo"], "ask_human": True}
+    handle = agents.start(template="scripted_agent_once", params=params)
+    status = wait_until(lambda: (s := handle.status()).waiting and s, 120, "the agent to ask")
+    [wait] = status.waiting
+    assert wait.subtask_id == "agent" and wait.prompt == question
+    with pytest.raises(InvalidInputError):
+        handle.answer({"answer": ""})
+    handle.answer({"answer": "gamma"})
+    record = handle.wait(120)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    out = agents.output(record.task_id)
+    assert out is not None and out["answer"] == "GAMMA" and out["finished"]
+    tools = [e["outcome"] for e in out["transcript"] if e["role"] == "tool"]
+    assert [t["tool"] for t in tools] == ["test__tool__echo", "ask_human", "test__tool__echo"]
+    assert tools[1]["question"] == question and tools[1]["content"] == "gamma"
+    assert out["usage"]["model_calls"] == 4 and out["usage"]["tool_calls"] == 3
+    children = sorted(s for s in agents.status(record.task_id).subtasks if ">" in s)
+    assert children == ["agent>a1-1", "agent>a2-1"]  # the first echo ran once
+    events = agents.events(record.task_id)
+    assert [e.status for e in events if e.kind == "human"] == ["waiting_for_human", "answered"]
+
+
 ITEMS = ("Mars", "Earth", "Pluto")
 WIDE_PARAMS = {
     "question": "How many moons? "

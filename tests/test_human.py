@@ -215,3 +215,90 @@ def test_killed_during_the_wait_answered_over_rest_and_a_default_at_the_deadline
     finally:
         serve.delete("swarm-human-gateway")
         client.shutdown()
+
+
+def _asked(subtask: SubTask, question: str, **ask: object) -> SubTaskResult:
+    """The result of an attempt whose agent paused to ask (`swarm_ray.agent.ask_human`)."""
+    from swarm_ray.agent import ask_human
+    from swarm_ray.core._subtask import SubTaskError, TokenUsage
+
+    try:
+        ask_human(question, state={"seen": subtask.attempt}, usage=TokenUsage(calls=1), **ask)  # type: ignore[arg-type]
+    except Exception as exc:
+        error = SubTaskError.from_exception(exc)
+    return SubTaskResult(
+        task_id=subtask.task_id,
+        subtask_id=subtask.subtask_id,
+        capability_id=subtask.capability_id,
+        attempt=subtask.attempt,
+        error=error,
+        usage=TokenUsage(calls=1),
+        timings=Timings(started_at=1.0, finished_at=1.1),
+        watermark=subtask.watermark,
+    )
+
+
+def test_an_agent_asks_mid_run_and_goes_on_from_its_state_with_the_answer(
+    deps: dict[str, object],
+) -> None:
+    driver, runs = _start(deps, "human_branches")
+    first = next(r for r in runs if r.subtask_id == "first")
+    schema = {"type": "object", "properties": {"answer": {"type": "string"}}}
+    schema["required"] = ["answer"]
+    step = driver.step(Arrived(_asked(first, "Shout or not?", schema=schema, timeout_s=60)))
+    assert not any(isinstance(c, Run) for c in step.commands)  # held, not retried
+    assert driver.scheduler is not None and str(driver.scheduler.status("first")) == "waiting"
+    waiting = {w.subtask_id: w for w in status_view(driver, brief=True).waiting}
+    assert waiting["first"].prompt == "Shout or not?" and waiting["first"].deadline == 1060.0
+    with pytest.raises(InvalidInputError):
+        driver.check_answer("first", {"answer": 3}, ALICE)
+
+    reloaded = TaskDriver.load(driver.task_id, **deps)  # the wait is in the log
+    assert reloaded is not None
+    reloaded.step(Resume())
+    answer = reloaded.check_answer("first", {"answer": "yes"}, ALICE)
+    step = reloaded.step(Answer("first", answer, "alice"))
+    [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert run.subtask_id == "first" and run.attempt == first.attempt + 1
+    assert run.resume == {"answer": {"answer": "yes"}, "state": {"seen": first.attempt}}
+    assert run.input == first.input  # the stage's input is unchanged; the answer is aside
+
+    # it may ask again; the second question is a wait of its own, answered on its own
+    step = reloaded.step(Arrived(_asked(run, "Really?")))
+    assert not any(isinstance(c, Run) for c in step.commands)
+    step = reloaded.step(Answer("first", reloaded.check_answer("first", {}, ALICE), "alice"))
+    [again] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert again.resume == {"answer": {}, "state": {"seen": run.attempt}}
+    assert reloaded.usage().calls == 2  # what the asking attempts spent is accounted
+    _finish(reloaded, [again, *[r for r in runs if r.subtask_id != "first"]])
+    step = reloaded.step(Answer("ask", {"text": "gamma"}, "alice"))  # the stage's own wait
+    _finish(reloaded, [c.subtask for c in step.commands if isinstance(c, Run)])
+    assert reloaded.state is TaskState.COMPLETED
+    assert reloaded.output() == {"text": "ALPHA BETA GAMMA", "count": 3}
+    answered = [e.summary for e in reloaded.events if e.summary == "answered by `alice`"]
+    assert len(answered) == 3
+
+
+def test_an_agents_question_takes_its_default_and_a_sub_task_asks_a_bounded_number_of_times(
+    deps: dict[str, object],
+) -> None:
+    from swarm_ray.core._scheduler import MAX_ASKS
+
+    driver, runs = _start(deps, "human_branches")
+    second = next(r for r in runs if r.subtask_id == "second")
+    driver.step(Arrived(_asked(second, "Go on?", timeout_s=5, default={"go": True})))
+    clock = deps["clock"]
+    assert isinstance(clock, Clock)
+    clock.now += 6
+    step = driver.step(Wake())
+    [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert run.resume == {"answer": {"go": True}, "state": {"seen": second.attempt}}
+    for _ in range(MAX_ASKS - 1):  # it keeps asking; each question is answered at once
+        driver.step(Arrived(_asked(run, "And now?")))
+        step = driver.step(Answer("second", {}, "alice"))
+        [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    step = driver.step(Arrived(_asked(run, "One more?")))  # past the bound: it fails
+    assert driver.scheduler is not None
+    error = driver.scheduler.error("second")
+    assert error is not None and error.code == "invalid_output"
+    assert f"at most {MAX_ASKS}" in error.message

@@ -451,6 +451,7 @@ class TaskDriver:
                         answer=answer,
                         principal=who,
                         review_of=wait.review_of if wait is not None else None,
+                        asked_in=wait.asked_in if wait is not None else None,
                     )
                     self._carry(self.feed(answered), out)
             case Broken(error=error, subtask_id=subtask_id):
@@ -792,7 +793,8 @@ class TaskDriver:
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         elif isinstance(event, HumanAnswered):
             review = "" if event.review_of is None else f":review{event.review_of}"
-            dedupe = f"{event.kind}:{event.subtask_id}{review}"
+            asked = "" if event.asked_in is None else f":asked{event.asked_in}"
+            dedupe = f"{event.kind}:{event.subtask_id}{review}{asked}"
         elif isinstance(event, ReviewRequested):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
         text = _output_text(event)
@@ -856,6 +858,7 @@ class TaskDriver:
             orchestrator=self.orchestrator,
             priority=self.record.request.priority,
             owner=self.record.owner,
+            resume=intent.resume,
             record_effects=self._results.root_uri
             if self.registry.get(intent.capability_id).side_effects
             else None,

@@ -27,6 +27,7 @@ wrong while running and a retry, a fallback or an operator may help::
         ├── WatermarkRejectedError      forged, altered, replayed, expired or unknown result
         ├── CircuitOpenError            the capability's circuit breaker is open
         ├── HumanTimeoutError           nobody answered a waiting sub-task by its deadline
+        ├── AskedHumanError             not a failure: the attempt paused to ask a person
         ├── InvalidStateTransitionError an illegal move of the task state machine
         └── StateStoreError             the state or result store failed
             └── RecordUnreadableError   a stored task record that cannot be loaded
@@ -45,6 +46,7 @@ __all__ = [
     "AgentExecutionError",
     "AgentUnavailableError",
     "AnswerRefusedError",
+    "AskedHumanError",
     "BudgetExceededError",
     "CircuitOpenError",
     "DuplicateCapabilityError",
@@ -99,6 +101,7 @@ class ErrorCode(StrEnum):
     STATE_STORE = "state_store"
     ANSWER_REFUSED = "answer_refused"
     HUMAN_TIMEOUT = "human_timeout"
+    ASKED_HUMAN = "asked_human"
     NEEDS_REVIEW = "needs_review"
     CANCELLED = "cancelled"
     SKIPPED = "skipped"
@@ -289,6 +292,18 @@ class HumanTimeoutError(SwarmRuntimeError):
     """A sub-task waiting for a person passed its deadline with no answer and no default."""
 
     code = ErrorCode.HUMAN_TIMEOUT
+
+
+class AskedHumanError(SwarmRuntimeError):
+    """Not a failure: the attempt paused to ask its task's owner a question.
+
+    An agent raises it (through `swarm_ray.agent.ask_human`) with the question and what
+    it needs to go on (`state`); the scheduler holds the sub-task as `waiting` and runs it
+    again with the answer and that state (`SubTask.resume`). Details: `ask` (a `HumanAsk`
+    as data), `state`.
+    """
+
+    code = ErrorCode.ASKED_HUMAN
 
 
 class InvalidStateTransitionError(SwarmRuntimeError):

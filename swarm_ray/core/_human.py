@@ -81,6 +81,9 @@ class HumanWait(BaseModel):
     review_of: int | None = None
     """The attempt whose side effects are in doubt, for a `needs_review` wait (the answer
     is `{"rerun": true}` to run it again, `{"rerun": false}` to fail it)."""
+    asked_in: int | None = None
+    """The attempt that asked, when an agent asked mid-run (`swarm_ray.agent.ask_human`);
+    None when its stage declared `await_human`."""
 
 
 REVIEW_SCHEMA: dict[str, Any] = {

@@ -83,6 +83,8 @@ __all__: list[str] = []
 EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 """Serialises scheduler events to and from JSON (the persisted log)."""
 
+MAX_ASKS = 8
+"""Questions one sub-task's agent may ask a person, over all its attempts."""
 _BREAKER_CODES = frozenset(
     {
         ErrorCode.TIMEOUT,
@@ -147,6 +149,11 @@ class Scheduler:
         }
         self._waits: dict[str, HumanWait] = {}
         self._answers: dict[str, dict[str, Any]] = {}
+        self._asked: dict[str, tuple[HumanAsk, Any]] = {}
+        """The question an agent asked mid-run, with the state it saved to go on from."""
+        self._resume: dict[str, dict[str, Any]] = {}
+        """What an answered agent's next attempts get (`SubTask.resume`)."""
+        self._asks_made: dict[str, int] = {}
         self.warnings: list[str] = list(plan.warnings)
         self.log: list[SchedulerEvent] = []
         self.outcome: FinishTask | FailTask | None = None
@@ -191,7 +198,10 @@ class Scheduler:
                     out += self._on_done(result, event.at)
                 else:
                     assert result.error is not None
-                    out += self._on_failure(result.subtask_id, result.error, event.at)
+                    if result.error.code is ErrorCode.ASKED_HUMAN:
+                        out += self._paused(result, event.at)
+                    else:
+                        out += self._on_failure(result.subtask_id, result.error, event.at)
             case SubTaskTimedOut(subtask_id=sid, attempt=attempt):
                 if (reject := self._reject(sid, attempt)) is not None:
                     return [*out, reject]
@@ -210,11 +220,12 @@ class Scheduler:
                     self._add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
             case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=None):
-                if sid in self._waits:  # else it was settled meanwhile: nothing to do
+                wait = self._waits.get(sid)  # None: it was settled meanwhile, nothing to do
+                if wait is not None and wait.asked_in == event.asked_in:
                     del self._waits[sid]
                     out += [
                         HumanSettled(subtask_id=sid, outcome="answered", principal=who),
-                        *self._answered(sid, answer, event.at),
+                        *self._answered(sid, answer, event.at, by_agent=wait.asked_in is not None),
                     ]
             case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=attempt):
                 wait = self._waits.get(sid)
@@ -320,6 +331,8 @@ class Scheduler:
             "held": list(self._held),
             "waits": [w.model_dump() for w in self._waits.values()],
             "answers": dict(self._answers),
+            "asked": {k: [a.model_dump(), st] for k, (a, st) in self._asked.items()},
+            "resume": dict(self._resume),
             "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
             "warnings": list(self.warnings),
             "outcome": None if self.outcome is None else self.outcome.model_dump(),
@@ -456,6 +469,7 @@ class Scheduler:
                 attempt=self._attempt[sid],
                 input=checked,
                 timeout_s=self._registry.get(capability_id).timeout_s,
+                resume=self._resume.get(sid),
                 **extra,
             ),
         )
@@ -509,9 +523,13 @@ class Scheduler:
 
     # ---- a person in the loop ---------------------------------------------------------
 
-    def _wait(self, sid: str, at: float) -> AwaitHuman:
-        """Hold a ready sub-task of an `await_human` stage until it is answered."""
-        ask = self._asks[self._specs[sid].stage]
+    def _wait(self, sid: str, at: float, asked_in: int | None = None) -> AwaitHuman:
+        """Hold a sub-task until it is answered.
+
+        It is ready in an `await_human` stage, or paused by its agent's question
+        (`asked_in`, the attempt that asked).
+        """
+        ask = self._asked[sid][0] if asked_in is not None else self._asks[self._specs[sid].stage]
         deadline = None if ask.timeout_s is None else at + ask.timeout_s
         self._waits[sid] = HumanWait(
             subtask_id=sid,
@@ -520,9 +538,36 @@ class Scheduler:
             since=at,
             deadline=deadline,
             has_default=ask.default is not None,
+            asked_in=asked_in,
         )
         self._set(sid, _S.WAITING)
         return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
+
+    def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
+        """An agent paused its attempt to ask a person: hold the sub-task for the answer.
+
+        A question is not a failed try (it spends no retry), but a sub-task asks at most
+        `MAX_ASKS` times, and a question that is not a valid `HumanAsk` fails the attempt
+        as `invalid_output`.
+        """
+        sid = result.subtask_id
+        assert result.error is not None
+        self._running.pop(sid, None)
+        asks = self._asks_made.get(sid, 0) + 1
+        try:
+            if asks > MAX_ASKS:
+                raise ValueError(f"it asked {asks} times, at most {MAX_ASKS}")
+            ask = HumanAsk.model_validate(result.error.details.get("ask"))
+        except ValueError as exc:  # a pydantic ValidationError included
+            error = SubTaskError(
+                code=ErrorCode.INVALID_OUTPUT,
+                message=f"sub-task `{sid}` asked a person a question it may not ask: {exc}",
+            )
+            return self._on_failure(sid, error, at)
+        self._cap_attempts[sid] -= 1
+        self._asks_made[sid] = asks
+        self._asked[sid] = (ask, result.error.details.get("state"))
+        return [self._wait(sid, at, asked_in=result.attempt)]
 
     def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
         """Hold a side-effecting attempt that was in flight at a crash, for a person."""
@@ -555,8 +600,13 @@ class Scheduler:
         )
         return self._settle_failed(sid, error, at)
 
-    def _answered(self, sid: str, answer: dict[str, Any], at: float) -> list[Intent]:
-        self._answers[sid] = answer
+    def _answered(
+        self, sid: str, answer: dict[str, Any], at: float, *, by_agent: bool
+    ) -> list[Intent]:
+        if by_agent:  # the agent goes on from what it saved, with the answer
+            self._resume[sid] = {"answer": answer, "state": self._asked.pop(sid)[1]}
+        else:  # the stage's input reads it (`$answer`)
+            self._answers[sid] = answer
         self._set(sid, _S.PENDING)
         return self._launch(sid, at, Dispatch, reason="answered")
 
@@ -567,7 +617,9 @@ class Scheduler:
             if wait.deadline is None or wait.deadline > at:
                 continue
             del self._waits[sid]
-            default = self._asks[self._specs[sid].stage].default
+            by_agent = wait.asked_in is not None
+            ask = self._asked[sid][0] if by_agent else self._asks[self._specs[sid].stage]
+            default = ask.default
             if default is not None:
                 out += [
                     HumanSettled(subtask_id=sid, outcome="default"),
@@ -576,7 +628,7 @@ class Scheduler:
                         "default answer applied",
                         sid,
                     ),
-                    *self._answered(sid, default, at),
+                    *self._answered(sid, default, at, by_agent=by_agent),
                 ]
             else:
                 error = SubTaskError(

@@ -114,6 +114,8 @@ class HumanAnswered(BaseModel):
     """Who answered (the audit trail's `who`)."""
     review_of: int | None = None
     """The attempt under review, when the answer settles a `needs_review` wait."""
+    asked_in: int | None = None
+    """The attempt that asked, when an agent asked the question (`AskedHumanError`)."""
 
 
 class ReviewRequested(BaseModel):
@@ -158,6 +160,8 @@ class RunIntent(BaseModel):
     input: dict[str, Any]
     timeout_s: float
     delay_s: float = 0.0
+    resume: dict[str, Any] | None = None
+    """For an attempt that asked a person: `{"answer": ..., "state": ...}` (`SubTask.resume`)."""
 
 
 class Dispatch(RunIntent):

@@ -169,6 +169,9 @@ class SubTask(BaseModel):
     limits declared `limits_untrusted_only` apply to it, and it uses only the tools and
     endpoints granted to that principal (`llm._settings`)."""
 
+    resume: dict[str, Any] | None = None
+    """Set when an earlier attempt paused to ask a person (`AskedHumanError`): the answer
+    (`answer`) and what that attempt saved to go on from (`state`)."""
     record_effects: str | None = None
     """For a capability with side effects: the result store (its root URI) where the
     agent marks the attempt started and records its result, so a restarted orchestrator

@@ -280,7 +280,17 @@ def agents_catalog() -> Catalog:
             _once(
                 "scripted_agent_once",
                 "test.agent.scripted",
-                ("task", "tools", "mcp_servers", "output_schema", "max_steps", "tool_timeout_s"),
+                (
+                    "task",
+                    "tools",
+                    "mcp_servers",
+                    "output_schema",
+                    "max_steps",
+                    "tool_timeout_s",
+                    "ask_human",
+                    "human_timeout_s",
+                    "human_default",
+                ),
             ),
         ),
     )

@@ -16,6 +16,12 @@ Two ways to call tools, one loop:
   a JSON Schema, `{"tool": NAME, "arguments": {...}}`, with `final` as the pseudo-tool
   that ends the loop.
 
+With `ask_human`, the model may also ask the task's owner a question (the `ask_human`
+tool). The other calls of that turn run, then the attempt pauses
+(`swarm_ray.agent.ask_human`) with the conversation so far as its saved state; the
+sub-task waits for the owner while the rest of the task goes on. The next attempt picks
+the conversation up with the answer as that call's result, and goes on.
+
 The result holds the answer, the transcript, each tool call with its child sub-task and
 watermark, and `usage`: model tokens, calls and seconds, tool calls and tool seconds.
 Only the model's own tokens are this sub-task's `TokenUsage`: a child's tokens are
@@ -31,7 +37,7 @@ from typing import Any, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
-from swarm_ray.agent import AgentReply, current_subtask
+from swarm_ray.agent import AgentReply, ask_human, current_subtask
 from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
 from swarm_ray.core._subtask import TokenUsage
 from swarm_ray.llm._engine import (
@@ -45,7 +51,7 @@ from swarm_ray.llm._engine import (
 from swarm_ray.llm._load import current_engine, load_engine
 from swarm_ray.llm._settings import NAME, McpServer, llm_settings, resolve
 from swarm_ray.llm._structured import generate_structured, json_schema_of
-from swarm_ray.llm._toolbox import Toolbox, ToolOutcome
+from swarm_ray.llm._toolbox import ASK_HUMAN, Toolbox, ToolOutcome
 
 __all__ = ["AgentUsage", "ToolAgentIn", "ToolAgentOut", "TranscriptEntry", "run_tool_agent"]
 
@@ -63,10 +69,13 @@ _UNTRUSTED = (
 )
 
 
-def _as_tool_data(name: str, content: str) -> str:
-    """A tool's answer as the model sees it: marked as untrusted data, tags kept whole."""
+def _as_tool_data(name: str, content: str, trust: str = "untrusted") -> str:
+    """A tool's answer as the model sees it: marked as untrusted data, tags kept whole.
+
+    The task owner's answer to `ask_human` is marked `trust="owner"`.
+    """
     inner = content.replace("</tool_result", "<\\/tool_result")
-    return f'<tool_result tool="{name}" trust="untrusted">\n{inner}\n</tool_result>'
+    return f'<tool_result tool="{name}" trust="{trust}">\n{inner}\n</tool_result>'
 
 
 def _checked_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
@@ -132,6 +141,14 @@ class ToolAgentIn(BaseModel):
     allow_side_effects: bool = False
     """Tools with side effects may run after a tool has answered (off: a tool's answer
     could carry instructions that are not the caller's; see `_toolbox`)."""
+    ask_human: bool = False
+    """The agent may ask the task's owner questions (the `ask_human` tool); each one
+    holds the sub-task until answered."""
+    human_timeout_s: float | None = Field(default=3600.0, gt=0, le=7 * 86_400)
+    """How long one question waits (None: until answered)."""
+    human_default: str | None = Field(default=None, min_length=1, max_length=4000)
+    """The answer a question gets at its deadline; None fails the sub-task with
+    `human_timeout` instead."""
 
     @field_validator("output_schema")
     @classmethod
@@ -205,6 +222,14 @@ class ToolAgentOut(BaseModel):
     model: str
     """The model that ran the loop."""
 
+
+HUMAN_ANSWER_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "properties": {"answer": {"type": "string", "minLength": 1, "maxLength": 8000}},
+    "required": ["answer"],
+    "additionalProperties": False,
+}
+"""What the owner answers an `ask_human` question with."""
 
 _named: dict[str, Engine] = {}
 
@@ -288,6 +313,39 @@ class _Run:
         self.tool_calls = 0
         self.tool_errors = 0
         self.tool_seconds = 0.0
+        self.prior = AgentUsage()
+        """What earlier attempts of this run spent (before they paused to ask a person)."""
+
+    def save(self, step: int, call: ToolCall, outcome: ToolOutcome) -> dict[str, Any]:
+        """What a later attempt needs to go on after `call` (an `ask_human`) is answered."""
+        return {
+            "step": step,
+            "call": call.model_dump(mode="json"),
+            "outcome": outcome.model_dump(mode="json"),
+            "messages": [m.model_dump(mode="json") for m in self.messages],
+            "transcript": [e.model_dump(mode="json") for e in self.transcript],
+            "usage": self.usage().model_dump(mode="json"),
+            "answered": self.box.answered,
+        }
+
+    def restore(self, state: dict[str, Any], answer: dict[str, Any]) -> int:
+        """Go on from a saved run whose question got `answer`; returns the step it was at."""
+        self.messages = [Message.model_validate(m) for m in state["messages"]]
+        self.transcript = [TranscriptEntry.model_validate(e) for e in state["transcript"]]
+        self.prior = AgentUsage.model_validate(state["usage"])
+        self.box.answered = bool(state["answered"])
+        call = ToolCall.model_validate(state["call"])
+        text = str(answer.get("answer", ""))
+        outcome = ToolOutcome.model_validate(state["outcome"]).model_copy(update={"content": text})
+        self.transcript.append(
+            TranscriptEntry(step=int(state["step"]), role="tool", content=text, outcome=outcome)
+        )
+        shown = _as_tool_data(call.name, text, trust="owner")
+        if self.native:
+            self.messages.append(Message(role="tool", content=shown, tool_call_id=call.id))
+        else:
+            self.messages.append(Message(role="user", content=shown))
+        return int(state["step"])
 
     def _count(self, completion: Completion) -> Completion:
         self.tokens = self.tokens + completion.usage
@@ -323,8 +381,12 @@ class _Run:
             return [], str((reply.value.get("arguments") or {}).get("answer", ""))
         return [ToolCall(id=f"s{step}", name=tool, arguments=arguments)], text
 
-    def run_tools(self, step: int, calls: list[ToolCall]) -> None:
-        """Run the calls side by side (at most `MAX_CALLS_PER_STEP`); tell the model each answer."""
+    def run_tools(self, step: int, calls: list[ToolCall]) -> tuple[ToolCall, ToolOutcome] | None:
+        """Run the calls side by side (at most `MAX_CALLS_PER_STEP`); tell the model each answer.
+
+        Returns the turn's `ask_human` call when there is one: its answer is the owner's
+        to give (one question a turn; a second is refused).
+        """
         allowed = calls[:MAX_CALLS_PER_STEP]
         if len(allowed) == 1:
             outcomes = [self.box.call(allowed[0].name, allowed[0].arguments)]
@@ -340,7 +402,20 @@ class _Run:
             )
             for c in calls[MAX_CALLS_PER_STEP:]
         ]
+        asked: tuple[ToolCall, ToolOutcome] | None = None
         for call, outcome in zip(calls, outcomes, strict=True):
+            if outcome.question is not None:
+                if asked is None:
+                    self.tool_calls += 1
+                    asked = (call, outcome)
+                    continue
+                outcome = outcome.model_copy(
+                    update={
+                        "ok": False,
+                        "question": None,
+                        "content": f"error: one `{ASK_HUMAN}` a turn; ask again after the answer",
+                    }
+                )
             if not call.name and not self.native:  # an invalid JSON step
                 outcome = outcome.model_copy(
                     update={
@@ -359,6 +434,7 @@ class _Run:
                 self.messages.append(Message(role="tool", content=shown, tool_call_id=call.id))
             else:
                 self.messages.append(Message(role="user", content=shown))
+        return asked
 
     def structured_answer(self, schema: dict[str, Any]) -> dict[str, Any]:
         """The answer as JSON under `schema` (one more try with the errors if it fails).
@@ -389,14 +465,16 @@ class _Run:
         raise InvalidOutputError(reply.error.message, **reply.error.details)
 
     def usage(self) -> AgentUsage:
+        """The whole run's costs: this attempt's and those of the attempts before it."""
+        prior = self.prior
         return AgentUsage(
-            prompt_tokens=self.tokens.prompt_tokens,
-            completion_tokens=self.tokens.completion_tokens,
-            model_calls=self.tokens.calls,
-            model_seconds=round(self.tokens.seconds, 6),
-            tool_calls=self.tool_calls,
-            tool_errors=self.tool_errors,
-            tool_seconds=round(self.tool_seconds, 6),
+            prompt_tokens=prior.prompt_tokens + self.tokens.prompt_tokens,
+            completion_tokens=prior.completion_tokens + self.tokens.completion_tokens,
+            model_calls=prior.model_calls + self.tokens.calls,
+            model_seconds=round(prior.model_seconds + self.tokens.seconds, 6),
+            tool_calls=prior.tool_calls + self.tool_calls,
+            tool_errors=prior.tool_errors + self.tool_errors,
+            tool_seconds=round(prior.tool_seconds + self.tool_seconds, 6),
         )
 
 
@@ -411,10 +489,14 @@ def run_tool_agent(data: ToolAgentIn) -> AgentReply:
         own_capability=subtask.capability_id if subtask else None,
         timeout_s=data.tool_timeout_s,
         allow_side_effects=data.allow_side_effects,
+        ask_human=data.ask_human,
     )
     engine = _engine(data)
     run = _Run(engine, box, data)
     answer, finished, step = "", False, 0
+    resume = None if subtask is None else subtask.resume
+    if resume is not None:  # an earlier attempt asked the owner, who has answered
+        step = run.restore(resume["state"], resume["answer"])
     while step < data.max_steps:
         step += 1
         calls, text = run.turn(step)
@@ -426,7 +508,18 @@ def run_tool_agent(data: ToolAgentIn) -> AgentReply:
         if not calls:
             answer, finished = text, True
             break
-        run.run_tools(step, calls)
+        asked = run.run_tools(step, calls)
+        if asked is not None:
+            call, outcome = asked
+            assert outcome.question is not None
+            ask_human(
+                outcome.question,
+                schema=HUMAN_ANSWER_SCHEMA,
+                timeout_s=data.human_timeout_s,
+                default=None if data.human_default is None else {"answer": data.human_default},
+                state=run.save(step, call, outcome),
+                usage=run.tokens,
+            )
     warnings: tuple[str, ...] = ()
     if not finished:
         warnings = (f"the agent used all {data.max_steps} steps without answering",)

@@ -8,7 +8,9 @@ tools to the model (OpenAI function declarations) and runs a call:
   (`swarm_ray.run_child`): validated, watermarked, retried, traced and accounted by the
   orchestrator like any sub-task. Only capabilities tagged `tool` are offered: the
   operator decides which capabilities agents may reach.
-- an **MCP** tool is called on the server's session (`_mcp`).
+- an **MCP** tool is called on the server's session (`_mcp`);
+- **`ask_human`** (when the request allows it) is checked here and answered by the task's
+  owner: the agent pauses for it (`_tool_agent`, `swarm_ray.agent.ask_human`).
 
 Nothing a model writes is trusted: an unknown tool, arguments that are not JSON or that
 fail the tool's schema, a tool that fails or times out all come back as an error text
@@ -53,7 +55,7 @@ class Tool:
     name: str
     description: str
     parameters: dict[str, Any]
-    kind: Literal["capability", "mcp"]
+    kind: Literal["capability", "mcp", "human"]
     target: str
     """The capability id, or the MCP tool's own name."""
     server: tuple[str, McpServer] | None = None
@@ -85,6 +87,27 @@ class ToolOutcome(BaseModel):
     """The child sub-task of a capability tool."""
     watermark: str | None = None
     """The child's accepted result's watermark (traces the answer to its agent)."""
+    question: str | None = None
+    """For `ask_human`: the question put to the task's owner (`content` is the answer)."""
+
+
+ASK_HUMAN = "ask_human"
+"""The tool that asks the task's owner a question (offered when a request allows it)."""
+_ASK_HUMAN_TOOL = Tool(
+    name=ASK_HUMAN,
+    description=(
+        "Ask the person who gave you this task one question, when you need their decision "
+        "or something only they know. You get their answer back; the task waits for it."
+    ),
+    parameters={
+        "type": "object",
+        "properties": {"question": {"type": "string", "minLength": 1, "maxLength": 2000}},
+        "required": ["question"],
+        "additionalProperties": False,
+    },
+    kind="human",
+    target="",
+)
 
 
 def tool_name(text: str) -> str:
@@ -147,8 +170,9 @@ class Toolbox:
         own_capability: str | None,
         timeout_s: float,
         allow_side_effects: bool = False,
+        ask_human: bool = False,
     ) -> Toolbox:
-        """Tools from capability ids and registered MCP server names.
+        """Tools from capability ids and registered MCP server names (and `ask_human`).
 
         Raises:
             InvalidSpecError: a capability not tagged `tool`, the agent's own, an MCP
@@ -195,6 +219,8 @@ class Toolbox:
                         side_effects=not mcp_tool.read_only,
                     )
                 )
+        if ask_human:
+            tools.append(_ASK_HUMAN_TOOL)
         names = [t.name for t in tools]
         if len(set(names)) != len(names):
             twice = sorted({n for n in names if names.count(n) > 1})
@@ -231,6 +257,10 @@ class Toolbox:
         problems = _schema_problems(parsed, tool.parameters)
         if problems:
             return refuse(f"the arguments of `{name}` do not fit its schema: {'; '.join(problems)}")
+        if tool.kind == "human":  # the owner answers it: the agent's loop pauses for that
+            return ToolOutcome(
+                tool=name, arguments=arguments, ok=True, content="", question=parsed["question"]
+            )
         if tool.side_effects and self.answered and not self._allow_side_effects:
             return refuse(
                 f"`{name}` has side effects and a tool's answer is in this conversation; "

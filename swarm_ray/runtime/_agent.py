@@ -8,7 +8,10 @@ one place, whichever executor ran the attempt.
 
 An entrypoint returns its output model, or an `AgentReply` when it also reports a
 confidence, token usage or warnings. While it runs, `current_subtask()` is the attempt it
-serves (an agent asking for child sub-tasks names its parent by it).
+serves (an agent asking for child sub-tasks names its parent by it). An agent that needs a
+person's decision calls `ask_human()`: the attempt ends there, the sub-task waits for its
+task's owner, and a later attempt gets the answer and the state it saved in
+`current_subtask().resume`.
 """
 
 from __future__ import annotations
@@ -16,21 +19,25 @@ from __future__ import annotations
 import contextlib
 import contextvars
 import functools
+import json
 import os
 import time
 from dataclasses import dataclass, field
+from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._catalog import load_entrypoint
 from swarm_ray.core._errors import (
+    AskedHumanError,
     ErrorCode,
     InvalidSpecError,
     SanitizationError,
     StateStoreError,
     SwarmError,
 )
+from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sanitize import sanitize_output
 from swarm_ray.core._subtask import (
@@ -42,7 +49,10 @@ from swarm_ray.core._subtask import (
     effects_keys,
 )
 
-__all__ = ["AgentReply"]
+__all__ = ["AgentReply", "ask_human"]
+
+MAX_SAVED_STATE = 512 * 1024
+"""Bytes of JSON an agent may save to go on from after a person answers (`ask_human`)."""
 
 _CURRENT: contextvars.ContextVar[SubTask | None] = contextvars.ContextVar(
     "swarm_ray_subtask", default=None
@@ -66,6 +76,63 @@ class AgentReply:
     """LLM tokens spent."""
     warnings: tuple[str, ...] = ()
     """Degradations to show in the report."""
+
+
+def ask_human(
+    prompt: str,
+    *,
+    schema: dict[str, Any] | None = None,
+    timeout_s: float | None = 3600.0,
+    default: dict[str, Any] | None = None,
+    state: Any = None,
+    usage: TokenUsage | None = None,
+) -> NoReturn:
+    """Pause this attempt to ask the task's owner a question; never returns.
+
+    The sub-task waits (`waiting_for_human`) while the rest of the task goes on, durably:
+    an orchestrator restarted meanwhile still waits, and spends nothing on it. Once the
+    owner answers (validated against `schema`), or at `timeout_s` with `default`, the
+    sub-task runs again and `current_subtask().resume` is `{"answer": ..., "state": ...}`,
+    `state` being what is passed here (JSON data, at most `MAX_SAVED_STATE` bytes). With
+    no default, an unanswered question fails the sub-task with `human_timeout`. Asking
+    spends no retry; a sub-task asks at most 8 times.
+
+    Args:
+        prompt: The question, as the person reads it.
+        schema: JSON Schema of the answer, a JSON object (default: any object).
+        timeout_s: How long to wait (None: until answered).
+        default: The answer at the deadline.
+        state: What the agent needs to go on from where it stopped.
+        usage: The tokens this attempt spent before asking (they are accounted).
+
+    Raises:
+        AskedHumanError: always (the runtime turns it into the wait).
+        InvalidSpecError: a question that is not a valid `HumanAsk`, or state that is not
+            JSON data or too large.
+    """
+    try:
+        ask = HumanAsk.model_validate(
+            {
+                "prompt": prompt,
+                "schema": schema or {"type": "object"},
+                "timeout_s": timeout_s,
+                "default": default,
+            }
+        )
+        saved = json.dumps(state)
+    except (ValueError, TypeError) as exc:  # a pydantic ValidationError included
+        message = f"`ask_human` was called with a question it cannot ask: {exc}"
+        raise InvalidSpecError(message) from None
+    if len(saved) > MAX_SAVED_STATE:
+        raise InvalidSpecError(
+            f"`ask_human` state is {len(saved)} bytes of JSON; at most {MAX_SAVED_STATE}"
+        )
+    raise AskedHumanError(
+        f"paused to ask a person: {prompt[:200]}",
+        ask=ask.model_dump(mode="json", by_alias=True),
+        state=json.loads(saved),
+        usage=(usage or TokenUsage()).model_dump(),
+    )
 
 
 def error_result(
@@ -161,6 +228,16 @@ def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskRe
                 f"output of `{spec.id}` refused by the sanitizer: {'; '.join(findings[:5])}",
                 findings=findings,
             )
+    except AskedHumanError as exc:  # a pause, not a failure: what it spent still counts
+        spent = TokenUsage.model_validate(exc.details.pop("usage", None) or {})
+        return SubTaskResult(
+            **base,
+            error=SubTaskError.from_exception(exc),
+            usage=spent,
+            timings=Timings(
+                queued_at=subtask.queued_at, started_at=started, finished_at=time.time()
+            ),
+        )
     except SwarmError as exc:
         error = SubTaskError.from_exception(exc)
     except Exception as exc:  # an agent's bug must not take the executor down
