@@ -9,7 +9,8 @@ Inside a capability:
     `AgentReply` (an output with confidence, token usage or warnings),
     `current_subtask()` (the attempt being served), `ask_human()` (pausing the
     attempt for the task owner's answer), `run_child()` / `ChildOutcome`
-    (asking the orchestrator for a child sub-task), `state_dir()` (the swarm's state
+    (asking the orchestrator for a child sub-task), `task_spend()` (what the
+    task has spent so far), `state_dir()` (the swarm's state
     directory), `ResultStore` (where large outputs live), `declared_limits()` (the
     `extra` a capability declares for memory and CPU limits).
 
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.runtime._agent import AgentReply, ask_human, current_subtask, run_subtask
-from swarm_ray.runtime._children import ChildOutcome, run_child
+from swarm_ray.runtime._children import ChildOutcome, run_child, task_spend
 from swarm_ray.runtime._client import NAMESPACE, SwarmClient
 from swarm_ray.runtime._config import state_dir
 from swarm_ray.runtime._progress import follow_with_progress
@@ -44,6 +45,7 @@ __all__ = [
     "run_child",
     "run_subtask",
     "state_dir",
+    "task_spend",
 ]
 
 

@@ -94,6 +94,13 @@ def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
     print(f"task {record.task_id}  state {status.state}  progress {status.progress:.0%}")
     print(f"trace {record.trace_id}  template {status.template}")
     print(f"query {record.request.query!r}  items {len(record.request.items)}")
+    if status.usage is not None:
+        used = status.usage
+        print(
+            f"spent {used.total_tokens} tokens ({used.prompt_tokens} prompt, "
+            f"{used.completion_tokens} completion), cost {used.cost:.6g}, "
+            f"{used.compute_s:.1f} s of agent time"
+        )
     if status.subtasks:
         print("\nsub-tasks:")
         for sid, info in status.subtasks.items():

@@ -176,6 +176,18 @@ def test_an_empty_comparison_still_gives_a_report(tmp_path: Path) -> None:
     markdown = Path(files.markdown_path).read_text(encoding="utf-8")
     assert "No conflicts" in markdown and "None." in markdown
     assert files.chart_paths == {} and pq.read_table(files.parquet_path).num_rows == 0
+    assert "Spend" not in markdown  # not known outside a task: not made up
+
+
+def test_the_report_shows_what_the_task_spent(tmp_path: Path) -> None:
+    from swarm_ray.core._views import UsageView
+
+    empty = Comparison(entities=(), fields=(), cells=(), conflicts=(), rel_tolerance=0.01)
+    spend = UsageView(prompt_tokens=900, completion_tokens=100, total_tokens=1000, cost=0.0125)
+    files = render_report(ReportRequest(comparison=empty, out_dir=str(tmp_path), spend=spend))
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    assert "1000 model tokens (900 prompt, 100 completion), cost 0.0125" in markdown
+    assert json.loads(Path(files.json_path).read_text())["spend"]["cost"] == 0.0125
 
 
 def test_a_hundred_entities_stay_legible(tmp_path: Path) -> None:

@@ -86,7 +86,7 @@ def _run(tmp_path: Path) -> tuple[TaskRecord, Scheduler]:
             scores = {"factuality": {"score": 0.8}, "coherence": {"score": 0.6}}
             event = done(intent, at=clock[0], output=scores, timings=timings)
         else:
-            usage = TokenUsage(prompt_tokens=10, completion_tokens=3, calls=1)
+            usage = TokenUsage(prompt_tokens=10, completion_tokens=3, calls=1, cost=0.25)
             event = done(intent, at=clock[0], timings=timings, usage=usage, agent="agent-1")
         for out in scheduler.handle(event):
             if isinstance(out, Dispatch | Retry | Fallback):
@@ -122,12 +122,14 @@ def test_attempt_and_task_rows(tmp_path: Path) -> None:
     assert retried[1]["run_s"] == pytest.approx(1.99)
     assert retried[1]["wait_s"] == pytest.approx(0.01)
     assert retried[1]["prompt_tokens"] == 10 and retried[1]["agent"] == "agent-1"
+    assert retried[1]["cost"] == 0.25 and retried[0]["cost"] == 0.0
     assert json.loads(by_id["parse[0]"][0]["output_json"]) == {"text": "parse[0]"}
     (row,) = task.to_pylist()
     assert row["critical_path"] == ["parse[1]", "extract[1]", "judge"]
     assert row["critical_path_s"] == pytest.approx(0.99 + 1.99 * 2 + 0.49)
     assert row["critical_steps"] == 4 and row["total_steps"] == 6
     assert row["failed_attempts"] == 1
+    assert row["cost"] == pytest.approx(0.25 * 4) and row["owner"] is None  # 4 paid attempts
     assert row["wall_s"] == pytest.approx(record.updated_at)
     assert row["parallelism"] == pytest.approx(row["subtask_time_s"] / row["wall_s"])
     assert row["step_parallelism"] == pytest.approx(6 / 4)

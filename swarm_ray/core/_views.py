@@ -46,6 +46,8 @@ class SubTaskView(BaseModel):
     """Run time of every attempt, summed."""
     tokens: dict[str, int] = Field(default_factory=dict)
     """`prompt` and `completion` tokens of its attempts."""
+    cost: float = 0.0
+    """What its attempts cost (the endpoints' `prices`; 0 where none are set)."""
     critical: bool = False
     """Whether it lies on the task's critical path."""
     agent: str | None = None
@@ -136,6 +138,7 @@ def _subtask_view(
         "ended_at": history.ended_at,
         "run_s": round(history.run_s, 6),
         "tokens": {"prompt": history.prompt_tokens, "completion": history.completion_tokens},
+        "cost": round(history.cost, 9),
         "critical": critical,
     }
     if spec.parent is not None:  # a rule's or an agent's child: who spawned it

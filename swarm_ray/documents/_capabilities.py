@@ -21,7 +21,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.agent import AgentReply, declared_limits, state_dir
+from swarm_ray.agent import AgentReply, declared_limits, state_dir, task_spend
 from swarm_ray.core._access import ReadPath, WritePath
 from swarm_ray.core._capability import (
     CapabilitySpec,
@@ -369,6 +369,7 @@ def render_markdown(data: ReportIn) -> ReportFiles:
             watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
             fields=tuple(f for d in declared for f in d.fields),
             notes=_notes(data.results),
+            spend=task_spend(),
         )
     )
     if data.judgement is not None:

@@ -38,6 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.core._trace import short_id
+from swarm_ray.core._views import UsageView
 from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
 from swarm_ray.documents._dimensions import FIELDS_GROUP, FieldSpec
@@ -97,6 +98,9 @@ class ReportRequest(BaseModel):
     notes: dict[str, str] = {}
     """Source document id -> a note for the reader (`covers 3 part numbers: ...`)."""
     title: str = "Document comparison"
+    spend: UsageView | None = None
+    """What the task spent before its report (`swarm_ray.agent.task_spend`); None: not
+    known (the report ran outside an orchestrator's task)."""
 
 
 class ReportFiles(BaseModel):
@@ -266,6 +270,7 @@ def _markdown(
         f"{len(documents)} documents, {len(comparison.entities)} entities, "
         f"{len(request.facts)} facts, {len(comparison.conflicts)} conflicts, "
         f"{len(request.warnings)} warnings.",
+        *_spend_line(request.spend),
         "",
         "## Sources",
         "",
@@ -320,6 +325,18 @@ def _markdown(
     lines += ["", "## Warnings", ""]
     lines += [f"- {' '.join(w.split())}" for w in request.warnings] or ["None."]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n"
+
+
+def _spend_line(spend: UsageView | None) -> list[str]:
+    if spend is None:
+        return []
+    cost = f", cost {spend.cost:.6g}" if spend.cost else ", no prices set (cost 0)"
+    return [
+        "",
+        f"Spend before this report: {spend.total_tokens} model tokens "
+        f"({spend.prompt_tokens} prompt, {spend.completion_tokens} completion){cost}, "
+        f"{spend.compute_s:.1f} s of agent time.",
+    ]
 
 
 def _fact_rows(request: ReportRequest) -> list[dict[str, object]]:
@@ -411,6 +428,7 @@ def render_report(request: ReportRequest) -> ReportFiles:
         ],
         "charts": {d: [f"charts/{n}" for n in names] for d, names in charts.items()},
         "warnings": list(request.warnings),
+        "spend": None if request.spend is None else request.spend.model_dump(mode="json"),
         "unstated_fields": unstated,
         "fact_count": len(request.facts),
         "facts": rows,

@@ -46,6 +46,7 @@ from swarm_ray.core._errors import (
 from swarm_ray.core._plan import nesting_depth
 from swarm_ray.core._signals import ChildAdded
 from swarm_ray.core._subtask import SubTask, SubTaskError, SubTaskSpec, TokenUsage
+from swarm_ray.core._views import UsageView
 from swarm_ray.runtime._agent import current_subtask
 
 if TYPE_CHECKING:
@@ -281,3 +282,26 @@ def run_child(
             capability_id=capability_id,
         ) from None
     return outcome
+
+
+def task_spend(timeout_s: float = 10.0) -> UsageView | None:
+    """What the running sub-task's task has spent so far (tokens, cost, compute), or None.
+
+    An aggregate stage reports it (the documents report's *Spend* line): it runs last, so
+    nearly everything is counted. None outside an orchestrator's sub-task, or when the
+    orchestrator does not answer in `timeout_s`: the spend is something to show, never a
+    reason to fail.
+    """
+    subtask = current_subtask()
+    if subtask is None or not subtask.orchestrator:
+        return None
+    import ray
+
+    try:
+        namespace, _, name = subtask.orchestrator.partition("/")
+        actor = ray.get_actor(name, namespace=namespace)
+        status: Any = ray.get(actor.status.remote(subtask.task_id), timeout=timeout_s)
+    except Exception:  # an orchestrator away or restarting: nothing to show
+        return None
+    usage: UsageView | None = status.usage
+    return usage

@@ -96,6 +96,7 @@ ATTEMPT_SCHEMA = pa.schema(
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
         ("model_calls", pa.int64()),
+        ("cost", pa.float64()),
         ("watermark", pa.string()),
         ("on_critical_path", pa.bool_()),
     ]
@@ -130,6 +131,8 @@ TASK_SCHEMA = pa.schema(
         ("rewards", pa.list_(pa.struct([("judge", pa.string()), ("score", pa.float64())]))),
         ("prompt_tokens", pa.int64()),
         ("completion_tokens", pa.int64()),
+        ("cost", pa.float64()),
+        ("owner", pa.string()),
         ("warnings", pa.int64()),
         ("error_code", pa.string()),
         ("rollout_version", pa.int64()),
@@ -173,6 +176,7 @@ def _attempt_row(
         prompt_tokens=r.usage.prompt_tokens,
         completion_tokens=r.usage.completion_tokens,
         model_calls=r.usage.calls,
+        cost=r.usage.cost,
         watermark=r.watermark or None,
     )
     return row
@@ -319,6 +323,8 @@ def rollout_rows(record: TaskRecord, scheduler: Scheduler, results: ResultStore)
         "rewards": rewards,
         "prompt_tokens": usage.prompt_tokens,
         "completion_tokens": usage.completion_tokens,
+        "cost": usage.cost,
+        "owner": record.owner,
         "warnings": len(record.warnings),
         "error_code": str(record.error.code) if record.error else None,
         "rollout_version": ROLLOUT_VERSION,

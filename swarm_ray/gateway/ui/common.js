@@ -133,6 +133,12 @@ const SwarmUI = (() => {
     return `${Math.round((fraction || 0) * 100)}%`;
   }
 
+  function money(value) {
+    // in the unit of the endpoints' `prices`; 0 where none are set
+    if (!value) return "0";
+    return value < 0.01 ? value.toPrecision(2) : value.toFixed(value < 10 ? 4 : 2);
+  }
+
   function shortToken(token) {
     if (!token) return "–";
     return token.length > 22 ? `${token.slice(0, 10)}…${token.slice(-8)}` : token;
@@ -140,5 +146,5 @@ const SwarmUI = (() => {
 
   const TERMINAL = new Set(["completed", "failed", "cancelled"]);
 
-  return { AuthError, api, el, svg, signIn, when, seconds, percent, shortToken, key, TERMINAL };
+  return { AuthError, api, el, svg, signIn, when, seconds, percent, money, shortToken, key, TERMINAL };
 })();

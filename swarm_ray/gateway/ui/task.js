@@ -3,7 +3,7 @@
 "use strict";
 
 (() => {
-  const { api, el, svg, signIn, when, seconds, percent, shortToken, TERMINAL } = SwarmUI;
+  const { api, el, svg, signIn, when, seconds, percent, money, shortToken, TERMINAL } = SwarmUI;
   const taskId = decodeURIComponent(location.pathname.replace(/^\/ui\/tasks\//, "").replace(/\/$/, ""));
   // A sub-task only moves forward: pending -> running/held -> settled. Merging by rank lets
   // a status fetched from REST and events replayed from the socket arrive in any order.
@@ -310,6 +310,7 @@
           : "–",
       ],
       ["tokens", `${usage.prompt_tokens || 0} in · ${usage.completion_tokens || 0} out`],
+      ["cost", money(usage.cost)],
     ];
     $("task-facts").replaceChildren(
       ...facts.map(([name, value]) => el("span", { class: "fact" }, el("b", {}, name), " ", value)),
@@ -369,6 +370,7 @@
       ["ended", rel(sub.ended_at)],
       ["run time", seconds(sub.run_s)],
       ["tokens", sub.tokens ? `${sub.tokens.prompt} in · ${sub.tokens.completion} out` : "–"],
+      ["cost", money(sub.cost)],
       ["watermark", el("code", { title: sub.watermark || "" }, shortToken(sub.watermark))],
       ["critical path", sub.critical ? "yes" : "no"],
     ];
