@@ -409,3 +409,13 @@ def test_gc_thresholds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
     finally:
         gc.set_threshold(*before)
         gc.unfreeze()
+
+
+def test_a_spent_budget_is_429_naming_its_limit_and_bad_input_stays_422() -> None:
+    from swarm_ray.core._errors import BudgetExceededError, InvalidSpecError
+    from swarm_ray.gateway._http import http_error
+
+    spent = http_error(BudgetExceededError("spent", limit="daily.max_cost", value=2, maximum=1))
+    assert spent.status_code == 429
+    assert spent.detail == {"detail": "spent", "code": "budget_exceeded", "limit": "daily.max_cost"}
+    assert http_error(InvalidSpecError("bad")).status_code == 422

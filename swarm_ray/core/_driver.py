@@ -189,6 +189,9 @@ class TaskDriver:
         """Identity of the request and plans last written to the log (see `_save`)."""
         self.orchestrator: str | None = None
         """`namespace/name` of the orchestrator actor driving this task (set by it)."""
+        self.allowance: Callable[[TaskDriver], BudgetExceededError | None] | None = None
+        """Set by the orchestrator when the owner has a daily budget: the error once the
+        owner's spend is past it (checked as results arrive, like `request.budget`)."""
 
     # ---- creation and recovery --------------------------------------------------------
 
@@ -540,10 +543,12 @@ class TaskDriver:
         self._keep_to_budget(out)
 
     def _over_budget(self) -> BudgetExceededError | None:
-        """The error of a task that spent past its request's `budget`, else None."""
-        budget = self.record.request.budget
-        if budget is None or self.state.terminal:
+        """The error of a task past its request's `budget` or its owner's `allowance`."""
+        if self.state.terminal:
             return None
+        budget = self.record.request.budget
+        if budget is None:
+            return None if self.allowance is None else self.allowance(self)
         used = self.usage()
         over = [
             (limit, value, maximum, unit)
@@ -554,7 +559,7 @@ class TaskDriver:
             if maximum is not None and value > maximum
         ]
         if not over:
-            return None
+            return None if self.allowance is None else self.allowance(self)
         limit, value, maximum, unit = over[0]
         return BudgetExceededError(
             f"task `{self.task_id}` spent {value:g} {unit}, over its `{limit}` of {maximum:g}; "

@@ -12,6 +12,7 @@ from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
 from swarm_ray.core._errors import (
     AnswerRefusedError,
+    BudgetExceededError,
     InvalidInputError,
     SwarmError,
     SwarmUserError,
@@ -98,6 +99,9 @@ def http_error(exc: SwarmError) -> HTTPException:
         status = 403 if exc.details.get("reason") == "not_owner" else 409
         body = {"detail": exc.message, "code": code, "reason": exc.details.get("reason")}
         return HTTPException(status, detail=body)
+    if isinstance(exc, BudgetExceededError):  # the principal's daily budget is spent
+        body = {"detail": exc.message, "code": code, "limit": exc.details.get("limit")}
+        return HTTPException(429, detail=body)
     if isinstance(exc, InvalidInputError) and "capability_id" not in exc.details:
         fields = [  # an answer to a person's question (`core._human`)
             {

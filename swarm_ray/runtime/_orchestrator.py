@@ -54,6 +54,7 @@ from swarm_ray.core._commands import (
 )
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._errors import (
+    BudgetExceededError,
     InputNotAllowedError,
     RecordUnreadableError,
     StateStoreError,
@@ -67,7 +68,7 @@ from swarm_ray.core._limits import RequestLimits
 from swarm_ray.core._planning import PLAN_SUBTASK
 from swarm_ray.core._principal import LOCAL, Principal
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
-from swarm_ray.core._subtask import SubTaskResult
+from swarm_ray.core._subtask import SubTaskResult, TokenUsage
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._trace import trace_tokens
 from swarm_ray.core._views import TaskStatus, status_view
@@ -89,6 +90,7 @@ from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
+from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._store import open_state_store
 from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
 from swarm_ray.runtime._uploads import Uploads
@@ -126,6 +128,7 @@ class Orchestrator:
         self._rollouts = RolloutWriter(self._results)
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
+        self._spend = DailySpend.from_env(self._store)
         self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
         self._open_by_owner: dict[str, set[str]] = defaultdict(set)
@@ -238,6 +241,8 @@ class Orchestrator:
         self._finished.setdefault(driver.task_id, asyncio.Event())
         if driver.record.owner is not None and not driver.state.terminal:
             self._open_by_owner[driver.record.owner].add(driver.task_id)
+            if self._spend.limit_of(driver.record.owner) is not None:
+                driver.allowance = self._allowance
 
         if driver.state.terminal:
             self._ended(driver)
@@ -257,6 +262,23 @@ class Orchestrator:
             self._drivers.pop(old, None)
             self._finished.pop(old, None)
             self._changed.pop(old, None)
+
+    def _open_usage(self, owner: str) -> list[TokenUsage]:
+        """What `owner`'s open tasks have spent so far, each."""
+        drivers = (self._drivers.get(t) for t in self._open_by_owner.get(owner, ()))
+        return [d.usage() for d in drivers if d is not None and not d.state.terminal]
+
+    def _allowance(self, driver: TaskDriver) -> BudgetExceededError | None:
+        """`TaskDriver.allowance`: past its owner's daily budget, the task stops."""
+        owner = driver.record.owner
+        return None if owner is None else self._spend.over(owner, self._open_usage(owner))
+
+    def _count_spend(self, driver: TaskDriver) -> None:
+        """Put an ended task's spend on its owner's tally for today (see `_spend`)."""
+        try:
+            self._spend.ended(driver.record.owner, driver.task_id, driver.usage())
+        except StateStoreError as exc:  # the task's own end is stored; the tally waits
+            _log.warning("task %s: its spend was not counted: %s", driver.task_id, exc)
 
     def _free_uploads(self, record: TaskRecord) -> None:
         """Delete the owner's uploads an ended task names, when its request asks to."""
@@ -337,6 +359,9 @@ class Orchestrator:
             return intake.task_id
         if intake.owner is not None:
             self._limits.check_open(self._open_of(intake.owner))
+            over = self._spend.over(intake.owner, self._open_usage(intake.owner), new=True)
+            if over is not None:
+                raise over
         driver = TaskDriver.create(
             intake.request,
             task_id=intake.task_id,
@@ -745,6 +770,7 @@ class Orchestrator:
                     self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._observer.ended(driver.record, driver.usage())
+                    self._count_spend(driver)
                     self._ended(driver)
                     record_rollout(driver, self._rollouts)  # Parquet under the result store
                 case _:
