@@ -8,7 +8,8 @@ runtime; this module only names the seam.
 Inside a capability:
     `AgentReply` (an output with confidence, token usage or warnings),
     `current_subtask()` (the attempt being served), `ask_human()` (pausing the
-    attempt for the task owner's answer), `run_child()` / `ChildOutcome`
+    attempt for the task owner's answer), `record_call()` (a model or tool call, for
+    the trace), `run_child()` / `ChildOutcome`
     (asking the orchestrator for a child sub-task), `task_spend()` (what the
     task has spent so far), `state_dir()` (the swarm's state
     directory), `ResultStore` (where large outputs live), `declared_limits()` (the
@@ -23,7 +24,13 @@ Hosting agents (a Serve deployment, a job's driver):
 from __future__ import annotations
 
 from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.runtime._agent import AgentReply, ask_human, current_subtask, run_subtask
+from swarm_ray.runtime._agent import (
+    AgentReply,
+    ask_human,
+    current_subtask,
+    record_call,
+    run_subtask,
+)
 from swarm_ray.runtime._children import ChildOutcome, run_child, task_spend
 from swarm_ray.runtime._client import NAMESPACE, SwarmClient
 from swarm_ray.runtime._config import state_dir
@@ -42,6 +49,7 @@ __all__ = [
     "declared_limits",
     "deployment_names",
     "follow_with_progress",
+    "record_call",
     "run_child",
     "run_subtask",
     "state_dir",

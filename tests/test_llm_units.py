@@ -271,3 +271,27 @@ def test_an_endpoints_prices_give_each_completion_its_cost() -> None:
     assert paid.usage.cost == pytest.approx(2 * tokens[0] + 4 * tokens[1])
     assert (paid.usage + paid.usage).cost == pytest.approx(2 * paid.usage.cost)
     assert hasattr(priced, "complete_tools") == hasattr(plain, "complete_tools")
+
+
+def test_an_attempt_keeps_its_engines_calls_for_the_trace_and_no_more_than_its_bound() -> None:
+    """Inside an attempt every completion of a loaded engine is noted (`SubTaskResult.calls`);
+    outside one, nothing is; past `MAX_CALL_RECORDS` the rest are dropped."""
+    from swarm_ray.core._subtask import MAX_CALL_RECORDS, CallRecord
+    from swarm_ray.llm import EngineConfig, EngineKind, GenerationParams, Message, load_engine
+    from swarm_ray.runtime import _agent
+
+    engine = load_engine(EngineConfig(kind=EngineKind.SCRIPTED, script=("two words",)))
+    messages = [Message(role="user", content="hi")]
+    engine.complete(messages, GenerationParams())  # outside an attempt: not kept anywhere
+    calls: list[CallRecord] = []
+    token = _agent._CALLS.set(calls)
+    try:
+        for _ in range(MAX_CALL_RECORDS + 5):
+            engine.complete(messages, GenerationParams())
+    finally:
+        _agent._CALLS.reset(token)
+    assert len(calls) == MAX_CALL_RECORDS
+    first = calls[0]
+    assert (first.kind, first.name, first.provider) == ("llm", "scripted", "scripted")
+    assert first.error is None
+    assert first.output_tokens == 2 and first.started_at <= first.finished_at

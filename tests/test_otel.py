@@ -9,6 +9,7 @@ Tasks run through that orchestrator, directly and through a real Serve gateway.
 from __future__ import annotations
 
 import gzip
+import json
 import secrets
 import threading
 from collections.abc import Iterator
@@ -133,7 +134,7 @@ def traced(
     import swarm_ray
 
     client = swarm_ray.connect(
-        catalogs=["swarm_ray.testing:testing_catalog"],
+        catalogs=["swarm_ray.testing:testing_catalog", "swarm_ray.llm._testing:agents_catalog"],
         state_dir=tmp_path_factory.mktemp("otel-swarm"),
         name=NAME,
         env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "swarm-test"},
@@ -220,6 +221,48 @@ def test_a_task_is_one_trace_whose_spans_follow_its_plan(
     other_root, other_spans = _trace_of(receiver, other.task_id)
     assert other_root.trace_id == other.trace_id != record.trace_id
     assert len(other_spans) == 2  # one echo and the join, each right the first time
+
+
+def test_an_agents_model_and_tool_calls_are_gen_ai_spans_under_its_attempt(
+    traced: SwarmClient, receiver: Receiver
+) -> None:
+    """The tool agent's turns are `chat` spans and its tool call an `execute_tool` span,
+    children of its attempt's span; the tool's own sub-task is an attempt of the task."""
+    steps = [
+        {"tool": "test__tool__echo", "arguments": {"text": "hi"}},
+        {"tool": "final", "arguments": {"answer": "done"}},
+    ]
+    task = f"Do the task.\nSCRIPT: {json.dumps(steps)}"
+    params = {"task": task, "tools": ["test.tool.echo"]}
+    record = traced.run(template="scripted_agent_once", params=params)
+    assert record.machine.state is TaskState.COMPLETED, record.error
+    root, spans = _trace_of(receiver, record.task_id)
+    by_name: dict[str, list[Received]] = {}
+    for span in spans:
+        by_name.setdefault(span.span.name, []).append(span)
+    (agent,) = by_name["swarm.attempt test.agent.scripted"]
+    (child,) = by_name["swarm.attempt test.tool.echo"]
+    assert agent.parent_id == root.span_id and child.parent_id == root.span_id
+    chats = by_name["chat scripted"]
+    (tool,) = by_name["execute_tool test__tool__echo"]
+    assert len(chats) == 2  # the turn that called the tool, and the answer
+    for call in (*chats, tool):
+        assert call.parent_id == agent.span_id
+        assert agent.span.start_time_unix_nano <= call.span.start_time_unix_nano
+        assert call.span.end_time_unix_nano <= agent.span.end_time_unix_nano
+    for chat in chats:
+        assert chat.attributes["gen_ai.operation.name"] == "chat"
+        assert chat.attributes["gen_ai.request.model"] == "scripted"
+        assert chat.attributes["gen_ai.provider.name"] == "scripted"
+        assert chat.attributes["gen_ai.usage.output_tokens"] > 0
+        assert chat.span.kind == Span.SPAN_KIND_CLIENT
+    assert tool.attributes["gen_ai.operation.name"] == "execute_tool"
+    assert tool.attributes["gen_ai.tool.name"] == "test__tool__echo"
+    assert tool.attributes["gen_ai.provider.name"] == "swarm"
+    assert tool.span.status.code != Status.STATUS_CODE_ERROR
+    # the tool ran while its call was open: the child's attempt lies inside it
+    assert tool.span.start_time_unix_nano <= child.span.end_time_unix_nano
+    assert child.span.end_time_unix_nano <= tool.span.end_time_unix_nano
 
 
 def test_a_cancelled_task_is_traced_to_its_end(

@@ -8,7 +8,7 @@ is one dispatched attempt of it, with its input resolved and its watermark. A
 from __future__ import annotations
 
 import hashlib
-from typing import Any, Self
+from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
@@ -197,6 +197,32 @@ def effects_keys(task_id: str, subtask_id: str, attempt: int) -> tuple[str, str]
     return f"{base}/{attempt}.started", f"{base}/{attempt}.json"
 
 
+class CallRecord(BaseModel):
+    """One model or tool call an attempt made (a `gen_ai` span of its trace)."""
+
+    model_config = _FROZEN
+
+    kind: Literal["llm", "tool"]
+    """A model's completion, or a tool's call."""
+    name: str
+    """The model, or the tool as the model named it."""
+    provider: str | None = None
+    """Who served it: the engine kind (`openai`, `llama_cpp`, `vllm`), `mcp` or `swarm`
+    (a capability called as a tool)."""
+    started_at: float
+    finished_at: float
+    """Wall-clock times (seconds since the epoch)."""
+    input_tokens: int = 0
+    output_tokens: int = 0
+    """A model call's tokens."""
+    error: str | None = None
+    """Why it failed, in short (None: it answered)."""
+
+
+MAX_CALL_RECORDS = 64
+"""Calls one attempt's result keeps (the first ones): a trace, not an unbounded log."""
+
+
 class SubTaskResult(BaseModel):
     """What every executor returns for one attempt."""
 
@@ -231,6 +257,8 @@ class SubTaskResult(BaseModel):
     node_id: str | None = None
     """The Ray node it ran on (None where no Ray runs, or when the runtime made the result
     because the attempt never came back)."""
+    calls: tuple[CallRecord, ...] = Field(default=(), max_length=MAX_CALL_RECORDS)
+    """The model and tool calls it made, in order (traced as `gen_ai` spans)."""
 
     @property
     def ok(self) -> bool:

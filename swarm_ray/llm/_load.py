@@ -9,11 +9,13 @@ engines, so the vocabulary and the factory form no import circle.
 from __future__ import annotations
 
 import os
+import time
 from typing import Any
 
-from swarm_ray.agent import current_subtask
+from swarm_ray.agent import current_subtask, record_call
 from swarm_ray.core._catalog import load_entrypoint
 from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core._subtask import CallRecord
 from swarm_ray.llm._engine import Completion, Engine, EngineConfig, EngineKind, Prices
 from swarm_ray.llm._settings import engine_config_for
 
@@ -32,30 +34,57 @@ def _gpu_visible() -> bool:
     return bool(devices) and devices not in ("-1", "NoDevFiles")
 
 
-class _Priced:
-    """An engine whose completions carry their cost (`EngineConfig.prices`).
+class _Accounted:
+    """An engine whose completions carry their cost and are noted on the attempt.
 
-    Everything else is the wrapped engine's: its attributes (`model`, `concurrent`,
-    `complete_tools` where it has one) are looked up on it.
+    Each completion gets its cost from `EngineConfig.prices` (when set) and is recorded
+    as a call of the attempt being served (`swarm_ray.agent.record_call`: a `chat` span
+    of the task's trace). Everything else is the wrapped engine's: its attributes
+    (`model`, `concurrent`, `complete_tools` where it has one) are looked up on it.
     """
 
-    def __init__(self, engine: Engine, prices: Prices) -> None:
+    def __init__(self, engine: Engine, prices: Prices | None, provider: str) -> None:
         self._engine = engine
         self._prices = prices
+        self._provider = provider
 
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._engine, name)
-        if not callable(found):
+        if not callable(found) or not name.startswith("complete"):
             return found
 
-        def priced(*args: Any, **kwargs: Any) -> Any:
-            answer = found(*args, **kwargs)
+        def accounted(*args: Any, **kwargs: Any) -> Any:
+            started = time.time()
+            try:
+                answer = found(*args, **kwargs)
+            except Exception as exc:
+                self._record(started, None, f"{type(exc).__name__}: {exc}"[:200])
+                raise
             if isinstance(answer, Completion):
-                usage = answer.usage.model_copy(update={"cost": self._prices.cost(answer.usage)})
-                return answer.model_copy(update={"usage": usage})
+                if self._prices is not None:
+                    cost = self._prices.cost(answer.usage)
+                    answer = answer.model_copy(
+                        update={"usage": answer.usage.model_copy(update={"cost": cost})}
+                    )
+                self._record(started, answer, None)
             return answer
 
-        return priced
+        return accounted
+
+    def _record(self, started: float, answer: Completion | None, error: str | None) -> None:
+        usage = answer.usage if answer is not None else None
+        record_call(
+            CallRecord(
+                kind="llm",
+                name=str(getattr(self._engine, "model", "model")),
+                provider=self._provider,
+                started_at=started,
+                finished_at=time.time(),
+                input_tokens=usage.prompt_tokens if usage is not None else 0,
+                output_tokens=usage.completion_tokens if usage is not None else 0,
+                error=error,
+            )
+        )
 
 
 def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
@@ -70,10 +99,15 @@ def load_engine(config: EngineConfig, *, num_gpus: float = 0.0) -> Engine:
         InvalidSpecError: the engine's package or model is missing.
     """
     engine = _load(config, num_gpus)
-    if config.prices is None:
-        return engine
-    priced: Engine = _Priced(engine, config.prices)
-    return priced
+    accounted: Engine = _Accounted(engine, config.prices, _provider(config, engine))
+    return accounted
+
+
+def _provider(config: EngineConfig, engine: Engine) -> str:
+    """The `gen_ai.provider.name` of an engine: the kind it was loaded as."""
+    if config.kind is not EngineKind.AUTO:
+        return str(config.kind.value)
+    return "vllm" if "vllm" in type(engine).__module__ else "llama_cpp"
 
 
 def _load(config: EngineConfig, num_gpus: float) -> Engine:

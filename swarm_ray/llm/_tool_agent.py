@@ -30,6 +30,7 @@ counted on the child.
 
 from __future__ import annotations
 
+import contextvars
 import json
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
@@ -392,7 +393,12 @@ class _Run:
             outcomes = [self.box.call(allowed[0].name, allowed[0].arguments)]
         else:
             with ThreadPoolExecutor(max_workers=min(8, len(allowed))) as pool:
-                outcomes = list(pool.map(lambda c: self.box.call(c.name, c.arguments), allowed))
+                # each call in a copy of this context: the attempt's call log goes along
+                futures = [
+                    pool.submit(contextvars.copy_context().run, self.box.call, c.name, c.arguments)
+                    for c in allowed
+                ]
+                outcomes = [f.result() for f in futures]
         outcomes += [
             ToolOutcome(
                 tool=c.name,

@@ -34,9 +34,9 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.agent import run_child
+from swarm_ray.agent import record_call, run_child
 from swarm_ray.core._errors import InvalidSpecError, SwarmError
-from swarm_ray.core._subtask import SubTask
+from swarm_ray.core._subtask import CallRecord, SubTask
 from swarm_ray.llm._mcp import mcp_pool
 from swarm_ray.llm._settings import McpServer, llm_settings, resolve
 
@@ -267,12 +267,25 @@ class Toolbox:
                 "it runs after one only when the request sets `allow_side_effects`"
             )
         self.answered = True
+        began = time.time()
         try:
             if tool.kind == "capability":
-                return self._capability(tool, arguments, parsed, started)
-            return self._mcp(tool, arguments, parsed, started)
+                outcome = self._capability(tool, arguments, parsed, started)
+            else:
+                outcome = self._mcp(tool, arguments, parsed, started)
         except SwarmError as exc:
-            return refuse(f"`{name}` failed ({exc.code}): {exc.message}")
+            outcome = refuse(f"`{name}` failed ({exc.code}): {exc.message}")
+        record_call(  # an `execute_tool` span of the trace
+            CallRecord(
+                kind="tool",
+                name=name,
+                provider="mcp" if tool.kind == "mcp" else "swarm",
+                started_at=began,
+                finished_at=time.time(),
+                error=None if outcome.ok else outcome.content[:200],
+            )
+        )
+        return outcome
 
     def _capability(
         self, tool: Tool, arguments: str, parsed: dict[str, Any], started: float

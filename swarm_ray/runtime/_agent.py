@@ -41,6 +41,8 @@ from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sanitize import sanitize_output
 from swarm_ray.core._subtask import (
+    MAX_CALL_RECORDS,
+    CallRecord,
     SubTask,
     SubTaskError,
     SubTaskResult,
@@ -59,9 +61,25 @@ _CURRENT: contextvars.ContextVar[SubTask | None] = contextvars.ContextVar(
 )
 
 
+_CALLS: contextvars.ContextVar[list[CallRecord] | None] = contextvars.ContextVar(
+    "swarm_ray_calls", default=None
+)
+
+
 def current_subtask() -> SubTask | None:
     """The sub-task attempt the calling code runs for (None outside a capability)."""
     return _CURRENT.get()
+
+
+def record_call(call: CallRecord) -> None:
+    """Note a model or tool call on the attempt being served (its trace shows it).
+
+    Engines loaded by `swarm_ray.llm` and the tool agent's tools record their calls
+    themselves. Outside an attempt, and past `MAX_CALL_RECORDS` calls, nothing is kept.
+    """
+    calls = _CALLS.get()
+    if calls is not None and len(calls) < MAX_CALL_RECORDS:
+        calls.append(call)
 
 
 @dataclass(frozen=True)
@@ -200,6 +218,7 @@ def run_subtask(
 def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskResult:
     started = time.time()
     registry = Registry([spec])
+    calls: list[CallRecord] = []
     base = {
         "task_id": subtask.task_id,
         "subtask_id": subtask.subtask_id,
@@ -214,11 +233,12 @@ def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskRe
             raise InvalidSpecError(f"capability `{spec.id}` has no entrypoint to run")
         function = load_entrypoint(spec.entrypoint)
         model = registry.validate_input(spec.id, subtask.input)
-        token = _CURRENT.set(subtask)
+        token, calls_token = _CURRENT.set(subtask), _CALLS.set(calls)
         try:
             reply = function(model)
         finally:
             _CURRENT.reset(token)
+            _CALLS.reset(calls_token)
         if not isinstance(reply, AgentReply):
             reply = AgentReply(output=reply)
         output = registry.validate_output(spec.id, reply.output)
@@ -233,6 +253,7 @@ def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskRe
         return SubTaskResult(
             **base,
             error=SubTaskError.from_exception(exc),
+            calls=tuple(calls),
             usage=spent,
             timings=Timings(
                 queued_at=subtask.queued_at, started_at=started, finished_at=time.time()
@@ -246,6 +267,7 @@ def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskRe
         return SubTaskResult(
             **base,
             output=data,
+            calls=tuple(calls),
             confidence=reply.confidence,
             usage=reply.usage,
             warnings=reply.warnings,
@@ -256,5 +278,6 @@ def _run(spec: CapabilitySpec, subtask: SubTask, agent: str | None) -> SubTaskRe
     return SubTaskResult(
         **base,
         error=error,
+        calls=tuple(calls),
         timings=Timings(queued_at=subtask.queued_at, started_at=started, finished_at=time.time()),
     )

@@ -6,8 +6,13 @@ no tracing setup of their own:
     swarm.task <template or planner>   the task, from its creation to its end
       swarm.plan <planner>             each attempt of the planning call (planner tasks)
       swarm.attempt <capability>       each accepted attempt, queued_at .. finished_at
+        chat <model>                   each model call it made (GenAI conventions)
+        execute_tool <tool>            each tool or MCP call it made
 
-An attempt's span is sent when its result is accepted, with the attempt's own `Timings`
+The model and tool calls come with the attempt's result (`SubTaskResult.calls`: the
+engines `swarm_ray.llm` loads and the tool agent's tools note them while the attempt
+runs), so they too need no tracing in the agents. An attempt's span is sent when its
+result is accepted, with the attempt's own `Timings`
 as its times; the task's root span is sent when the task ends. The root's span id is
 derived from the task (`root_span_id`), so attempt spans sent earlier, or before a
 restart of the orchestrator, name it as their parent before it exists.
@@ -38,7 +43,7 @@ from typing import TYPE_CHECKING, Any, cast
 from swarm_ray.core._errors import ErrorCode, WatermarkRejectedError
 from swarm_ray.core._planning import PLAN_SUBTASK
 from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core._subtask import CallRecord, SubTaskResult, TokenUsage
 from swarm_ray.core._trace import short_id
 from swarm_ray.core._traceparent import parse_traceparent
 
@@ -183,7 +188,44 @@ class TaskTraces:
             if result.error.code is not ErrorCode.CANCELLED:  # halted, not failed
                 span.set_attribute("error.type", str(result.error.code))
                 span.set_status(Status(StatusCode.ERROR, result.error.message[:500]))
+        if result.calls:
+            from opentelemetry import trace
+
+            inside = trace.set_span_in_context(span)
+            for call in result.calls:
+                self._call(call, inside)
         span.end(end_time=_ns(end))
+
+    def _call(self, call: CallRecord, parent: Context) -> None:
+        """A model call (`chat MODEL`) or a tool call (`execute_tool TOOL`) of an attempt.
+
+        Named and described by OpenTelemetry's GenAI semantic conventions (`gen_ai.*`).
+        """
+        from opentelemetry.trace import SpanKind, Status, StatusCode
+
+        attributes: dict[str, AttributeValue] = {}
+        if call.provider is not None:
+            attributes["gen_ai.provider.name"] = call.provider
+        if call.kind == "llm":
+            name = f"chat {call.name}"
+            attributes |= {
+                "gen_ai.operation.name": "chat",
+                "gen_ai.request.model": call.name,
+                "gen_ai.usage.input_tokens": call.input_tokens,
+                "gen_ai.usage.output_tokens": call.output_tokens,
+            }
+            kind = SpanKind.CLIENT
+        else:
+            name = f"execute_tool {call.name}"
+            attributes |= {"gen_ai.operation.name": "execute_tool", "gen_ai.tool.name": call.name}
+            kind = SpanKind.INTERNAL
+        span = self._tracer.start_span(
+            name, context=parent, kind=kind, start_time=_ns(call.started_at), attributes=attributes
+        )
+        if call.error is not None:
+            span.set_attribute("error.type", "tool_error" if call.kind == "tool" else "llm_error")
+            span.set_status(Status(StatusCode.ERROR, call.error))
+        span.end(end_time=_ns(max(call.started_at, call.finished_at)))
 
     def ended(self, record: TaskRecord, usage: TokenUsage) -> None:
         """Send a task's root span (it ended now), then flush its spans off the loop."""
