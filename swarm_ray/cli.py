@@ -23,6 +23,7 @@ import os
 import sys
 from collections.abc import Sequence
 from datetime import UTC, datetime
+from typing import Any
 
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.runtime._client import (
@@ -150,16 +151,24 @@ def _cmd_answer(client: SwarmClient, args: argparse.Namespace) -> int:
 
 def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
     params = json.loads(args.params) if args.params else {}
+    budget = {k: v for k, v in (("max_cost", args.max_cost), ("max_tokens", args.max_tokens)) if v}
     task_id = client.submit(
-        template=args.template, items=tuple(args.items), params=params, query=args.query or ""
+        template=args.template,
+        items=tuple(args.items),
+        params=params,
+        query=args.query or "",
+        budget=budget or None,
     )
     print(f"task {task_id} submitted", file=sys.stderr)
     for _event in follow_with_progress(client, task_id, stream=sys.stderr):
         pass  # a bar per stage on a terminal, plain lines otherwise
     status = client.status(task_id)
-    print(
-        json.dumps({"task_id": task_id, "state": status.state, "output": status.output}, indent=2)
-    )
+    result: dict[str, Any] = {"task_id": task_id, "state": status.state, "output": status.output}
+    if status.usage is not None:
+        result["usage"] = status.usage.model_dump(mode="json")
+    if status.error:
+        result["error"] = status.error
+    print(json.dumps(result, indent=2))
     return 0 if status.state == "completed" else 1
 
 
@@ -222,6 +231,8 @@ def build_parser() -> argparse.ArgumentParser:
     run.add_argument("items", nargs="*")
     run.add_argument("--params", help="JSON object of template parameters")
     run.add_argument("--query", help="the request in words")
+    run.add_argument("--max-cost", type=float, help="stop the task past this cost (its budget)")
+    run.add_argument("--max-tokens", type=int, help="stop the task past this many model tokens")
     gateway = sub.add_parser("serve", help="run the HTTP gateway on Ray Serve")
     gateway.add_argument("--host", default="127.0.0.1", help="address to listen on")
     gateway.add_argument("--port", type=int, default=8000)

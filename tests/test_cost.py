@@ -80,6 +80,12 @@ def test_a_fan_out_of_fifty_stops_within_one_attempts_cost_of_its_budget(
     shown = capsys.readouterr().out
     assert f"cost {status.usage.cost:.6g}" in shown  # what a newcomer reads
 
+    run = ["--name", ORCHESTRATOR, "run", "cost_fanout", *prompts[:10], "--max-tokens", "60"]
+    assert main(run) == 1  # the CLI sets a budget too, and says what stopped the task
+    result = json.loads(capsys.readouterr().out)
+    assert result["state"] == "failed" and result["error"]["code"] == "budget_exceeded"
+    assert result["usage"]["total_tokens"] > 60
+
 
 def test_a_principals_daily_budget_stops_its_tasks_and_survives_a_restart(
     priced: SwarmClient,
