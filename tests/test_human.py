@@ -131,6 +131,24 @@ def test_at_the_deadline_the_default_applies(deps: dict[str, object]) -> None:
     assert any("default answer applied" in w for w in driver.record.warnings)
 
 
+def test_a_wake_a_hair_before_the_deadline_arms_the_timer_again(
+    deps: dict[str, object],
+) -> None:
+    """A timer that fires early (the event loop's clock is not the wall clock) must not
+    lose the deadline: a task of the suite once waited past it for good."""
+    driver, _ = _start(deps, "human_default")
+    clock = deps["clock"]
+    assert isinstance(clock, Clock)
+    deadline = clock.now + 3
+    clock.now = deadline - 1e-6
+    step = driver.step(Wake())
+    assert WakeAt(deadline) in step.commands and not any(isinstance(c, Run) for c in step.commands)
+    clock.now = deadline
+    step = driver.step(Wake())
+    [ask] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert ask.input["text"] == "by default"
+
+
 def test_with_no_default_the_sub_task_fails_with_human_timeout(deps: dict[str, object]) -> None:
     driver, runs = _start(deps, "human_strict")
     clock = deps["clock"]

@@ -437,7 +437,13 @@ class TaskDriver:
                     out.commands.append(Close())
             case Wake():
                 if not self.state.terminal and self.scheduler is not None:
-                    self._carry(self.feed(Tick(at=self._clock())), out)
+                    now = self._clock()
+                    self._carry(self.feed(Tick(at=now)), out)
+                    # A timer may fire a hair before its deadline (the loop's clock is
+                    # not the wall clock): a deadline still ahead is armed again.
+                    ahead = self.scheduler.next_deadline()
+                    if not self.state.terminal and ahead is not None and ahead > now:
+                        out.commands.append(WakeAt(ahead))
                 elif not self.state.terminal and self.planner is not None:
                     self._carry(self._feed_planning(Tick(at=self._clock())), out, planning=True)
             case Resume():
