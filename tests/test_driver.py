@@ -310,3 +310,35 @@ def test_an_owner_may_decline_to_rerun_a_side_effect_in_doubt(deps: dict[str, ob
     reloaded = TaskDriver.load(driver.task_id, **deps)  # the review and its answer replay
     assert reloaded is not None and reloaded.scheduler is not None
     assert reloaded.scheduler.status("echo[0]") == "failed" and not reloaded.waiting()
+
+
+def test_past_a_finish_budget_what_spends_stops_and_the_task_ends_with_what_it_has(
+    deps: dict[str, object],
+) -> None:
+    """`on_exceeded: finish`: the echoes that spend stop (the running one halted, the
+    rest never sent), the partial join runs on what came, and the task completes."""
+    items = tuple(f"i{n}" for n in range(4))
+    budget = Budget(max_tokens=50, on_exceeded="finish")
+    request = TaskRequest(template="echo_fanout", items=items, budget=budget)
+    driver = _driver(deps, request)
+    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    spent = TokenUsage(prompt_tokens=30)
+    driver.step(Arrived(_done(runs[0].subtask, usage=spent)))
+    step = driver.step(Arrived(_done(runs[1].subtask, usage=spent)))  # 60 > 50
+    assert driver.state is TaskState.AGGREGATING  # not failed: it goes on to its join
+    (halt,) = [c for c in step.commands if isinstance(c, Halt)]
+    assert set(halt.subtask_ids) == {r.subtask.subtask_id for r in runs[2:]}
+    [join] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert join.input["parts"] == ["I0", "I1"]  # what came; the stopped ones are left out
+    assert driver.scheduler is not None
+    error = driver.scheduler.error(runs[2].subtask.subtask_id)
+    assert error is not None and error.code == "budget_exceeded"
+    late = driver.step(Arrived(_done(runs[2].subtask, usage=spent)))  # halted: not taken
+    assert not any(isinstance(c, Run) for c in late.commands)
+    driver.step(Arrived(_done(join, output={"text": "I0 I1", "count": 2})))
+    assert driver.state is TaskState.COMPLETED
+    assert any("budget reached (`budget.max_tokens`)" in w for w in driver.record.warnings)
+
+    reloaded = TaskDriver.load(driver.task_id, **deps)  # the stop is in the log
+    assert reloaded is not None and reloaded.state is TaskState.COMPLETED
+    assert reloaded.scheduler is not None and reloaded.scheduler.stopped_spending is not None

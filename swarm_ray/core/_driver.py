@@ -90,6 +90,7 @@ from swarm_ray.core._signals import (
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
+    SpendingStopped,
     Start,
     SubTaskDone,
     SubTaskFailed,
@@ -576,9 +577,20 @@ class TaskDriver:
         )
 
     def _keep_to_budget(self, out: Step) -> None:
-        """Stop a task that went past its budget: fail it, halt what still runs."""
+        """Stop a task that went past its budget.
+
+        It fails and what still runs is halted; with `on_exceeded: finish`, only what
+        spends is stopped and the rest of the plan finishes.
+        """
         error = self._over_budget()
         if error is None:
+            return
+        budget = self.record.request.budget
+        if budget is not None and budget.on_exceeded == "finish" and self.scheduler is not None:
+            if self.scheduler.stopped_spending is None:
+                limit = str(error.details.get("limit", "budget"))
+                stop = SpendingStopped(at=self._clock(), limit=limit, message=error.message)
+                self._carry(self.feed(stop), out)
             return
         running = tuple(
             i.subtask_id
@@ -808,6 +820,8 @@ class TaskDriver:
             dedupe = f"{event.kind}:{event.subtask_id}{review}{asked}"
         elif isinstance(event, ReviewRequested):
             dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
+        elif isinstance(event, SpendingStopped):
+            dedupe = event.kind  # once a task
         text = _output_text(event)
         stored = self._offload(event, text)
         self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)

@@ -68,6 +68,7 @@ from swarm_ray.core._signals import (
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
+    SpendingStopped,
     Start,
     SubTaskDone,
     SubTaskFailed,
@@ -144,6 +145,11 @@ class Scheduler:
         self._dependents: dict[str, list[str]] = {}
         self._previous: dict[str, str] = {}
         self._received: list[SubTaskResult] = []
+        self._spenders: set[str] = set()
+        """Capabilities whose attempts spent tokens or money in this task."""
+        self.stopped_spending: SubTaskError | None = None
+        """Set once the task reached its budget and finishes with what it has: the error
+        each spending sub-task fails with (`SpendingStopped`)."""
         self._asks: dict[str, HumanAsk] = {
             s.name: s.await_human for s in plan.template.stages if s.await_human is not None
         }
@@ -192,6 +198,8 @@ class Scheduler:
                 out += self._dispatch_ready(event.at)
             case SubTaskDone(result=result) | SubTaskFailed(result=result):
                 self._received.append(result)
+                if result.usage.total_tokens or result.usage.cost:
+                    self._spenders.add(result.capability_id)
                 if (reject := self._reject(result.subtask_id, result.attempt)) is not None:
                     return [*out, reject]
                 if isinstance(event, SubTaskDone):
@@ -235,6 +243,8 @@ class Scheduler:
                         HumanSettled(subtask_id=sid, outcome="answered", principal=who),
                         *self._reviewed(sid, bool(answer.get("rerun")), who, event.at),
                     ]
+            case SpendingStopped():
+                out += self._stop_spending(event)
             case ReviewRequested(subtask_id=sid, attempt=attempt):
                 running = self._running.get(sid)
                 if running is not None and running.attempt == attempt:
@@ -440,8 +450,40 @@ class Scheduler:
             for sid, result in self._results.items()
         ]
 
+    def _spends(self, capability_id: str) -> bool:
+        """Whether attempts of `capability_id` cost (an `llm` tag, or spending seen here)."""
+        tagged = "llm" in self._registry.get(capability_id).tags
+        return tagged or capability_id in self._spenders
+
+    def _stop_spending(self, event: SpendingStopped) -> list[Intent]:
+        """The budget is reached: fail what spends and runs; nothing that spends starts."""
+        if self.stopped_spending is not None or self.outcome is not None:
+            return []
+        error = SubTaskError(
+            code=ErrorCode.BUDGET_EXCEEDED, message=event.message, details={"limit": event.limit}
+        )
+        self.stopped_spending = error
+        halted = tuple(sid for sid in self._running if self._spends(self._capability[sid]))
+        out: list[Intent] = [
+            self._warn(
+                f"budget reached (`{event.limit}`): {len(halted)} running sub-tasks stopped, "
+                "no new model calls; the task finishes with what it has",
+                None,
+            )
+        ]
+        if halted:
+            out.append(CancelSubTasks(subtask_ids=halted))
+        for sid in halted:
+            del self._running[sid]
+            out += self._settle_failed(sid, error, event.at)
+            if self.outcome is not None:
+                break
+        return out + self._check_finished()
+
     def _launch(self, sid: str, at: float, kind: type[RunIntent], **extra: Any) -> list[Intent]:
         capability_id = self._capability[sid]
+        if self.stopped_spending is not None and self._spends(capability_id):
+            return self._settle_failed(sid, self.stopped_spending, at)
         if not self._breaker(capability_id).admits(sid):
             if self._next_fallback(sid) is not None:
                 return self._switch(sid, at, f"circuit open for `{capability_id}`")

@@ -131,6 +131,18 @@ class ReviewRequested(BaseModel):
     attempt: int
 
 
+class SpendingStopped(BaseModel):
+    """The task reached its budget and finishes with what it has (`on_exceeded: finish`)."""
+
+    model_config = _FROZEN
+    kind: Literal["spend_stop"] = "spend_stop"
+    at: float
+    limit: str
+    """The bound reached (`budget.max_cost`, `daily.max_tokens`, ...)."""
+    message: str
+    """What was spent, over which bound (the error of every sub-task it stops)."""
+
+
 SchedulerEvent = Annotated[
     Start
     | SubTaskDone
@@ -140,7 +152,8 @@ SchedulerEvent = Annotated[
     | CancelRequested
     | ChildAdded
     | HumanAnswered
-    | ReviewRequested,
+    | ReviewRequested
+    | SpendingStopped,
     Field(discriminator="kind"),
 ]
 """Any scheduler input; persisted as JSON in the task's log."""

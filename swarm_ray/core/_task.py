@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from typing import Annotated, Any, Self
+from typing import Annotated, Any, Literal, Self
 
 from pydantic import AfterValidator, BaseModel, ConfigDict, Field, model_validator
 
@@ -20,7 +20,9 @@ class Budget(BaseModel):
 
     Counted over every attempt's `TokenUsage` (failed ones and the planner's included),
     as results arrive: the running sub-tasks are stopped, and what they spend until then
-    is counted too, so a task ends a little over its budget, never far.
+    is counted too, so a task ends a little over its budget, never far. With
+    `on_exceeded: finish`, only what spends stops (see `on_exceeded`) and the task ends
+    with what it has.
     """
 
     model_config = _FROZEN
@@ -29,6 +31,11 @@ class Budget(BaseModel):
     """Model tokens, prompt and completion together."""
     max_cost: float | None = Field(default=None, gt=0)
     """Money, in the unit of the endpoints' `prices`."""
+    on_exceeded: Literal["fail", "finish"] = "fail"
+    """`fail`: the task fails `budget_exceeded`. `finish`: its spending sub-tasks (of
+    capabilities tagged `llm`, or that spent tokens or money in this task) stop and fail
+    `budget_exceeded`, none starts again, and the rest of the plan runs on, so the task
+    ends with what it has (its `partial_ok` stages, as when any sub-task fails)."""
 
 
 class TaskRequest(BaseModel):
