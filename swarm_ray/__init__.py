@@ -20,6 +20,7 @@ from swarm_ray.core._errors import (
     AgentExecutionError,
     AgentUnavailableError,
     AnswerRefusedError,
+    AskedHumanError,
     BudgetExceededError,
     CircuitOpenError,
     DuplicateCapabilityError,
@@ -63,7 +64,7 @@ from swarm_ray.core._template import (
 from swarm_ray.core._trace import short_id
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.runtime._adapter import HttpAdapter
-from swarm_ray.runtime._agent import AgentReply
+from swarm_ray.runtime._agent import AgentReply, ask_human
 from swarm_ray.runtime._children import ChildOutcome, run_child
 from swarm_ray.runtime._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
 from swarm_ray.runtime._rollout import rollouts
@@ -77,6 +78,7 @@ __all__ = [
     "AgentReply",
     "AgentUnavailableError",
     "AnswerRefusedError",
+    "AskedHumanError",
     "BreakerPolicy",
     "Budget",
     "BudgetExceededError",
@@ -132,6 +134,7 @@ __all__ = [
     "WatermarkRejectedError",
     "WritePath",
     "__version__",
+    "ask_human",
     "capability_maker",
     "connect",
     "load_template",

@@ -64,7 +64,8 @@ def _close_engines() -> Iterator[None]:
 
 
 def engine(url: str, **fields: object) -> OpenAIEngine:
-    built = load_engine(EngineConfig(kind="openai", base_url=url, **fields))  # type: ignore[arg-type]
+    loaded = load_engine(EngineConfig(kind="openai", base_url=url, **fields))  # type: ignore[arg-type]
+    built = loaded.wrapped  # type: ignore[attr-defined]  # under the call accounting
     assert isinstance(built, OpenAIEngine)
     _open.append(built)
     return built

@@ -78,7 +78,7 @@ def test_llama_cpp_keeps_prompt_evaluation_to_the_allotted_threads(
     # Ray sets OMP_NUM_THREADS to a worker's CPUs; llama-cpp-python alone would evaluate
     # prompts on every core, spinning a second thread on a one-CPU replica.
     monkeypatch.setenv("OMP_NUM_THREADS", "1")
-    engine = load_engine(EngineConfig(kind="llama_cpp"))
+    engine = load_engine(EngineConfig(kind="llama_cpp")).wrapped  # type: ignore[attr-defined]
     try:
         assert isinstance(engine, LlamaCppEngine)
         assert engine.threads == (1, 1)

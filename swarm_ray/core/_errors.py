@@ -353,6 +353,7 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     WatermarkRejectedError,
     CircuitOpenError,
     HumanTimeoutError,
+    AskedHumanError,
     InvalidStateTransitionError,
     StateStoreError,
     RecordUnreadableError,

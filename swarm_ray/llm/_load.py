@@ -48,6 +48,11 @@ class _Accounted:
         self._prices = prices
         self._provider = provider
 
+    @property
+    def wrapped(self) -> Engine:
+        """The engine itself (an `OpenAIEngine`, a `LlamaCppEngine`, ...)."""
+        return self._engine
+
     def __getattr__(self, name: str) -> Any:
         found = getattr(self._engine, name)
         if not callable(found) or not name.startswith("complete"):
