@@ -37,8 +37,8 @@ from typing import Any
 import yaml
 
 from swarm_ray.documents import FieldSpec, Statistic, parse_field_arg
-from swarm_ray.documents._score import FactKey
 from swarm_ray.documents._units import COUNT, TEXT, lookup_unit
+from swarm_ray.testing.score import FactKey
 
 __all__ = ["BENCH_FIELDS", "BenchField", "expected_facts"]
 

@@ -49,8 +49,8 @@ from swarm_ray.documents import (
     parse_pdf,
 )
 from swarm_ray.documents._job import list_pdfs, main
-from swarm_ray.documents._score import FactKey, score_facts
 from swarm_ray.documents._table import names_a_field
+from swarm_ray.testing.score import FactKey, score_facts
 
 ROOT = Path(__file__).resolve().parents[1]
 CORPUS = ROOT.parent / "shared" / "corpus" / "datasheets" / "openmv"

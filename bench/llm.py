@@ -113,7 +113,7 @@ def _llama_server(threads: int) -> Iterator[str]:
     import httpx
 
     from swarm_ray.llm import default_gguf
-    from swarm_ray.llm._stubs import free_port
+    from swarm_ray.testing.llm_stubs import free_port
 
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf())]

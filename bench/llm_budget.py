@@ -1,7 +1,7 @@
 """50 concurrent tool-using sub-agents against an endpoint limited to 10 requests/s.
 
 The provider is the project's stub OpenAI server in its own process, answering 429 with
-`Retry-After` above `--rps` requests in any second (`python -m swarm_ray.llm._stubs`).
+`Retry-After` above `--rps` requests in any second (`python -m swarm_ray.testing.llm_stubs`).
 The swarm runs `wide_research` over `--agents` items; each row agent is a tool agent
 whose (scripted) model calls the demo MCP server's `add` twice, answers, then gives its
 row: four model calls per agent. Two runs side by side:
@@ -52,7 +52,7 @@ ROW_SCHEMA = {
 
 
 def _stub(port: int, rps: float, latency_s: float) -> subprocess.Popen[bytes]:
-    command = [sys.executable, "-m", "swarm_ray.llm._stubs", "--port", str(port)]
+    command = [sys.executable, "-m", "swarm_ray.testing.llm_stubs", "--port", str(port)]
     command += ["--rps", str(rps), "--latency", str(latency_s)]
     server = subprocess.Popen(command)
     for _ in range(300):
@@ -125,13 +125,13 @@ def main() -> None:
     if args.quick:
         args.agents = 10
 
-    from swarm_ray.llm._stubs import free_port
+    from swarm_ray.testing.llm_stubs import free_port
 
     port = free_port()
     server = _stub(port, args.rps, args.latency)
     settings = Path(tempfile.mkdtemp(prefix="llm-budget-")) / "llm.yaml"
     settings.write_text(
-        f"mcp_servers:\n  demo: {{command: [{sys.executable}, -m, swarm_ray.llm._mcp_demo]}}\n"
+        f"mcp_servers:\n  demo: {{command: [{sys.executable}, -m, swarm_ray.testing.mcp_demo]}}\n"
     )
     results = []
     try:

@@ -34,7 +34,7 @@ nvidia-smi --query-gpu=name,memory.total --format=csv,noheader
 
 export HF_HUB_OFFLINE=1 TRANSFORMERS_OFFLINE=1 RAY_DEDUP_LOGS=0
 cd "$ROOT"
-PORT="$("$PY" -c 'from swarm_ray.llm._stubs import free_port; print(free_port())')"
+PORT="$("$PY" -c 'from swarm_ray.testing.llm_stubs import free_port; print(free_port())')"
 URL="http://127.0.0.1:$PORT/v1"
 
 echo "== vllm serve $MODEL on port $PORT (tool parser $TOOL_PARSER)"

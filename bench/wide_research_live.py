@@ -24,7 +24,7 @@ import time
 from pathlib import Path
 from typing import Any
 
-from swarm_ray.llm._mcp_demo import PLANETS
+from swarm_ray.testing.mcp_demo import PLANETS
 
 ROW_SCHEMA = {
     "type": "object",
@@ -68,7 +68,7 @@ def run(args: argparse.Namespace) -> None:
 
     settings = Path(tempfile.mkdtemp(prefix="wide-live-")) / "llm.yaml"
     settings.write_text(
-        f"mcp_servers:\n  demo: {{command: [{sys.executable}, -m, swarm_ray.llm._mcp_demo]}}\n"
+        f"mcp_servers:\n  demo: {{command: [{sys.executable}, -m, swarm_ray.testing.mcp_demo]}}\n"
     )
     os.environ["SWARM_RAY_LLM_URL"] = args.url
     os.environ["SWARM_RAY_LLM_CONFIG"] = str(settings)

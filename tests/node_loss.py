@@ -63,7 +63,7 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
         )
         stage = "analyze["
     else:
-        from swarm_ray.documents._sample import generate_brochures
+        from swarm_ray.testing.sample_documents import generate_brochures
 
         sample_set = generate_brochures(work / "pdfs", n=8, seed=1)
         task_id = swarm.submit(

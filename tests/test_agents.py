@@ -1,6 +1,6 @@
 """Agents on the real runtime: child sub-tasks, the tool agent, MCP, wide research.
 
-A scripted model (`_stubs.scripted_brain`) decides the tool calls, so the assertions can
+A scripted model (`llm_stubs.scripted_brain`) decides the tool calls, so the assertions can
 name each one; the capabilities they reach, the orchestrator that schedules them, the MCP
 server (a real subprocess over stdio) and Serve are all real.
 """
@@ -46,7 +46,7 @@ def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     client = swarm_ray.connect(
         catalogs=[
             "swarm_ray.testing:testing_catalog",
-            "swarm_ray.llm._testing:agents_catalog",
+            "swarm_ray.testing.agents:agents_catalog",
             "swarm_ray.llm:llm_catalog",
         ],
         state_dir=tmp_path_factory.mktemp("agents-swarm"),
@@ -320,7 +320,7 @@ def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> N
 
 @pytest.fixture(scope="module")
 def weather_api() -> Iterator[str]:
-    from swarm_ray.llm._stubs import flaky_api_app, serve_in_thread
+    from swarm_ray.testing.llm_stubs import flaky_api_app, serve_in_thread
 
     port = int(os.environ["SWARM_RAY_TEST_API_PORT"])
     with serve_in_thread(flaky_api_app(), port=port) as url:
@@ -384,7 +384,7 @@ def test_wide_research_through_the_gateway(
     (tmp_path / "keys").write_text(f"ops:{key}:admin\n")  # it reads `/metrics` too
     config = GatewayConfig(
         orchestrator=ORCHESTRATOR,
-        catalogs=("swarm_ray.llm._testing:agents_catalog",),
+        catalogs=("swarm_ray.testing.agents:agents_catalog",),
         api_keys_file=str(tmp_path / "keys"),
     )
     serve.run(build_app(config), name="agents-gateway", route_prefix="/agents")

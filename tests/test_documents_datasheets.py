@@ -26,7 +26,7 @@ from swarm_ray.documents import (
     parse_field_arg,
     parse_pdf,
 )
-from swarm_ray.documents._score import score_facts
+from swarm_ray.testing.score import score_facts
 from tests.datasheet_samples import FIELDS, Expected, write_datasheets
 
 _ROOT = Path(__file__).resolve().parents[1]

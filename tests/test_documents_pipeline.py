@@ -33,7 +33,7 @@ from swarm_ray.documents import (
     normalise_facts,
     parse_pdf,
 )
-from swarm_ray.documents._score import FactKey, same_value, score_extraction
+from swarm_ray.testing.score import FactKey, same_value, score_extraction
 
 _N = 30
 """Ground truth holds the printed value converted by the generator's own factors."""
@@ -172,7 +172,7 @@ def test_generation_is_deterministic(tmp_path: Path) -> None:
 
 
 def test_scoring_from_the_comparison_agrees_with_the_facts(run: Run) -> None:
-    from swarm_ray.documents._score import facts_by_file
+    from swarm_ray.testing.score import facts_by_file
 
     score = score_extraction(run.sample.ground_truth, facts_by_file(run.comparison))
     precision, recall, _ = _scores(run)

@@ -35,7 +35,7 @@ from swarm_ray.runtime._store import SQLiteStateStore
 @pytest.fixture
 def deps(tmp_path: Path) -> dict[str, object]:
     registry, router = load_catalogs(
-        ["swarm_ray.testing:testing_catalog", "swarm_ray.llm._testing:planning_catalog"]
+        ["swarm_ray.testing:testing_catalog", "swarm_ray.testing.agents:planning_catalog"]
     )
     return {
         "registry": registry,
@@ -105,7 +105,7 @@ def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
     assert ask.subtask.capability_id == "test.planning.good" and ask.subtask.watermark
     assert ask.subtask.input["request"]["items"] == ["hi"]
     assert [e.status for e in driver.events if e.kind == "planning"] == ["asking"]
-    from swarm_ray.llm._testing import _PLAN_DRAFTS
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
 
     draft = json.loads(_PLAN_DRAFTS["test.planning.good"])  # what the scripted planner says
     step = driver.step(Arrived(_done(ask.subtask, output={"draft": draft, "model": "m"})))

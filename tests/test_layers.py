@@ -151,3 +151,38 @@ def test_the_circle_finder_finds_a_circle() -> None:
 def test_no_import_circles() -> None:
     circles = _circles(_import_graph())
     assert circles == [], f"import circles (function-level imports included): {circles}"
+
+
+_SAMPLE_USERS = {
+    "swarm_ray.documents",  # re-exports the brochure samples and their scoring
+    "swarm_ray.documents._job",  # `make report` / `swarm-ray compare --samples`
+    "swarm_ray.video",
+    "swarm_ray.video._job",  # `swarm-ray video --sample`
+}
+"""The product modules that may use `swarm_ray.testing`: the jobs that run on samples."""
+
+
+def test_test_doubles_live_in_swarm_ray_testing_and_the_product_does_not_use_them() -> None:
+    graph = _import_graph()
+    product = {
+        m for m in graph if m != "swarm_ray.testing" and not m.startswith("swarm_ray.testing.")
+    }
+    users = {
+        module
+        for module in product
+        if any(
+            t == "swarm_ray.testing" or t.startswith("swarm_ray.testing.") for t in graph[module]
+        )
+    }
+    assert users <= _SAMPLE_USERS, f"product modules using test doubles: {users - _SAMPLE_USERS}"
+    for module in users:
+        samples = {t for t in graph[module] if t.startswith("swarm_ray.testing")}
+        assert all(t.split(".")[2].startswith(("sample_", "score")) for t in samples), (
+            f"{module} imports {samples}: a job may use samples, never test doubles"
+        )
+    for folder in ("llm", "documents", "video", "gateway", "runtime", "core"):
+        for path in _modules(folder):
+            text = path.read_text()
+            assert "scripted_brain" not in text and "flaky_api_app" not in text, (
+                f"{folder}/{path.name} holds a test double"
+            )

@@ -15,7 +15,7 @@ import ray
 from swarm_ray.gateway._prometheus import render
 from swarm_ray.llm import EndpointLimits, EngineConfig, GenerationParams, Message, load_engine
 from swarm_ray.llm._budget import EndpointBudget, budget_states
-from swarm_ray.llm._stubs import serve_in_thread, stub_app
+from swarm_ray.testing.llm_stubs import serve_in_thread, stub_app
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(120)]

@@ -34,7 +34,7 @@ from swarm_ray.llm import (
     run_tool_agent,
     use_engine,
 )
-from swarm_ray.llm._stubs import BRAIN, serve_in_thread, stub_app
+from swarm_ray.testing.llm_stubs import BRAIN, serve_in_thread, stub_app
 
 ASK = [Message(role="user", content="Review: 'Great pump, works fine.' Rate it.")]
 REVIEW = {
@@ -92,7 +92,7 @@ def test_llama_cpp_server_chat_structured_and_tools(llama_server: str) -> None:
 @pytest.mark.skipif(importlib.util.find_spec("mcp") is None, reason="needs the `mcp` SDK")
 def test_the_tool_agent_on_the_real_model_answers_its_schema(llama_server: str) -> None:
     class DemoIn(ToolAgentIn):
-        MCP_SERVERS = {"demo": McpServer.stdio(sys.executable, "-m", "swarm_ray.llm._mcp_demo")}
+        MCP_SERVERS = {"demo": McpServer.stdio(sys.executable, "-m", "swarm_ray.testing.mcp_demo")}
 
     use_engine(engine(llama_server))
     try:
@@ -180,7 +180,7 @@ def test_settings_select_the_engine_globally_and_per_capability(
     settings.write_text(
         "endpoints:\n  local: {kind: llama_cpp}\n"
         "capabilities:\n  llm.planning.plan: local\n"
-        "mcp_servers:\n  demo: {command: [python, -m, swarm_ray.llm._mcp_demo]}\n"
+        "mcp_servers:\n  demo: {command: [python, -m, swarm_ray.testing.mcp_demo]}\n"
     )
     monkeypatch.setenv("SWARM_RAY_LLM_CONFIG", str(settings))
     assert engine_config_for("llm.planning.plan").kind is EngineKind.LLAMA_CPP
@@ -194,10 +194,10 @@ def test_settings_select_the_engine_globally_and_per_capability(
 @pytest.fixture(scope="module")
 def mcp_http() -> Iterator[str]:
     """The demo MCP server over streamable HTTP, in its own process."""
-    from swarm_ray.llm._stubs import free_port
+    from swarm_ray.testing.llm_stubs import free_port
 
     port = free_port()
-    command = [sys.executable, "-m", "swarm_ray.llm._mcp_demo", "--http", str(port)]
+    command = [sys.executable, "-m", "swarm_ray.testing.mcp_demo", "--http", str(port)]
     server = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     url = f"http://127.0.0.1:{port}/mcp"
     deadline = time.monotonic() + 60

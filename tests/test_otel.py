@@ -134,7 +134,7 @@ def traced(
     import swarm_ray
 
     client = swarm_ray.connect(
-        catalogs=["swarm_ray.testing:testing_catalog", "swarm_ray.llm._testing:agents_catalog"],
+        catalogs=["swarm_ray.testing:testing_catalog", "swarm_ray.testing.agents:agents_catalog"],
         state_dir=tmp_path_factory.mktemp("otel-swarm"),
         name=NAME,
         env={"OTEL_EXPORTER_OTLP_ENDPOINT": receiver.url, "OTEL_SERVICE_NAME": "swarm-test"},

@@ -1,6 +1,6 @@
 """Planning by a planning capability through the orchestrator, on real Serve replicas.
 
-Scripted planners (`swarm_ray.llm._testing:planning_catalog`) make the outcome certain; one
+Scripted planners (`swarm_ray.testing.agents:planning_catalog`) make the outcome certain; one
 test asks the real SmolLM2 planner and accepts either of its legitimate outcomes.
 """
 
@@ -32,7 +32,7 @@ def planning_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) 
     client = swarm_ray.connect(
         catalogs=[
             "swarm_ray.testing:testing_catalog",
-            "swarm_ray.llm._testing:planning_catalog",
+            "swarm_ray.testing.agents:planning_catalog",
             "swarm_ray.llm:llm_catalog",
         ],
         state_dir=state,

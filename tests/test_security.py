@@ -469,7 +469,7 @@ def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenan
 
 
 def _pdf_bytes(seed: int = 0) -> bytes:
-    from swarm_ray.documents._sample import generate_brochures
+    from swarm_ray.testing.sample_documents import generate_brochures
 
     folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"swarm-sec-pdf-{os.getpid()}-{seed}"
     sample = generate_brochures(folder, n=1, seed=seed)

@@ -531,7 +531,7 @@ def test_registered_tools_and_endpoints_are_granted_per_tenant(
 def test_each_principal_gets_its_own_mcp_session() -> None:
     pytest.importorskip("mcp")
     from swarm_ray.llm._mcp import McpPool
-    from swarm_ray.llm._testing import DEMO
+    from swarm_ray.testing.agents import DEMO
 
     pool = McpPool()
     try:
@@ -550,8 +550,8 @@ def test_after_a_tool_answers_side_effects_need_the_requests_leave() -> None:
     effects (here the demo's `note`, not marked read-only) runs only when allowed."""
     pytest.importorskip("mcp")
     from swarm_ray.llm._mcp import close_mcp_pool
-    from swarm_ray.llm._testing import DEMO
     from swarm_ray.llm._toolbox import Toolbox
+    from swarm_ray.testing.agents import DEMO
 
     def box(allow: bool) -> Toolbox:
         return Toolbox.build(

@@ -98,7 +98,14 @@ from swarm_ray.documents._parse import (
     parse_pdf,
 )
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
-from swarm_ray.documents._sample import (
+from swarm_ray.documents._units import (
+    NormalisationResult,
+    Unit,
+    convert,
+    normalise_facts,
+    parse_unit,
+)
+from swarm_ray.testing.sample_documents import (
     GroundTruth,
     GroundTruthConflict,
     GroundTruthDocument,
@@ -106,20 +113,13 @@ from swarm_ray.documents._sample import (
     SampleSet,
     generate_brochures,
 )
-from swarm_ray.documents._score import (
+from swarm_ray.testing.score import (
     ExtractionScore,
     FactKey,
     facts_by_file,
     in_dimensions,
     same_value,
     score_extraction,
-)
-from swarm_ray.documents._units import (
-    NormalisationResult,
-    Unit,
-    convert,
-    normalise_facts,
-    parse_unit,
 )
 
 __all__ = [

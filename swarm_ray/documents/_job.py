@@ -43,8 +43,8 @@ from swarm_ray.documents._dimensions import (
     parse_field_arg,
 )
 from swarm_ray.documents._report import ReportFiles
-from swarm_ray.documents._sample import GroundTruth, generate_brochures
-from swarm_ray.documents._score import facts_by_file, in_dimensions, score_extraction
+from swarm_ray.testing.sample_documents import GroundTruth, generate_brochures
+from swarm_ray.testing.score import facts_by_file, in_dimensions, score_extraction
 
 __all__: list[str] = []
 

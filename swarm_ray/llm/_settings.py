@@ -16,7 +16,7 @@ a cluster)::
     capabilities:                   # capability id -> endpoint (else the global engine)
       llm.planning.plan: hosted
     mcp_servers:                    # named MCP servers: a command (stdio) or a URL
-      demo: {command: [python, -m, swarm_ray.llm._mcp_demo], inherit: [DEMO_TOKEN]}
+      demo: {command: [python, -m, swarm_ray.testing.mcp_demo], inherit: [DEMO_TOKEN]}
       search: {url: "http://search.internal:8000/mcp"}
     tenants:                        # which HTTP callers may use which (none by default)
       alice: {mcp_servers: [search], endpoints: [hosted]}

@@ -8,9 +8,17 @@ how often each sub-task really ran.
 `testing_catalog` registers them; pass `"swarm_ray.testing:testing_catalog"` to
 `swarm_ray.connect(catalogs=[...])`.
 
-The package is the one home for test doubles, fakes, samples and sample generators
-(`swarm_ray.testing.sample_video`: synthetic videos); the product packages are to hold
-none of them.
+The package is the one home for test doubles, fakes, samples and sample generators; the
+product packages hold none of them (`tests/test_layers.py`), and only the jobs that run
+on samples (`make report`, `swarm-ray video --sample`) use the `sample_*` modules:
+
+- `agents`: tool-tagged capabilities, a child-calling agent, scripted tool agents, an
+  HTTP adapter on a flaky API (`agents_catalog`);
+- `llm_stubs`: a scripted model and an OpenAI-compatible stub server;
+- `mcp_demo`: a small MCP server (`python -m swarm_ray.testing.mcp_demo`);
+- `sample_documents` (with `sample_text`, `sample_pdf`, `sample_plan`): synthetic
+  product brochures with their ground truth; `score`: extraction scored against it;
+- `sample_video`: synthetic videos with known cuts and intense scenes.
 """
 
 from __future__ import annotations

@@ -20,8 +20,8 @@ from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._facts import Statistic
-from swarm_ray.documents._sample import GroundTruth
 from swarm_ray.documents._units import COUNT, convert, lookup_unit
+from swarm_ray.testing.sample_documents import GroundTruth
 
 __all__ = [
     "ExtractionScore",

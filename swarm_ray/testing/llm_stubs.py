@@ -14,7 +14,7 @@
   providers do) and take a fixed time per request. `/stats` counts what it saw.
 - `serve_in_thread` runs an ASGI app on a free local port in this process.
 
-`python -m swarm_ray.llm._stubs --port P --rps 10` serves the stub in its own process
+`python -m swarm_ray.testing.llm_stubs --port P --rps 10` serves the stub in its own process
 (the budget benchmark's rate-limited provider).
 """
 
@@ -37,7 +37,7 @@ from swarm_ray.llm._engine import Message
 
 __all__: list[str] = []
 
-BRAIN = "swarm_ray.llm._stubs:scripted_brain"
+BRAIN = "swarm_ray.testing.llm_stubs:scripted_brain"
 """The brain's import path (`ScriptedEngine` script entry: `"call:" + BRAIN`)."""
 _SCRIPT = re.compile(r"SCRIPT:\s*(\[.*?\])\s*(?:$|\n)", re.S)
 _ROW = re.compile(r"ROW:\s*(\{.*?\})\s*(?:$|\n)", re.S)

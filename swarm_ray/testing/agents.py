@@ -1,17 +1,17 @@
 """Test doubles for agents: tool-tagged capabilities, a child-calling agent, scripted tool agents.
 
-`agents_catalog` (pass `"swarm_ray.llm._testing:agents_catalog"` to `connect`) registers:
+`agents_catalog` (pass `"swarm_ray.testing.agents:agents_catalog"` to `connect`) registers:
 
 - `test.tool.echo`: `swarm_ray.testing.echo`, tagged `tool` (agents may call it);
 - `test.agent.children`: calls `run_child` itself, for tests of the orchestrator's hook;
 - `test.api.weather` (template `weather_once`): an `HttpAdapter` on the flaky weather
-  API of `_stubs.flaky_api_app`, at the port in `SWARM_RAY_TEST_API_PORT`;
+  API of `llm_stubs.flaky_api_app`, at the port in `SWARM_RAY_TEST_API_PORT`;
 - `test.limits.run` (template `limits_fanout`): allocates, spins or forks without end
   under hard limits, or answers `ok`;
 - `test.unsafe.say`: says its text unchanged (the sanitizer's prey), falling back to
   `test.tool.echo`;
 - `test.agent.scripted`: the tool agent on an `LLMAgent` whose model is the scripted
-  brain (`_stubs.scripted_brain`: the request's task says which tools it calls), with the
+  brain (`llm_stubs.scripted_brain`: the request's task says which tools it calls), with the
   demo MCP server declared as `demo`;
 - `test.research.row` and the template `wide_research_scripted`: wide research with the
   same scripted brain;
@@ -33,14 +33,14 @@ from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, 
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.llm._settings import McpServer
-from swarm_ray.llm._stubs import BRAIN
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
 from swarm_ray.llm._wide import RowIn, RowOut, wide_template
 from swarm_ray.testing import EchoIn, EchoOut
+from swarm_ray.testing.llm_stubs import BRAIN
 
 __all__: list[str] = []
 
-DEMO = McpServer.stdio(sys.executable, "-m", "swarm_ray.llm._mcp_demo")
+DEMO = McpServer.stdio(sys.executable, "-m", "swarm_ray.testing.mcp_demo")
 """The project's demo MCP server over stdio."""
 
 
@@ -163,7 +163,7 @@ weather = HttpAdapter(
     cooldown_s=2.0,
     fallback={"city": None, "temp_c": None, "source": "fallback"},
 )
-"""The flaky weather API (`_stubs.flaky_api_app`) on the port the tests chose."""
+"""The flaky weather API (`llm_stubs.flaky_api_app`) on the port the tests chose."""
 
 
 def scripted_agent_app(spec: CapabilitySpec) -> Any:
@@ -182,7 +182,7 @@ def agents_catalog() -> Catalog:
     """The capabilities and template above."""
     scripted = {
         "executor": ExecutorKind.SERVE,
-        "deployment": "swarm_ray.llm._testing:scripted_agent_app",
+        "deployment": "swarm_ray.testing.agents:scripted_agent_app",
         "resources": Resources(num_cpus=0.1),
         "retry": RetryPolicy(max_attempts=1),
         "timeout_s": 120.0,
@@ -205,7 +205,7 @@ def agents_catalog() -> Catalog:
                 description="Say a text unchanged; falls back to `test.tool.echo` (for tests).",
                 input_model=EchoIn,
                 output_model=SayOut,
-                entrypoint="swarm_ray.llm._testing:say",
+                entrypoint="swarm_ray.testing.agents:say",
                 resources=Resources(num_cpus=0.1),
                 retry=RetryPolicy(max_attempts=2, backoff_s=0.05),
                 fallback="test.tool.echo",
@@ -214,7 +214,7 @@ def agents_catalog() -> Catalog:
                 "test.api.weather",
                 "Current weather of a city from a third-party API (for tests).",
                 WeatherIn,
-                "swarm_ray.llm._testing:weather",
+                "swarm_ray.testing.agents:weather",
                 retry=RetryPolicy(max_attempts=1),
             ),
             CapabilitySpec(
@@ -222,7 +222,7 @@ def agents_catalog() -> Catalog:
                 description="Misbehave under hard limits (for tests).",
                 input_model=RunawayIn,
                 output_model=RunawayOut,
-                entrypoint="swarm_ray.llm._testing:runaway",
+                entrypoint="swarm_ray.testing.agents:runaway",
                 resources=Resources(
                     num_cpus=0.1,
                     max_memory_bytes=256 * 2**20,
@@ -237,7 +237,7 @@ def agents_catalog() -> Catalog:
                 description="Run child sub-tasks through the orchestrator (for tests).",
                 input_model=ChildrenIn,
                 output_model=ChildrenOut,
-                entrypoint="swarm_ray.llm._testing:call_children",
+                entrypoint="swarm_ray.testing.agents:call_children",
                 resources=Resources(num_cpus=0.1, max_concurrency=2),
                 retry=RetryPolicy(max_attempts=1),
                 timeout_s=60.0,
@@ -372,7 +372,7 @@ def planning_catalog() -> Catalog:
                 output_model=PlanOut,
                 entrypoint="swarm_ray.llm._capabilities:plan",
                 executor=ExecutorKind.SERVE,
-                deployment="swarm_ray.llm._testing:scripted_planner_app",
+                deployment="swarm_ray.testing.agents:scripted_planner_app",
                 resources=Resources(num_cpus=0.1),
                 retry=RetryPolicy(max_attempts=1),
                 timeout_s=60,

@@ -29,7 +29,7 @@ from reportlab.platypus import (
     TableStyle,
 )
 
-from swarm_ray.documents._sample_text import BrochureContent
+from swarm_ray.testing.sample_text import BrochureContent
 
 __all__ = ["render"]
 

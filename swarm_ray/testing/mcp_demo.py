@@ -1,6 +1,6 @@
 """A small MCP server of swarm-ray's own, with deterministic tools (tests and demos).
 
-`python -m swarm_ray.llm._mcp_demo` serves over stdio; `--http PORT` serves streamable
+`python -m swarm_ray.testing.mcp_demo` serves over stdio; `--http PORT` serves streamable
 HTTP on `http://127.0.0.1:PORT/mcp`. Its tools answer the same every time, so a test can
 assert exactly what an agent got back:
 

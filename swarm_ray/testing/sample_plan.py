@@ -12,7 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 from swarm_ray.core._errors import InvalidInputError
-from swarm_ray.documents._sample_text import FEATURE_TEXT, Item
+from swarm_ray.testing.sample_text import FEATURE_TEXT, Item
 
 __all__ = ["Plan", "plan_brochures"]
 

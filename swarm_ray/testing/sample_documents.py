@@ -19,8 +19,8 @@ from pathlib import Path
 from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.core._errors import InvalidInputError
-from swarm_ray.documents._sample_plan import Plan, plan_brochures
-from swarm_ray.documents._sample_text import (
+from swarm_ray.testing.sample_plan import Plan, plan_brochures
+from swarm_ray.testing.sample_text import (
     Block,
     BrochureContent,
     Layout,
@@ -204,7 +204,7 @@ def generate_brochures(out_dir: str | Path, n: int = 100, seed: int = 0) -> Samp
     if not 1 <= n <= 480:
         raise InvalidInputError(f"`n`={n!r} must be between 1 and 480")
     # reportlab is imported only here: the pipeline itself never needs it.
-    from swarm_ray.documents._sample_pdf import render
+    from swarm_ray.testing.sample_pdf import render
 
     rng = random.Random(seed)
     folder = Path(out_dir)
