@@ -342,3 +342,22 @@ def test_past_a_finish_budget_what_spends_stops_and_the_task_ends_with_what_it_h
     reloaded = TaskDriver.load(driver.task_id, **deps)  # the stop is in the log
     assert reloaded is not None and reloaded.state is TaskState.COMPLETED
     assert reloaded.scheduler is not None and reloaded.scheduler.stopped_spending is not None
+
+
+def test_an_operators_price_per_compute_second_is_part_of_the_cost_and_the_budget(
+    deps: dict[str, object],
+) -> None:
+    budget = Budget(max_cost=0.3)
+    request = TaskRequest(template="echo_fanout", items=("a", "b", "c"), budget=budget)
+    driver = _driver(deps, request)
+    driver.compute_prices = {"test.echo.text": 1.0}  # a unit a second; each echo runs 0.1 s
+    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    driver.step(Arrived(_done(runs[0].subtask, usage=TokenUsage(cost=0.05))))  # its model too
+    assert driver.usage().cost == pytest.approx(0.15)
+    driver.step(Arrived(_done(runs[1].subtask)))
+    assert driver.usage().cost == pytest.approx(0.25) and driver.state is TaskState.EXECUTING
+    driver.step(Arrived(_done(runs[2].subtask)))  # 0.35: past the budget
+    assert driver.state is TaskState.FAILED and driver.error is not None
+    assert driver.error.details["limit"] == "budget.max_cost"
+    reloaded = TaskDriver.load(driver.task_id, **deps)  # the priced results are the logged ones
+    assert reloaded is not None and reloaded.usage().cost == pytest.approx(0.35)

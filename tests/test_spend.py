@@ -52,3 +52,21 @@ def test_the_tally_counts_each_task_once_survives_a_restart_and_starts_afresh_ea
     unlimited = DailySpend({}, store, clock=lambda: now[0])
     unlimited.ended("carol", "t2", TokenUsage(cost=3.0))  # no budgets set: nothing written
     assert store.read_log("~spend/carol/2026-12-04") == []
+
+
+def test_compute_prices_come_from_the_operators_settings_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swarm_ray.llm._settings import LLMSettings
+    from swarm_ray.runtime._config import compute_prices
+
+    monkeypatch.delenv("SWARM_RAY_LLM_CONFIG", raising=False)
+    assert compute_prices() == {}
+    config = tmp_path / "llm.yaml"
+    config.write_text("compute_prices:\n  documents.extract.pdf: 0.002\n")
+    monkeypatch.setenv("SWARM_RAY_LLM_CONFIG", str(config))
+    assert compute_prices() == {"documents.extract.pdf": 0.002}
+    assert LLMSettings.load(config).compute_prices == {"documents.extract.pdf": 0.002}
+    config.write_text("compute_prices:\n  documents.extract.pdf: -1\n")
+    with pytest.raises(InvalidSpecError, match="negative"):
+        compute_prices()

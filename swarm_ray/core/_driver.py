@@ -19,7 +19,7 @@ import contextlib
 import json
 import time
 import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
@@ -190,6 +190,10 @@ class TaskDriver:
         """Identity of the request and plans last written to the log (see `_save`)."""
         self.orchestrator: str | None = None
         """`namespace/name` of the orchestrator actor driving this task (set by it)."""
+        self.compute_prices: Mapping[str, float] = {}
+        """Capability id -> price per second of an attempt's run time (set by the
+        orchestrator from the operator's `compute_prices`): added to the attempt's cost
+        as its result arrives, so budgets and views count it."""
         self.allowance: Callable[[TaskDriver], BudgetExceededError | None] | None = None
         """Set by the orchestrator when the owner has a daily budget: the error once the
         owner's spend is past it (checked as results arrive, like `request.budget`)."""
@@ -533,6 +537,11 @@ class TaskDriver:
             out.commands.append(Close())
 
     def _arrived(self, result: SubTaskResult, out: Step) -> None:
+        price = self.compute_prices.get(result.capability_id)
+        if price:  # the operator's price per compute-second of this capability
+            used = result.usage
+            cost = used.cost + price * result.timings.duration_s
+            result = result.model_copy(update={"usage": used.model_copy(update={"cost": cost})})
         planning = self.scheduler is None and self.planner is not None
         if self.scheduler is None and not planning:
             out.notices.append(Refused("unknown_task"))

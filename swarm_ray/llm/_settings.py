@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any, Self
 
 import yaml
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from swarm_ray.core._capability import Resources
 from swarm_ray.core._errors import InvalidSpecError
@@ -122,6 +122,17 @@ class LLMSettings(BaseModel):
     """Named MCP servers."""
     tenants: dict[str, TenantTools] = Field(default_factory=dict)
     """Principal id (or `*`, every HTTP caller) -> the registrations it may use."""
+    compute_prices: dict[str, float] = Field(default_factory=dict)
+    """Capability id -> price per second of its attempts' run time (read and applied by
+    the orchestrator, `runtime._config.compute_prices`; checked here with the file)."""
+
+    @field_validator("compute_prices")
+    @classmethod
+    def _prices(cls, value: dict[str, float]) -> dict[str, float]:
+        for cid, price in value.items():
+            if price < 0:
+                raise ValueError(f"`compute_prices.{cid}` is {price}; a price is >= 0")
+        return value
 
     def grants(self, kind: str, name: str, owner: str | None) -> bool:
         """Whether a task of `owner` (None: a trusted caller) may use registration `name`."""

@@ -15,6 +15,7 @@
 | `SWARM_RAY_API_KEYS_FILE` | `api_keys` in the state dir | gateway API keys, one per line |
 | `SWARM_RAY_KEEP_FINISHED` | `1000` | ended tasks held in memory (older ones reload) |
 | `SWARM_RAY_GC_THRESHOLD` | `10000,10,10` | orchestrator's and gateway's `gc` thresholds |
+| `SWARM_RAY_LLM_CONFIG` | (unset) | its `compute_prices` (the rest is `swarm_ray.llm`'s) |
 """
 
 from __future__ import annotations
@@ -93,3 +94,31 @@ def watermark_key(state: str | os.PathLike[str] | None = None) -> WatermarkKey:
     except OSError as exc:
         raise InvalidSpecError(f"cannot read watermark key file `{path}`: {exc.strerror}") from None
     return WatermarkKey(secret.encode())
+
+
+def compute_prices() -> dict[str, float]:
+    """Capability id -> price per second of run time, from `SWARM_RAY_LLM_CONFIG`.
+
+    The operator's settings file (`swarm_ray.llm._settings` reads the rest of it, and
+    checks this key too); `{}` when unset or when the file names no `compute_prices`.
+
+    Raises:
+        InvalidSpecError: the file cannot be read, or its prices are not numbers >= 0.
+    """
+    path = os.environ.get("SWARM_RAY_LLM_CONFIG")
+    if not path:
+        return {}
+    import yaml
+
+    try:
+        data = yaml.safe_load(Path(path).expanduser().read_text(encoding="utf-8")) or {}
+        prices = (data.get("compute_prices") or {}) if isinstance(data, dict) else {}
+        found = {str(cid): float(price) for cid, price in dict(prices).items()}
+    except (OSError, ValueError, TypeError, yaml.YAMLError) as exc:
+        raise InvalidSpecError(
+            f"`compute_prices` in `SWARM_RAY_LLM_CONFIG` ({path}): {exc}"
+        ) from None
+    negative = [cid for cid, price in found.items() if price < 0]
+    if negative:
+        raise InvalidSpecError(f"`compute_prices` of {negative[0]!r} is negative")
+    return found

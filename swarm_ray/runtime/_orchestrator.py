@@ -74,7 +74,7 @@ from swarm_ray.core._trace import trace_tokens
 from swarm_ray.core._views import TaskStatus, status_view
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._children import ChildBook, ChildOutcome
-from swarm_ray.runtime._config import secure_state_dir, tune_gc, watermark_key
+from swarm_ray.runtime._config import compute_prices, secure_state_dir, tune_gc, watermark_key
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._executors import ActorPoolExecutor, DataExecutor, Executor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook
@@ -129,6 +129,7 @@ class Orchestrator:
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
         self._spend = DailySpend.from_env(self._store)
+        self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
         self._drivers: dict[str, TaskDriver] = {}
         self._open_by_owner: dict[str, set[str]] = defaultdict(set)
@@ -237,6 +238,7 @@ class Orchestrator:
 
     def _track(self, driver: TaskDriver) -> None:
         driver.orchestrator = self._name  # agents call back here for child sub-tasks
+        driver.compute_prices = self._compute_prices
         self._drivers[driver.task_id] = driver
         self._finished.setdefault(driver.task_id, asyncio.Event())
         if driver.record.owner is not None and not driver.state.terminal:
