@@ -244,3 +244,23 @@ def test_a_prefix_hyphenated_to_its_unit_is_one_unit() -> None:
     assert (32.0, "Mbit") in found
     assert (4.0, "Mbyte") in found or (4.0, "Mbytes") in found
     assert (1.0, "Gbit") in found
+
+
+def test_spelled_out_memory_prefixes_are_binary_like_their_letters_and_rates_stay_decimal() -> None:
+    from swarm_ray.documents._units import convert, lookup_unit
+
+    assert convert(4, "megabit", "Mbit") == 4 and convert(64, "kilobytes", "KB") == 64
+    assert convert(1, "Megabyte", "KB") == 1024
+    assert lookup_unit("megabits/s").expr == lookup_unit("Mb/s").expr == "Mbit/s"
+
+
+def test_a_decimal_split_after_its_point_by_the_text_layer_is_read_whole() -> None:
+    from swarm_ray.documents._values import read_values
+
+    def read(text: str) -> list[tuple[float, str | None]]:
+        return [(v.value, v.unit.text if v.unit else None) for v in read_values(text)]
+
+    assert read("VF 1. 0 V 1. 7V") == [(1.0, "V"), (1.7, "V")]
+    assert read("trr 2. 5 ns") == [(2.5, "ns")]
+    assert read("Figure 1. 5 pins") == [(1.0, None), (5.0, "pins")]  # a list, not a decimal
+    assert read("see note 1. The supply is 3.3 V") == [(1.0, None), (3.3, "V")]

@@ -53,6 +53,7 @@ def parse_number(text: str) -> float:
     decimal comma, as European documents write it.
     """
     text = text.strip().replace("\u2212", "-").replace("\u2013", "-").lstrip("+")
+    text = text.replace(". ", ".")  # `1. 7`: a decimal split by the text layer
     sign = -1.0 if text.startswith("-") else 1.0
     text = text.lstrip("-").strip()
     if _THOUSANDS.match(text):

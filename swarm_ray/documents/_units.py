@@ -13,8 +13,8 @@ not a pure number (so `Gb/s` is a data rate, not a frequency); an angle and a co
 their own dimensions (so `142°` never fills a percentage); `b` is a bit, not a barn; `fps`
 is frames per second, not feet per second; `px` is a pixel. Where a datasheet spelling is
 not pint's (`℃`, `deg C`, `Kbytes`, `MP`, `Vpp`) `_normalise` rewrites it first. Memory
-sizes use the binary prefixes datasheets mean (`KB` is 1,024 bytes, `128 Mbit` is 2^27
-bits); rates (`Mb/s`) keep decimal ones.
+sizes use the binary prefixes datasheets mean (`KB` is 1,024 bytes, `128 Mbit` and `128
+megabits` are 2^27 bits); rates (`Mb/s`) keep decimal ones.
 
 Decibel units (`dBm`, `dBi`, `dB`) are each their own kind and are never converted:
 `20 dBm` is not `100 mW` in any comparison a reader expects. Currencies are one kind,
@@ -139,8 +139,10 @@ _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
     )
 )
 _LEVEL = re.compile(r"^(?:dB|db|DB)(?P<suffix>[A-Za-zµμ~]*(?:\(\w+\))?)$")
-_BYTES = re.compile(r"^(?P<prefix>[kKMGTP])(?:B|[Bb]ytes?)$")
-_BITS = re.compile(r"^(?P<prefix>[kKMGTP])(?:b|bits?|Bits?)$")
+_SPELLED = r"|[Kk]ilo-?|[Mm]ega-?|[Gg]iga-?|[Tt]era-?"
+_BYTES = re.compile(rf"^(?P<prefix>[kKMGTP]{_SPELLED})(?:B|[Bb]ytes?)$")
+_BITS = re.compile(rf"^(?P<prefix>[kKMGTP]{_SPELLED})(?:b|bits?|Bits?)$")
+"""Memory sizes with a prefix, as a letter (`Mbit`, `KB`) or spelled out (`megabit`)."""
 _TOKEN = re.compile(r"[A-Za-z_°µμΩ%‰][\w°µμΩ%‰]*")
 _SUPERSCRIPT_POWER = re.compile(r"^((?:[mckuµμ]?m|in|ft|yd))([23])$")
 _CURRENCIES: dict[str, str] = {
@@ -265,14 +267,14 @@ def _normalise(text: str) -> str:
             continue
         part = _SUPERSCRIPT_POWER.sub(r"\1**\2", part)
         if (m := _BYTES.match(part)) is not None:
-            prefix = m["prefix"]
+            prefix = m["prefix"][0].upper()
             part = (
                 (prefix.lower() if prefix == "K" else prefix) + "B"
                 if per_time
                 else (_BINARY[prefix] + "B")
             )
         elif (m := _BITS.match(part)) is not None:
-            prefix = m["prefix"]
+            prefix = m["prefix"][0].upper()
             part = (
                 (prefix.lower() if prefix == "K" else prefix) + "bit"
                 if per_time

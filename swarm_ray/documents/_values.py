@@ -4,7 +4,8 @@
 `max`; so do `-5 to +70 °C`, `0~70℃`, `4.0V to 5.5V` and `3.6-5 V` (a unit written once
 applies to both ends). `±10 %` is a range too. `up to 120 FPS`, `< 50 µA` and `max. 85`
 are maxima, `at least 2`, `> 1 Gb/s` and `30+ FPS` minima, `typ. 3.3 V` a typical value.
-`120/240/480 FPS` states three values in one unit. A number with no unit of its own is
+`120/240/480 FPS` states three values in one unit; `1. 7 V`, a decimal a text layer
+split after its point, is 1.7 V. A number with no unit of its own is
 returned bare (`unit` `None`) for the caller to place: a table's unit column, a label's
 `(V)`. Footnote references are not numbers: `85 (1)`, `85[2]`, `85¹`, `85*` read `85`.
 """
@@ -26,7 +27,10 @@ _FOOTNOTES = re.compile(
 )
 _NUMBER = re.compile(
     r"(?P<sign>(?<![\w.,/)+\-\u2212\u2013])[-\u2212\u2013+]|±\s?)?"
-    r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?|\d*\.\d+|\d+(?:,\d+)?)"
+    r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?"
+    # `1. 7V`: a text layer that split a decimal after its point (before a unit only)
+    r"|\d{1,3}\. \d{1,3}(?=\s?(?:[A-ZµμΩ°%]|[munpkMG][A-Z]|[munpµ]?s\b|[kMG]?Hz))"
+    r"|\d*\.\d+|\d+(?:,\d+)?)"
     r"(?P<plus>\+(?![\d]))?"
 )
 _RANGE_SEP = re.compile(r"\s*(?:to|~|\u223c|…|\.\.\.?|-|\u2212|\u2013|—|and)\s*", re.I)
