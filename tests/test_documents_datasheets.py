@@ -140,3 +140,14 @@ def test_openmv_datasheets_meet_the_goal() -> None:
     assert score.recall >= 0.85 and score.precision >= 0.95, (score.misses, score.wrong)
     for path in paths:  # every datasheet is named after its product, not its file
         assert detect_entity(parse_pdf(path))[1] is not EntitySource.FILE_NAME
+
+
+def test_a_column_for_a_run_of_parts_is_the_files_part() -> None:
+    from swarm_ray.documents._choice import file_part
+
+    runs = ["UF4001-4003", "UF4004", "UF4005-4007"]
+    assert file_part("uf4007_mcc.pdf", runs) == "UF4005-4007"
+    assert file_part("1n4004_diodes.pdf", ["1N4001~1N4007"]) == "1N4001~1N4007"
+    assert file_part("uf4002.pdf", ["UF4001-03"]) == "UF4001-03"  # the run's last digits
+    assert file_part("uf4008.pdf", runs) is None  # past every run
+    assert file_part("lm7805.pdf", ["LM7805", "LM7812"]) == "LM7805"  # a part by name first

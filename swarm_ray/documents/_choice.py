@@ -64,7 +64,29 @@ def file_part(file_name: str, entities: Sequence[str]) -> str | None:
         named = letters in flat or (len(first) >= 4 and letters.startswith(first))
         if len(letters) >= 4 and named and (best is None or len(_letters(best)) < len(letters)):
             best = entity
+    if best is None:  # a column for a run of parts: `UF4005-4007` covers `uf4007`
+        best = next((e for e in entities if _in_run(e, first)), None)
     return best
+
+
+_RUN = re.compile(
+    r"^(?P<prefix>\d?[A-Za-z]{1,4})(?P<low>\d{2,6})\s*(?:-|~|\u2013|to|thru)\s*"
+    r"(?:(?P=prefix))?(?P<high>\d{2,6})$",
+    re.IGNORECASE,
+)
+"""A run of part numbers a column header names at once: `UF4005-4007`, `1N4001~1N4007`."""
+
+
+def _in_run(entity: str, part: str) -> bool:
+    """Whether `part` (letters and digits, lower case) lies in the run `entity` names."""
+    run = _RUN.match(entity.strip())
+    if run is None:
+        return False
+    prefix, low, high = run["prefix"].lower(), run["low"], run["high"]
+    if len(high) < len(low):  # `UF4005-07`: the run's last digits only
+        high = low[: len(low) - len(high)] + high
+    found = re.fullmatch(rf"{re.escape(prefix)}(\d{{{len(low)}}})[a-z]*", part)
+    return found is not None and int(low) <= int(found.group(1)) <= int(high)
 
 
 def choose(
