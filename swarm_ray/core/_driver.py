@@ -566,17 +566,10 @@ class TaskDriver:
         if budget is None:
             return None if self.allowance is None else self.allowance(self)
         used = self.usage()
-        over = [
-            (limit, value, maximum, unit)
-            for limit, value, maximum, unit in (
-                ("budget.max_tokens", used.total_tokens, budget.max_tokens, "tokens"),
-                ("budget.max_cost", used.cost, budget.max_cost, "in cost"),
-            )
-            if maximum is not None and value > maximum
-        ]
-        if not over:
+        over = budget.breach(used.total_tokens, used.cost, "budget")
+        if over is None:
             return None if self.allowance is None else self.allowance(self)
-        limit, value, maximum, unit = over[0]
+        limit, value, maximum, unit = over
         return BudgetExceededError(
             f"task `{self.task_id}` spent {value:g} {unit}, over its `{limit}` of {maximum:g}; "
             "its running sub-tasks were stopped",

@@ -571,7 +571,7 @@ class Scheduler:
         It is ready in an `await_human` stage, or paused by its agent's question
         (`asked_in`, the attempt that asked).
         """
-        ask = self._asked[sid][0] if asked_in is not None else self._asks[self._specs[sid].stage]
+        ask = self._ask_of(sid, asked_in)
         deadline = None if ask.timeout_s is None else at + ask.timeout_s
         self._waits[sid] = HumanWait(
             subtask_id=sid,
@@ -584,6 +584,10 @@ class Scheduler:
         )
         self._set(sid, _S.WAITING)
         return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
+
+    def _ask_of(self, sid: str, asked_in: int | None) -> HumanAsk:
+        """What `sid` waits for: its agent's question (`asked_in`), else its stage's."""
+        return self._asked[sid][0] if asked_in is not None else self._asks[self._specs[sid].stage]
 
     def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
         """An agent paused its attempt to ask a person: hold the sub-task for the answer.
@@ -660,8 +664,7 @@ class Scheduler:
                 continue
             del self._waits[sid]
             by_agent = wait.asked_in is not None
-            ask = self._asked[sid][0] if by_agent else self._asks[self._specs[sid].stage]
-            default = ask.default
+            default = self._ask_of(sid, wait.asked_in).default
             if default is not None:
                 out += [
                     HumanSettled(subtask_id=sid, outcome="default"),

@@ -37,6 +37,22 @@ class Budget(BaseModel):
     `budget_exceeded`, none starts again, and the rest of the plan runs on, so the task
     ends with what it has (its `partial_ok` stages, as when any sub-task fails)."""
 
+    def breach(
+        self, tokens: int, cost: float, scope: str, *, new: bool = False
+    ) -> tuple[str, float, float, str] | None:
+        """The first bound `tokens` and `cost` went past, else None.
+
+        As (`{scope}.max_...`, value, maximum, what it counts); with `new` (work about to
+        start), reaching a bound is enough.
+        """
+        for name, value, maximum, unit in (
+            ("max_tokens", tokens, self.max_tokens, "tokens"),
+            ("max_cost", cost, self.max_cost, "in cost"),
+        ):
+            if maximum is not None and (value > maximum or (new and value >= maximum)):
+                return f"{scope}.{name}", value, maximum, unit
+        return None
+
 
 class TaskRequest(BaseModel):
     """A job handed to the swarm."""

@@ -142,20 +142,17 @@ class DailySpend:
         if budget is None or owner is None:
             return None
         used = self.today(owner, open_usage)
-        for limit, value, maximum, unit in (
-            ("daily.max_tokens", used.total_tokens, budget.max_tokens, "tokens"),
-            ("daily.max_cost", used.cost, budget.max_cost, "in cost"),
-        ):
-            if maximum is not None and (value > maximum or (new and value >= maximum)):
-                return BudgetExceededError(
-                    f"principal `{owner}` spent {value:g} {unit} today (UTC), over its "
-                    f"`{limit}` of {maximum:g} set by the operator; its tasks are stopped "
-                    "until tomorrow",
-                    limit=limit,
-                    value=value,
-                    maximum=maximum,
-                )
-        return None
+        over = budget.breach(used.total_tokens, used.cost, "daily", new=new)
+        if over is None:
+            return None
+        limit, value, maximum, unit = over
+        return BudgetExceededError(
+            f"principal `{owner}` spent {value:g} {unit} today (UTC), over its `{limit}` of "
+            f"{maximum:g} set by the operator; its tasks are stopped until tomorrow",
+            limit=limit,
+            value=value,
+            maximum=maximum,
+        )
 
 
 def _log_id(owner: str, day: str) -> str:
