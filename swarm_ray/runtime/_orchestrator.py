@@ -361,9 +361,11 @@ class Orchestrator:
             return intake.task_id
         if intake.owner is not None:
             self._limits.check_open(self._open_of(intake.owner))
-            over = self._spend.over(intake.owner, self._open_usage(intake.owner), new=True)
-            if over is not None:
-                raise over
+            if self._spend.limit_of(intake.owner) is not None:  # else no usage to sum
+                open_usage = self._open_usage(intake.owner)
+                over = self._spend.over(intake.owner, open_usage, new=True)
+                if over is not None:
+                    raise over
         driver = TaskDriver.create(
             intake.request,
             task_id=intake.task_id,
