@@ -129,6 +129,29 @@ def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, obje
     assert late.commands == [] and driver.state is TaskState.CANCELLED
 
 
+def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follows(
+    deps: dict[str, object],
+) -> None:
+    """A restart re-plans a task that had no stored plan (`Replan`); a cancel landing
+    while that runs ends the task, and the plan or planner that arrives after starts
+    nothing."""
+    request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+    created = _driver(deps, request)
+    reloaded = TaskDriver.load(created.task_id, **deps)
+    assert reloaded is not None and reloaded.step(Resume()).commands == [Replan()]
+    assert reloaded.step(Cancel("changed my mind")).commands == [Close()]
+    router = deps["router"]
+    plain = TaskRequest(template="echo_fanout", items=("hi",))
+    plan = expand(router.route(plain), plain, task_id=reloaded.task_id)  # type: ignore[attr-defined]
+    for late in (Begin(planner="test.planning.good"), Begin(plan=plan)):
+        step = reloaded.step(late)
+        assert step.commands == [] and reloaded.state is TaskState.CANCELLED
+        assert reloaded.planner is None and reloaded.scheduler is None
+    again = TaskDriver.load(created.task_id, **deps)  # and so it stays after a restart
+    assert again is not None and again.state is TaskState.CANCELLED
+    assert again.step(Resume()).commands == [Close()]
+
+
 def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     step = driver.step(Begin(refusal=InvalidPlanError("no way to plan `this`")))

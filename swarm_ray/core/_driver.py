@@ -23,6 +23,8 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
+from swarm_ray.core._announce import announce
+from swarm_ray.core._children import ChildOutcome, admit_child, child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     AddChild,
@@ -47,6 +49,7 @@ from swarm_ray.core._commands import (
     WakeAt,
 )
 from swarm_ray.core._errors import (
+    AgentUnavailableError,
     AnswerRefusedError,
     BudgetExceededError,
     ErrorCode,
@@ -58,14 +61,14 @@ from swarm_ray.core._errors import (
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
 from swarm_ray.core._human import HumanWait, check_answer
-from swarm_ray.core._journal import Blobs, LogEntry, StateStore, should_offload
-from swarm_ray.core._plan import Plan, expand, validate_plan
+from swarm_ray.core._journal import Blobs, StateStore, should_offload
+from swarm_ray.core._plan import Plan, validate_plan
 from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
 from swarm_ray.core._principal import Principal
-from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
-from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler
+from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import (
     AwaitHuman,
     BreakerClosed,
@@ -106,45 +109,13 @@ from swarm_ray.core._subtask import (
     effects_keys,
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
+from swarm_ray.core._tasklog import TaskLog, output_text, read_record
 from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_watermark
 
 __all__: list[str] = []
 
-_SCHED, _EVENT, _PLAN, _SPEC = "sched", "event", "plan", "spec"
-_SPEC_FIELDS = ("request", "plan", "planning")
-"""Record fields written once to the log rather than in every snapshot (`_save`)."""
-
-
-def read_record(
-    store: StateStore, task_id: str, entries: list[LogEntry] | None = None
-) -> TaskRecord | None:
-    """A stored task's record: its snapshot joined with the last `spec` log entry.
-
-    Snapshots written before the request and plans moved to the log hold them inline.
-    """
-    stored = store.get_task(task_id)
-    if stored is None:
-        return None
-    data = json.loads(stored.record_json)
-    if "request" not in data:
-        for entry in reversed(entries if entries is not None else store.read_log(task_id)):
-            if entry.kind == _SPEC:
-                data.update(json.loads(entry.payload_json))
-                break
-    return TaskRecord.model_validate(data)
-
-
-_STORE_RETRY_PAUSES = (0.01, 0.05, 0.2)
-"""Pauses between tries of a failing log write (a locked SQLite file, a Redis failover)."""
 Clock = Callable[[], float]
-
-
-def _output_text(event: SchedulerEvent) -> str | None:
-    """A succeeded attempt's output as JSON, made once for the log and the summary."""
-    if not isinstance(event, SubTaskDone) or event.result.output is None:
-        return None
-    return json.dumps(event.result.output, default=str)
 
 
 def _summary(text: str | None) -> str:
@@ -177,7 +148,7 @@ class TaskDriver:
         self._on_transition = on_transition
         self._on_event = on_event
         self.registry = registry
-        self._store = store
+        self._log = TaskLog(record.task_id, store, results)
         self._results = results
         self._key = key
         self._clock = clock
@@ -186,8 +157,6 @@ class TaskDriver:
         self.planner: Scheduler | None = None
         """The planning phase's scheduler, while a planning capability makes the plan."""
         self._issued: dict[str, tuple[int, str]] = {}
-        self._saved_spec: tuple[int, int, int] | None = None
-        """Identity of the request and plans last written to the log (see `_save`)."""
         self.orchestrator: str | None = None
         """`namespace/name` of the orchestrator actor driving this task (set by it)."""
         self.compute_prices: Mapping[str, float] = {}
@@ -231,7 +200,7 @@ class TaskDriver:
         )
         driver = cls(record, **deps)
         driver._save()
-        driver.emit("state", str(TaskState.CREATED), summary=request.query[:160])
+        driver._emit("state", str(TaskState.CREATED), summary=request.query[:160])
         return driver
 
     @classmethod
@@ -243,20 +212,15 @@ class TaskDriver:
         if record is None:
             return None
         driver = cls(record, **deps)
-        driver._saved_spec = (id(record.request), id(record.plan), id(record.planning))
-        log: list[SchedulerEvent] = []
-        planning_log: list[SchedulerEvent] = []
-        for entry in entries:
-            if entry.kind == _EVENT:
-                driver.events.append(TaskEvent.model_validate_json(entry.payload_json))
-            elif entry.kind in (_SCHED, _PLAN):
-                event = driver._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
-                (log if entry.kind == _SCHED else planning_log).append(event)
+        replayed = driver._log.replay(record, entries)
+        driver.events = replayed.events
         if driver.record.planning is not None:
-            driver.planner = Scheduler.replay(driver.record.planning, driver.registry, planning_log)
+            driver.planner = Scheduler.replay(
+                driver.record.planning, driver.registry, replayed.planning
+            )
         if driver.record.plan is not None:
             driver.scheduler = Scheduler.replay(
-                driver.record.plan, driver.registry, log, access=driver._access
+                driver.record.plan, driver.registry, replayed.scheduled, access=driver._access
             )
         return driver
 
@@ -302,57 +266,12 @@ class TaskDriver:
 
     # ---- persistence -----------------------------------------------------------------
 
-    def save(self) -> None:
-        """Write the task's snapshot now (after an in-memory failure, when it can)."""
-        self._save()
-
     def _save(self) -> None:
-        """Write the snapshot; the request and plans only when they changed (see below).
-
-        The request and the plans hold every item and every sub-task's input (megabytes
-        for a large fan-out) and never change once set, while the snapshot is written
-        at every transition. So they go to the task's log, once each time one is set
-        (`spec` entries), and the snapshot leaves them out; `read_record` joins them.
-        """
+        """Write the snapshot (the request and plans go to the log when they change)."""
         self.record = self.record.model_copy(update={"updated_at": self._clock()})
-        spec = (id(self.record.request), id(self.record.plan), id(self.record.planning))
-        if spec != self._saved_spec:
-            payload = self.record.model_dump_json(include=set(_SPEC_FIELDS))
-            self._store.append(self.task_id, _SPEC, payload)
-            self._saved_spec = spec
-        self._store.put_task(
-            self.task_id,
-            self.record.model_dump_json(exclude=set(_SPEC_FIELDS)),
-            is_open=not self.state.terminal,
-            schema_version=SCHEMA_VERSION,
-            owner=self.record.owner,
-        )
+        self._log.save(self.record)
 
-    def _offload(self, event: SchedulerEvent, text: str | None) -> SchedulerEvent:
-        """`event` as the log keeps it: a large output (`text`) goes to the result store."""
-        if not isinstance(event, SubTaskDone) or text is None or not should_offload(text):
-            return event
-        r = event.result
-        ref = self._results.put_bytes(
-            f"{self.task_id}/{r.subtask_id}-{r.attempt}.json", text.encode()
-        )
-        return event.model_copy(
-            update={"result": r.model_copy(update={"output": None, "output_ref": ref})}
-        )
-
-    def _rehydrate(self, event: SchedulerEvent) -> SchedulerEvent:
-        if (
-            isinstance(event, SubTaskDone)
-            and event.result.output_ref
-            and event.result.output is None
-        ):
-            output = self._results.get_json(event.result.output_ref)
-            return event.model_copy(
-                update={"result": event.result.model_copy(update={"output": output})}
-            )
-        return event
-
-    def emit(
+    def _emit(
         self,
         kind: str,
         status: str,
@@ -379,15 +298,13 @@ class TaskDriver:
             summary=summary,
         )
         if persist:
-            self._store.append(
-                self.task_id, _EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}"
-            )
+            self._log.append_event(event)
         self.events.append(event)
         if self._on_event is not None:
             self._on_event(event)
         return event
 
-    def move(self, to: TaskState, reason: str, *, save: bool = True, persist: bool = True) -> None:
+    def _move(self, to: TaskState, reason: str, *, save: bool = True, persist: bool = True) -> None:
         """Transition the state machine, persist, then announce it.
 
         `save=False` is for a state left again before control returns to the event loop
@@ -403,7 +320,7 @@ class TaskDriver:
             self._on_transition(str(before), str(to))
         if save and persist:
             self._save()
-        self.emit("state", str(to), summary=reason, persist=persist)
+        self._emit("state", str(to), summary=reason, persist=persist)
 
     # ---- the one entry point ---------------------------------------------------------
 
@@ -415,6 +332,8 @@ class TaskDriver:
         """
         out = Step()
         match event:
+            case Begin() if self.state.terminal:
+                pass  # ended while its plan was being made (a cancel during re-planning)
             case Begin(plan=plan, planner=planner, refusal=refusal, resolved=resolved):
                 if refusal is not None:
                     self._fail(refusal, out)
@@ -434,28 +353,30 @@ class TaskDriver:
                     return out
                 cancel = CancelRequested(at=self._clock(), reason=reason)
                 if self.scheduler is not None:
-                    self._carry(self.feed(cancel), out)
+                    self._carry(self._feed(cancel), out)
                 elif self.planner is not None:  # the planner's call stops; the task ends
-                    self._carry(self._feed_planning(cancel), out, planning=True)
+                    self._carry(self._feed(cancel, planning=True), out, planning=True)
                 else:  # waiting to be planned: it ends cancelled, not failed
-                    self.finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
+                    self._finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
                     out.commands.append(Close())
             case Wake():
                 if not self.state.terminal and self.scheduler is not None:
                     now = self._clock()
-                    self._carry(self.feed(Tick(at=now)), out)
+                    self._carry(self._feed(Tick(at=now)), out)
                     # A timer may fire a hair before its deadline (the loop's clock is
                     # not the wall clock): a deadline still ahead is armed again.
                     ahead = self.scheduler.next_deadline()
                     if not self.state.terminal and ahead is not None and ahead > now:
                         out.commands.append(WakeAt(ahead))
                 elif not self.state.terminal and self.planner is not None:
-                    self._carry(self._feed_planning(Tick(at=self._clock())), out, planning=True)
+                    self._carry(
+                        self._feed(Tick(at=self._clock()), planning=True), out, planning=True
+                    )
             case Resume():
                 self._resume(out)
             case AddChild(event=added):
                 if self.scheduler is not None and not self.state.terminal:
-                    self._carry(self.feed(added), out)
+                    self._carry(self._feed(added), out)
             case Answer(subtask_id=sid, answer=answer, principal=who):
                 if self.scheduler is not None and not self.state.terminal:
                     wait = self.scheduler.wait_of(sid)
@@ -467,7 +388,7 @@ class TaskDriver:
                         review_of=wait.review_of if wait is not None else None,
                         asked_in=wait.asked_in if wait is not None else None,
                     )
-                    self._carry(self.feed(answered), out)
+                    self._carry(self._feed(answered), out)
             case Broken(error=error, subtask_id=subtask_id):
                 self._broken(error, subtask_id, out)
             case _:
@@ -476,13 +397,13 @@ class TaskDriver:
 
     def _start(self, plan: Plan, out: Step) -> None:
         try:
-            intents = self.plan(None, plan)
+            intents = self._plan(plan)
         except SwarmUserError as exc:
             self._fail(exc, out)
             return
         self._carry(intents, out)
         if self.state is TaskState.DISPATCHING:
-            self.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
+            self._move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
 
     def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
         """Start the planning phase: one sub-task, `plan`, on the planning capability."""
@@ -499,9 +420,9 @@ class TaskDriver:
             return
         self.record = self.record.model_copy(update={"planning": planning})
         self._save()
-        self.emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+        self._emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
         self.planner = Scheduler(planning, self.registry)
-        self._carry(self._feed_planning(Start(at=self._clock())), out, planning=True)
+        self._carry(self._feed(Start(at=self._clock()), planning=True), out, planning=True)
 
     def _planned(self, out: Step, failure: str | None = None) -> None:
         """The planning sub-task settled: make the task's plan from its draft and start it."""
@@ -522,7 +443,7 @@ class TaskDriver:
             self._fail(exc, out)
             return
         tokens = self.planner.usage().completion_tokens
-        self.emit(
+        self._emit(
             "planning",
             "planned",
             agent=planner,
@@ -533,7 +454,7 @@ class TaskDriver:
 
     def _fail(self, error: SwarmError, out: Step) -> None:
         if not self.state.terminal:
-            self.fail(error)
+            self._failed(error)
             out.commands.append(Close())
 
     def _arrived(self, result: SubTaskResult, out: Step) -> None:
@@ -547,15 +468,15 @@ class TaskDriver:
             out.notices.append(Refused("unknown_task"))
             return
         try:
-            event = self.accept(result)
+            event = self._accept(result)
         except WatermarkRejectedError as exc:
             out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
             return
         out.notices.append(Accepted(result, self.record.trace_id))
         if planning:
-            self._carry(self._feed_planning(event), out, planning=True)
+            self._carry(self._feed(event, planning=True), out, planning=True)
         else:
-            self._carry(self.feed(event), out)
+            self._carry(self._feed(event), out)
         self._keep_to_budget(out)
 
     def _over_budget(self) -> BudgetExceededError | None:
@@ -592,7 +513,7 @@ class TaskDriver:
             if self.scheduler.stopped_spending is None:
                 limit = str(error.details.get("limit", "budget"))
                 stop = SpendingStopped(at=self._clock(), limit=limit, message=error.message)
-                self._carry(self.feed(stop), out)
+                self._carry(self._feed(stop), out)
             return
         running = tuple(
             i.subtask_id
@@ -600,7 +521,7 @@ class TaskDriver:
             if scheduler is not None
             for i in scheduler.outstanding()
         )
-        self.fail(error)
+        self._failed(error)
         if running:
             out.commands.append(Halt(running))
         out.commands.append(Close())
@@ -631,9 +552,9 @@ class TaskDriver:
         outstanding = self.scheduler.outstanding()
         for intent in outstanding:
             self._issued.pop(intent.subtask_id, None)
-        self.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
+        self._emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
         if self.state is TaskState.DISPATCHING:
-            self.move(TaskState.EXECUTING, "resumed after a restart")
+            self._move(TaskState.EXECUTING, "resumed after a restart")
         in_doubt = [i for i in outstanding if self._has_side_effects(i.capability_id)]
         self._carry([i for i in outstanding if i not in in_doubt], out)
         for intent in in_doubt:
@@ -665,7 +586,7 @@ class TaskDriver:
             review = ReviewRequested(
                 at=self._clock(), subtask_id=intent.subtask_id, attempt=intent.attempt
             )
-            self._carry(self.feed(review), out)
+            self._carry(self._feed(review), out)
         else:
             self._carry([intent], out)
 
@@ -676,9 +597,9 @@ class TaskDriver:
         running = (
             tuple(i.subtask_id for i in self.scheduler.outstanding()) if self.scheduler else ()
         )
-        self.fail(error, persist=False)
+        self._failed(error, persist=False)
         with contextlib.suppress(StateStoreError):
-            self.save()
+            self._save()
         if running:
             out.commands.append(Halt(running))
         out.commands.append(Close())
@@ -690,81 +611,38 @@ class TaskDriver:
         plan (or, cancelled, ends the task) rather than finishing the task.
         """
         for intent in intents:
+            said = announce(intent)
+            if said is not None:
+                self._emit(
+                    said.kind,
+                    said.status,
+                    subtask_id=said.subtask_id,
+                    agent=said.agent,
+                    summary=said.summary,
+                )
             match intent:
                 case Dispatch() | Retry() | Fallback():
-                    kind = type(intent).__name__.lower()
-                    why = ""
-                    if isinstance(intent, Retry):
-                        why = f" after {intent.error_code}"  # a lost node: agent_unavailable
-                    elif isinstance(intent, Fallback):
-                        why = f" from `{intent.from_capability}`: {intent.reason}"
                     if not isinstance(intent, Dispatch):
-                        out.notices.append(Retrying(intent.capability_id, kind))
-                    self.emit(
-                        "subtask",
-                        "running",
-                        subtask_id=intent.subtask_id,
-                        agent=intent.capability_id,
-                        summary=f"{kind}, attempt {intent.attempt}{why}",
-                    )
+                        out.notices.append(
+                            Retrying(intent.capability_id, type(intent).__name__.lower())
+                        )
                     aggregate = self.record.plan.template.aggregate if self.record.plan else None
                     if intent.stage == aggregate and self.state is TaskState.EXECUTING:
-                        self.move(
+                        self._move(
                             TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched"
                         )
-                    out.commands.append(Run(self.subtask_for(intent), intent.delay_s))
-                case SkipSubTask():
-                    self.emit(
-                        "subtask", "skipped", subtask_id=intent.subtask_id, summary=intent.reason
-                    )
-                case AwaitHuman(subtask_id=sid, prompt=prompt, deadline=deadline):
-                    self.emit("human", "waiting_for_human", subtask_id=sid, summary=prompt[:160])
+                    out.commands.append(Run(self._subtask_for(intent), intent.delay_s))
+                case AwaitHuman(deadline=deadline):
                     if deadline is not None:
                         out.commands.append(WakeAt(deadline))
-                case HumanSettled(subtask_id=sid, outcome=outcome, principal=who):
-                    said = {
-                        "answered": f"answered by `{who}`",
-                        "default": "no answer by the deadline: the default applies",
-                        "timed_out": "no answer by the deadline: human_timeout",
-                    }[outcome]
-                    self.emit("human", outcome, subtask_id=sid, summary=said)
-                case Warn():
-                    self.emit(
-                        "warning", "warning", subtask_id=intent.subtask_id, summary=intent.message
-                    )
                 case BreakerOpened(capability_id=cid, until=until):
-                    self.emit("breaker", "opened", agent=cid)
                     out.notices.append(BreakerMoved(cid, 2))
                     out.commands.append(WakeAt(until))
                 case BreakerHalfOpened(capability_id=cid):
-                    self.emit("breaker", "halfopened", agent=cid)
                     out.notices.append(BreakerMoved(cid, 1))
                 case BreakerClosed(capability_id=cid):
-                    self.emit("breaker", "closed", agent=cid)
                     out.notices.append(BreakerMoved(cid, 0))
-                case RuleFired():
-                    self.emit(
-                        "rule",
-                        "fired",
-                        subtask_id=intent.source,
-                        summary=f"{intent.rule}: {intent.added}",
-                    )
-                case FeedbackRoundStarted():
-                    self.emit("feedback", f"round {intent.round}", subtask_id=intent.judge_subtask)
-                case FannedOut():
-                    self.emit(
-                        "fanout",
-                        "expanded",
-                        subtask_id=intent.source,
-                        summary=f"`{intent.stage}`: {len(intent.added)} sub-tasks",
-                    )
                 case ResultRejected():
-                    self.emit(
-                        "rejected",
-                        "not outstanding",
-                        subtask_id=intent.subtask_id,
-                        summary=intent.reason,
-                    )
                     out.notices.append(Refused("not_outstanding"))
                 case CancelSubTasks(subtask_ids=ids):
                     out.commands.append(Halt(ids))
@@ -772,65 +650,53 @@ class TaskDriver:
                     self._planned(out)
                 case FailTask(code=code, reason=reason) if planning:
                     if code is ErrorCode.CANCELLED:
-                        self.finish(intent)
+                        self._finish(intent)
                         out.commands.append(Close())
                     else:
                         self._planned(out, failure=reason)
                 case FinishTask() | FailTask():
-                    self.finish(intent)
+                    self._finish(intent)
                     out.commands.append(Close())
+                case (
+                    SkipSubTask()
+                    | HumanSettled()
+                    | Warn()
+                    | RuleFired()
+                    | FeedbackRoundStarted()
+                    | FannedOut()
+                ):
+                    pass  # announced above; nothing to do
                 case _:
                     assert_never(intent)
 
     # ---- planning and feeding --------------------------------------------------------
 
-    def plan(self, router: TemplateRouter | None, plan: Plan | None = None) -> list[Intent]:
-        """Route, expand and validate, then start the scheduler. Raises user errors."""
-        self.move(TaskState.ROUTING, "routing the request to a template", save=False)
-        if plan is None:
-            assert router is not None, "a plan or a router to make one"
-            template = router.route(self.record.request)
-            plan = expand(
-                template, self.record.request, task_id=self.task_id, workdir=self.record.workdir
-            )
-        elif plan.workdir is None:
+    def _plan(self, plan: Plan) -> list[Intent]:
+        """Validate `plan`, then start the scheduler. Raises user errors."""
+        self._move(TaskState.ROUTING, "routing the request to a template", save=False)
+        if plan.workdir is None:
             plan = plan.model_copy(update={"workdir": self.record.workdir})
         validate_plan(plan, self.registry)
         self.record = self.record.model_copy(update={"plan": plan})
-        self.move(
+        self._move(
             TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
         )
         self.scheduler = Scheduler(plan, self.registry, access=self._access)
-        return self.feed(Start(at=self._clock()))
+        return self._feed(Start(at=self._clock()))
 
-    def feed(self, event: SchedulerEvent) -> list[Intent]:
-        """Persist `event`, then let the scheduler decide; announce what it decided."""
-        assert self.scheduler is not None
-        return self._feed_to(self.scheduler, event, _SCHED)
+    def _feed(self, event: SchedulerEvent, *, planning: bool = False) -> list[Intent]:
+        """Log `event`, then let the scheduler decide (the planning phase's, with `planning`).
 
-    def _feed_to(self, scheduler: Scheduler, event: SchedulerEvent, kind: str) -> list[Intent]:
-        dedupe = None
-        if isinstance(event, ChildAdded):
-            dedupe = f"{event.kind}:{event.spec.id}"
-        elif isinstance(event, SubTaskDone | SubTaskFailed):
-            dedupe = f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
-        elif isinstance(event, SubTaskTimedOut):
-            dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
-        elif isinstance(event, HumanAnswered):
-            review = "" if event.review_of is None else f":review{event.review_of}"
-            asked = "" if event.asked_in is None else f":asked{event.asked_in}"
-            dedupe = f"{event.kind}:{event.subtask_id}{review}{asked}"
-        elif isinstance(event, ReviewRequested):
-            dedupe = f"{event.kind}:{event.subtask_id}:{event.attempt}"
-        elif isinstance(event, SpendingStopped):
-            dedupe = event.kind  # once a task
-        text = _output_text(event)
-        stored = self._offload(event, text)
-        self._append_retrying(EVENT_ADAPTER.dump_json(stored).decode(), dedupe, kind)
+        A succeeded attempt is announced with its output's summary.
+        """
+        scheduler = self.planner if planning else self.scheduler
+        assert scheduler is not None
+        text = output_text(event)
+        self._log.append(event, text, planning=planning)
         intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
-            self.emit(
+            self._emit(
                 "subtask",
                 "succeeded",
                 subtask_id=r.subtask_id,
@@ -839,26 +705,7 @@ class TaskDriver:
             )
         return intents
 
-    def _feed_planning(self, event: SchedulerEvent) -> list[Intent]:
-        """`feed` for the planning phase's scheduler (its log entries are `plan` kind)."""
-        assert self.planner is not None
-        return self._feed_to(self.planner, event, _PLAN)
-
-    def _append_retrying(self, payload: str, dedupe: str | None, kind: str = _SCHED) -> None:
-        """Write a scheduler event to the log, trying again on a passing store failure.
-
-        The event is written before the scheduler sees it; a write that keeps failing
-        raises, and the caller fails the task by name rather than lose the event.
-        """
-        for pause in _STORE_RETRY_PAUSES:
-            try:
-                self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
-                return
-            except StateStoreError:
-                time.sleep(pause)
-        self._store.append(self.task_id, kind, payload, dedupe_key=dedupe)
-
-    def subtask_for(self, intent: RunIntent) -> SubTask:
+    def _subtask_for(self, intent: RunIntent) -> SubTask:
         """Turn a run intent into a dispatchable sub-task with a fresh watermark."""
         now = self._clock()
         token = issue_watermark(
@@ -938,12 +785,50 @@ class TaskDriver:
             return "unknown"
         return str(self.scheduler.status(subtask_id))
 
+    def admit_child(
+        self,
+        parent: str,
+        parent_watermark: str,
+        capability_id: str,
+        data: dict[str, Any],
+        key: str,
+    ) -> tuple[str, ChildAdded | None]:
+        """Whether the running attempt of `parent` may add a child sub-task.
+
+        Returns the child's id and the event that adds it (feed it as `AddChild`; None
+        when the child exists already: a call retried after a restart).
+
+        Raises:
+            AgentUnavailableError: the task has ended.
+            WatermarkRejectedError: `parent` has no running attempt with that watermark.
+            UnknownCapabilityError: `capability_id` is not registered.
+            InvalidPlanError: a bad key, the parent's own capability, too deep, too many.
+        """
+        if self.state.terminal or self.scheduler is None or self.record.plan is None:
+            raise AgentUnavailableError(
+                f"task `{self.task_id}` is {self.state}: it takes no child sub-tasks"
+            )
+        if not parent_watermark or self.outstanding_watermark(parent) != parent_watermark:
+            raise WatermarkRejectedError(
+                f"sub-task `{parent}` of task `{self.task_id}` has no running attempt with "
+                "that watermark; only a running attempt may ask for child sub-tasks",
+                reason="not_outstanding",
+                subtask_id=parent,
+            )
+        return admit_child(
+            self.scheduler, self.record.plan, self.registry, parent, capability_id, data, key
+        )
+
+    def child_outcome(self, child_id: str) -> ChildOutcome | None:
+        """How a child sub-task ended (None while it runs, or with no plan yet)."""
+        return None if self.scheduler is None else child_outcome(self.scheduler, child_id)
+
     def outstanding_watermark(self, subtask_id: str) -> str | None:
         """The watermark of the attempt of `subtask_id` now running, if one is."""
         issued = self._issued.get(subtask_id)
         return None if issued is None else issued[1]
 
-    def accept(self, result: SubTaskResult) -> SchedulerEvent:
+    def _accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.
 
         Raises:
@@ -971,7 +856,7 @@ class TaskDriver:
                 )
         except WatermarkRejectedError as exc:
             reason = str(exc.details.get("reason", "invalid"))
-            self.emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
+            self._emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
             raise
         del self._issued[result.subtask_id]
         now = self._clock()
@@ -984,7 +869,7 @@ class TaskDriver:
 
     # ---- announcing and finishing ----------------------------------------------------
 
-    def finish(self, outcome: FinishTask | FailTask) -> None:
+    def _finish(self, outcome: FinishTask | FailTask) -> None:
         """Finalise: store the output and move to completed, failed or cancelled."""
         if self.state.terminal:
             return
@@ -994,13 +879,13 @@ class TaskDriver:
             self.record = self.record.model_copy(
                 update={"error": error, "warnings": self._warnings()}
             )
-            self.move(to, outcome.reason)
+            self._move(to, outcome.reason)
             return
         if self.state is TaskState.DISPATCHING:  # recovered before `executing` was saved
-            self.move(TaskState.EXECUTING, "resumed", save=False)
+            self._move(TaskState.EXECUTING, "resumed", save=False)
         if self.state is TaskState.EXECUTING:
-            self.move(TaskState.AGGREGATING, "every sub-task settled", save=False)
-        self.move(TaskState.FINALIZING, "collecting the result", save=False)
+            self._move(TaskState.AGGREGATING, "every sub-task settled", save=False)
+        self._move(TaskState.FINALIZING, "collecting the result", save=False)
         output = self._output()
         text = json.dumps(output, default=str)
         update: dict[str, Any] = {"warnings": self._warnings()}
@@ -1011,9 +896,9 @@ class TaskDriver:
         else:
             update["output"] = output
         self.record = self.record.model_copy(update=update)
-        self.move(TaskState.COMPLETED, f"done with {len(update['warnings'])} warning(s)")
+        self._move(TaskState.COMPLETED, f"done with {len(update['warnings'])} warning(s)")
 
-    def fail(self, error: SwarmError, *, persist: bool = True) -> None:
+    def _failed(self, error: SwarmError, *, persist: bool = True) -> None:
         """Fail the task for a reason found outside the scheduler (routing, a bad plan).
 
         `persist=False` fails it in memory only, for when the state store is what failed:
@@ -1023,7 +908,7 @@ class TaskDriver:
             return
         sub_error = SubTaskError.from_exception(error)
         self.record = self.record.model_copy(update={"error": sub_error})
-        self.move(TaskState.FAILED, error.message, persist=persist)
+        self._move(TaskState.FAILED, error.message, persist=persist)
 
     def _warnings(self) -> tuple[str, ...]:
         return tuple(self.scheduler.warnings) if self.scheduler else ()

@@ -26,7 +26,6 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_ray.core._access import AccessPolicy, input_roots
-from swarm_ray.core._driver import read_record
 from swarm_ray.core._errors import (
     SwarmError,
     SwarmRuntimeError,
@@ -42,6 +41,7 @@ from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._task import TaskRequest
+from swarm_ray.core._tasklog import read_record
 from swarm_ray.runtime._uploads import FILE_ID, Uploads
 
 __all__: list[str] = []

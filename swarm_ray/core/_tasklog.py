@@ -1,0 +1,176 @@
+"""A task's durable log: what the driver writes before it acts, and reads back after a crash.
+
+A task is stored as a snapshot (its record without the large parts) plus an append-only
+log of entries of four kinds:
+- `spec`: the request and plans, written once each time one is set (they hold every item
+  and every sub-task's input and never change, while the snapshot is written at every
+  transition), joined back by `read_record`;
+- `event`: the task's numbered `TaskEvent`s;
+- `sched`: every scheduler event, written before the scheduler sees it, so replaying the
+  log rebuilds exactly what was done and what was outstanding;
+- `plan`: the same for the planning sub-task's scheduler.
+
+Large outputs go to the result store and the log keeps a reference (`offload`). Retries
+of a failing write are the store's own (SQLite's busy timeout, Redis's connection retries):
+a write that still fails raises `StateStoreError`, and the driver's caller fails the task
+by name rather than lose the event.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+
+from swarm_ray.core._journal import Blobs, LogEntry, StateStore, should_offload
+from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray.core._scheduler import EVENT_ADAPTER
+from swarm_ray.core._signals import (
+    ChildAdded,
+    HumanAnswered,
+    ReviewRequested,
+    SchedulerEvent,
+    SpendingStopped,
+    SubTaskDone,
+    SubTaskFailed,
+    SubTaskTimedOut,
+)
+from swarm_ray.core._task import TaskEvent
+
+__all__: list[str] = []
+
+SCHED, EVENT, PLAN, SPEC = "sched", "event", "plan", "spec"
+_SPEC_FIELDS = ("request", "plan", "planning")
+"""Record fields written once to the log rather than in every snapshot."""
+
+
+def read_record(
+    store: StateStore, task_id: str, entries: list[LogEntry] | None = None
+) -> TaskRecord | None:
+    """A stored task's record: its snapshot joined with the last `spec` log entry.
+
+    Snapshots written before the request and plans moved to the log hold them inline.
+    """
+    stored = store.get_task(task_id)
+    if stored is None:
+        return None
+    data = json.loads(stored.record_json)
+    if "request" not in data:
+        for entry in reversed(entries if entries is not None else store.read_log(task_id)):
+            if entry.kind == SPEC:
+                data.update(json.loads(entry.payload_json))
+                break
+    return TaskRecord.model_validate(data)
+
+
+def output_text(event: SchedulerEvent) -> str | None:
+    """A succeeded attempt's output as JSON, made once for the log and the summary."""
+    if not isinstance(event, SubTaskDone) or event.result.output is None:
+        return None
+    return json.dumps(event.result.output, default=str)
+
+
+def dedupe_key(event: SchedulerEvent) -> str | None:
+    """The key that keeps `event` from being logged twice, or None if it may repeat.
+
+    A result replayed after a restart, or an answer posted twice, is logged once.
+    """
+    match event:
+        case ChildAdded():
+            return f"{event.kind}:{event.spec.id}"
+        case SubTaskDone() | SubTaskFailed():
+            return f"{event.kind}:{event.result.subtask_id}:{event.result.attempt}"
+        case SubTaskTimedOut() | ReviewRequested():
+            return f"{event.kind}:{event.subtask_id}:{event.attempt}"
+        case HumanAnswered():
+            review = "" if event.review_of is None else f":review{event.review_of}"
+            asked = "" if event.asked_in is None else f":asked{event.asked_in}"
+            return f"{event.kind}:{event.subtask_id}{review}{asked}"
+        case SpendingStopped():
+            return event.kind  # once a task
+        case _:
+            return None
+
+
+@dataclass
+class Replayed:
+    """What a task's log holds, in order: its events and its two schedulers' events."""
+
+    events: list[TaskEvent] = field(default_factory=list)
+    scheduled: list[SchedulerEvent] = field(default_factory=list)
+    planning: list[SchedulerEvent] = field(default_factory=list)
+
+
+class TaskLog:
+    """One task's snapshot and log in a `StateStore`, large outputs in a `Blobs` store."""
+
+    def __init__(self, task_id: str, store: StateStore, results: Blobs) -> None:
+        self.task_id = task_id
+        self._store = store
+        self._results = results
+        self._saved_spec: tuple[int, int, int] | None = None
+        """Identity of the request and plans last written to the log (see `save`)."""
+
+    def save(self, record: TaskRecord) -> None:
+        """Write the snapshot; the request and plans only when they changed."""
+        spec = (id(record.request), id(record.plan), id(record.planning))
+        if spec != self._saved_spec:
+            payload = record.model_dump_json(include=set(_SPEC_FIELDS))
+            self._store.append(self.task_id, SPEC, payload)
+            self._saved_spec = spec
+        self._store.put_task(
+            self.task_id,
+            record.model_dump_json(exclude=set(_SPEC_FIELDS)),
+            is_open=not record.machine.state.terminal,
+            schema_version=SCHEMA_VERSION,
+            owner=record.owner,
+        )
+
+    def append_event(self, event: TaskEvent) -> None:
+        """Log one of the task's numbered events (once, whatever the restarts)."""
+        self._store.append(self.task_id, EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}")
+
+    def append(self, event: SchedulerEvent, text: str | None, *, planning: bool = False) -> None:
+        """Log a scheduler event before the scheduler sees it; `text` is `output_text`."""
+        stored = self._offload(event, text)
+        self._store.append(
+            self.task_id,
+            PLAN if planning else SCHED,
+            EVENT_ADAPTER.dump_json(stored).decode(),
+            dedupe_key=dedupe_key(event),
+        )
+
+    def replay(self, record: TaskRecord, entries: list[LogEntry]) -> Replayed:
+        """Read `entries` (the task's log) back, large outputs fetched again."""
+        self._saved_spec = (id(record.request), id(record.plan), id(record.planning))
+        out = Replayed()
+        for entry in entries:
+            if entry.kind == EVENT:
+                out.events.append(TaskEvent.model_validate_json(entry.payload_json))
+            elif entry.kind in (SCHED, PLAN):
+                event = self._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
+                (out.scheduled if entry.kind == SCHED else out.planning).append(event)
+        return out
+
+    def _offload(self, event: SchedulerEvent, text: str | None) -> SchedulerEvent:
+        """`event` as the log keeps it: a large output (`text`) goes to the result store."""
+        if not isinstance(event, SubTaskDone) or text is None or not should_offload(text):
+            return event
+        r = event.result
+        ref = self._results.put_bytes(
+            f"{self.task_id}/{r.subtask_id}-{r.attempt}.json", text.encode()
+        )
+        return event.model_copy(
+            update={"result": r.model_copy(update={"output": None, "output_ref": ref})}
+        )
+
+    def _rehydrate(self, event: SchedulerEvent) -> SchedulerEvent:
+        if (
+            isinstance(event, SubTaskDone)
+            and event.result.output_ref
+            and event.result.output is None
+        ):
+            output = self._results.get_json(event.result.output_ref)
+            return event.model_copy(
+                update={"result": event.result.model_copy(update={"output": output})}
+            )
+        return event
