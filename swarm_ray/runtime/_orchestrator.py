@@ -16,11 +16,10 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import logging
 import os
 import time
-from collections import OrderedDict, defaultdict
+from collections import defaultdict
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -68,7 +67,7 @@ from swarm_ray.core._limits import RequestLimits
 from swarm_ray.core._planning import PLAN_SUBTASK
 from swarm_ray.core._principal import LOCAL, Principal
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core._subtask import SubTaskResult
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._trace import trace_tokens
 from swarm_ray.core._views import TaskStatus, status_view
@@ -92,6 +91,8 @@ from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._store import open_state_store
+from swarm_ray.runtime._tasks import InFlight, TaskTable
+from swarm_ray.runtime._turns import Turns
 from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
 from swarm_ray.runtime._uploads import Uploads
 
@@ -99,8 +100,6 @@ __all__: list[str] = []
 
 
 _log = logging.getLogger(__name__)
-_COMMIT_GAP_S = 0.005
-"""Least time between two store commits while writes keep coming (see `_turn_for`)."""
 
 
 class Orchestrator:
@@ -131,19 +130,9 @@ class Orchestrator:
         self._spend = DailySpend.from_env(self._store)
         self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
-        self._drivers: dict[str, TaskDriver] = {}
-        self._open_by_owner: dict[str, set[str]] = defaultdict(set)
-        """Per owner, ids of its tasks that were open when tracked (see `_open_of`)."""
-        self._finished: dict[str, asyncio.Event] = {}
-        self._changed: dict[str, asyncio.Future[None]] = {}
-        """Per followed task, a future resolved at its next change (then replaced)."""
-        self._done: OrderedDict[str, None] = OrderedDict()
-        self._keep_finished = max(1, int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
-        self._inflight: dict[tuple[str, str], asyncio.Task[None]] = {}
-        self._members: dict[tuple[str, str], set[str]] = {}
-        self._serial = itertools.count()
-        self._last_commit = 0.0
-        """Event-loop time of the last store commit (see `_turn_for`)."""
+        self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
+        self._inflight = InFlight()
+        self._turns = Turns(self._store, self._commit_failed)
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
         self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
@@ -157,8 +146,6 @@ class Orchestrator:
         audit = AuditTrail.from_env(home)
         self._observer = Observer(self._metrics, self._health, audit, TaskTraces.from_env())
         self._recovered: asyncio.Task[int] | None = None
-        self._turn: tuple[Any, asyncio.Future[bool], set[str]] | None = None
-        """This event-loop turn's open store batch (see `_turn_for`)."""
         self._background: list[asyncio.Task[None]] = []
         self._children = ChildBook()
         context = ray.get_runtime_context()
@@ -239,41 +226,24 @@ class Orchestrator:
     def _track(self, driver: TaskDriver) -> None:
         driver.orchestrator = self._name  # agents call back here for child sub-tasks
         driver.compute_prices = self._compute_prices
-        self._drivers[driver.task_id] = driver
-        self._finished.setdefault(driver.task_id, asyncio.Event())
-        if driver.record.owner is not None and not driver.state.terminal:
-            self._open_by_owner[driver.record.owner].add(driver.task_id)
-            if self._spend.limit_of(driver.record.owner) is not None:
-                driver.allowance = self._allowance
-
+        owner = driver.record.owner
+        if owner is not None and self._spend.limit_of(owner) is not None:
+            driver.allowance = self._allowance  # (an ended task checks no allowance)
+        self._drivers.track(driver)
         if driver.state.terminal:
             self._ended(driver)
 
     def _ended(self, driver: TaskDriver) -> None:
-        """Wake the task's waiters; forget the oldest ended tasks past the memory bound.
-
-        An ended task is reloaded from the store when asked for again, so memory stays
-        bounded however many tasks a long-lived orchestrator sees.
-        """
-        self._finished[driver.task_id].set()
+        """Wake the task's waiters and free what it asked to free."""
+        self._drivers.ended(driver.task_id)
         self._free_uploads(driver.record)
-        self._done[driver.task_id] = None
-        self._done.move_to_end(driver.task_id)
-        while len(self._done) > self._keep_finished:
-            old, _ = self._done.popitem(last=False)
-            self._drivers.pop(old, None)
-            self._finished.pop(old, None)
-            self._changed.pop(old, None)
-
-    def _open_usage(self, owner: str) -> list[TokenUsage]:
-        """What `owner`'s open tasks have spent so far, each."""
-        drivers = (self._drivers.get(t) for t in self._open_by_owner.get(owner, ()))
-        return [d.usage() for d in drivers if d is not None and not d.state.terminal]
 
     def _allowance(self, driver: TaskDriver) -> BudgetExceededError | None:
         """`TaskDriver.allowance`: past its owner's daily budget, the task stops."""
         owner = driver.record.owner
-        return None if owner is None else self._spend.over(owner, self._open_usage(owner))
+        if owner is None:
+            return None
+        return self._spend.over(owner, self._drivers.open_usage(owner))
 
     def _count_spend(self, driver: TaskDriver) -> None:
         """Put an ended task's spend on its owner's tally for today (see `_spend`)."""
@@ -360,9 +330,9 @@ class Orchestrator:
         if intake.existing or intake.task_id in self._drivers:
             return intake.task_id
         if intake.owner is not None:
-            self._limits.check_open(self._open_of(intake.owner))
+            self._limits.check_open(self._drivers.open_of(intake.owner))
             if self._spend.limit_of(intake.owner) is not None:  # else no usage to sum
-                open_usage = self._open_usage(intake.owner)
+                open_usage = self._drivers.open_usage(intake.owner)
                 over = self._spend.over(intake.owner, open_usage, new=True)
                 if over is not None:
                     raise over
@@ -388,16 +358,6 @@ class Orchestrator:
         if driver.state.terminal and isinstance(driver.error, SwarmUserError):
             raise driver.error  # a plan the driver refused (validation)
         return driver.task_id
-
-    def _open_of(self, owner: str) -> int:
-        """Open tasks of `owner`: its tracked ones, less those ended since (pruned here).
-
-        Walks the owner's own open tasks (at most the limit), not every task in memory.
-        """
-        ids = self._open_by_owner[owner]
-        ended = [t for t in ids if (d := self._drivers.get(t)) is None or d.state.terminal]
-        ids.difference_update(ended)
-        return len(ids)
 
     async def _replan(self, driver: TaskDriver) -> None:
         """Carry out `Replan`: plan a stored task again as a new request would be planned."""
@@ -425,9 +385,8 @@ class Orchestrator:
         """Wait until the task ends (or the timeout passes); returns its record."""
         await self.recover()
         driver = self._driver(task_id, principal)
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self._finished[task_id].wait(), timeout_s)
-        await self._committed()
+        await self._drivers.until_ended(task_id, timeout_s)
+        await self._turns.committed()
         return driver.view()
 
     async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
@@ -481,11 +440,7 @@ class Orchestrator:
             left = deadline - asyncio.get_running_loop().time()
             if left <= 0:
                 break
-            changed = self._changed.get(task_id)
-            if changed is None or changed.done():
-                changed = self._changed[task_id] = asyncio.get_running_loop().create_future()
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(asyncio.shield(changed), left)
+            await self._drivers.until_changed(task_id, left)
         return driver.events[after_seq:]
 
     async def cancel(
@@ -498,7 +453,7 @@ class Orchestrator:
         await self.recover()
         driver = self._driver(task_id, principal)
         self._step(driver, Cancel(reason))
-        await self._committed()
+        await self._turns.committed()
         return driver.view()
 
     async def answer(
@@ -524,14 +479,14 @@ class Orchestrator:
         driver = self._driver(task_id, who)
         checked = driver.check_answer(subtask_id, answer, who)
         self._step(driver, Answer(subtask_id, checked, who.id))
-        await self._committed()
+        await self._turns.committed()
         return status_view(driver)
 
     async def report(self, result: SubTaskResult) -> bool:
         """Accept a result from an external agent; False (and counted) when refused."""
         await self.recover()
         accepted = any(isinstance(n, Accepted) for n in self._on_result(result).notices)
-        await self._committed()
+        await self._turns.committed()
         return accepted
 
     async def run_child(
@@ -550,12 +505,12 @@ class Orchestrator:
         """
         await self.recover()
         driver = self._driver(task_id)
-        child_id, event = self._children.request(
-            driver, parent_subtask_id, parent_watermark, capability_id, data, key
+        child_id, event = driver.admit_child(
+            parent_subtask_id, parent_watermark, capability_id, data, key
         )
         if event is not None:
             self._step(driver, AddChild(event))
-            await self._committed()
+            await self._turns.committed()
         return await self._children.wait(driver, child_id)
 
     async def info(self) -> dict[str, Any]:
@@ -571,7 +526,7 @@ class Orchestrator:
             "agents": self._pool.agent_names(),
             "data_pipelines": self._data.pipelines,
             "watermark_rejections": dict(rejections),
-            "open_tasks": sum(not d.state.terminal for d in self._drivers.values()),
+            "open_tasks": sum(not d.state.terminal for d in self._drivers),
             "started_at": self.started_at,
         }
 
@@ -579,7 +534,7 @@ class Orchestrator:
         """Each capability's health and the swarm health score (see `swarm_ray.runtime._health`)."""
         await self.recover()
         report = self._health.report()
-        report["open_tasks"] = sum(not d.state.terminal for d in self._drivers.values())
+        report["open_tasks"] = sum(not d.state.terminal for d in self._drivers)
         report["uptime_s"] = round(time.time() - self.started_at, 3)
         audit = self._observer.audit
         if audit is not None and audit.failures:
@@ -598,7 +553,7 @@ class Orchestrator:
     def _task_counts(self) -> dict[str, int]:
         """Open tasks by state, and the tasks that ended since this orchestrator started."""
         states: dict[str, int] = defaultdict(int)
-        for driver in self._drivers.values():
+        for driver in self._drivers:
             if not driver.state.terminal:
                 states[str(driver.state)] += 1
         ended = self._metrics.tally("swarm_task_transitions", "to_state")
@@ -675,7 +630,7 @@ class Orchestrator:
         A write the driver could not make, or a bug in taking the input, stops that task
         by name (`Broken`), never the orchestrator and never the other tasks.
         """
-        gate = self._turn_for(driver)
+        gate = self._turns.gate_for(driver.task_id)
         try:
             step = driver.step(event)
         except Exception as exc:  # a failed write, or a bug: the task stops, named
@@ -694,58 +649,16 @@ class Orchestrator:
         self._apply(driver, step, gate)
         return step
 
-    def _turn_for(self, driver: TaskDriver) -> asyncio.Future[bool]:
-        """This event-loop turn's store batch, committed once when the turn ends.
-
-        Every write the drivers make in one turn (many results arrive together) goes
-        into one transaction instead of one commit each. The returned future resolves
-        True once it is committed; attempts are dispatched only then, and callers are
-        answered only then, so nothing acts on a write that could still be lost. A
-        commit that fails stops every task that wrote in the turn, by name.
-        """
-        if self._turn is None:
-            batch = self._store.batch()
-            batch.__enter__()
-            gate: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
-            self._turn = (batch, gate, set())
-            # At most one commit per `_COMMIT_GAP_S`: under a stream of results a turn
-            # stays open a few milliseconds and takes in the next turns' writes too;
-            # otherwise it commits at once.
-            loop = asyncio.get_running_loop()
-            wait = self._last_commit + _COMMIT_GAP_S - loop.time()
-            if wait > 0:
-                loop.call_later(wait, self._close_turn)
-            else:
-                loop.call_soon(self._close_turn)
-        self._turn[2].add(driver.task_id)
-        return self._turn[1]
-
-    def _close_turn(self) -> None:
-        if self._turn is None:
-            return
-        batch, gate, touched = self._turn
-        self._turn = None
-        self._last_commit = asyncio.get_running_loop().time()
-        try:
-            batch.__exit__(None, None, None)
-        except StateStoreError as exc:
-            gate.set_result(False)
-            for task_id in touched:
-                driver = self._drivers.get(task_id)
-                if driver is not None and not driver.state.terminal:
-                    error = StateStoreError(
-                        f"task `{task_id}` stopped: its state could not be committed: "
-                        f"{exc.message}",
-                        task_id=task_id,
-                    )
-                    self._apply(driver, driver.step(Broken(error)), None)
-            return
-        gate.set_result(True)
-
-    async def _committed(self) -> None:
-        """Wait until this turn's writes are committed (before answering a caller)."""
-        if self._turn is not None:
-            await asyncio.shield(self._turn[1])
+    def _commit_failed(self, touched: set[str], exc: StateStoreError) -> None:
+        """A turn's commit failed: every task that wrote in it stops, by name."""
+        for task_id in touched:
+            driver = self._drivers.get(task_id)
+            if driver is not None and not driver.state.terminal:
+                error = StateStoreError(
+                    f"task `{task_id}` stopped: its state could not be committed: {exc.message}",
+                    task_id=task_id,
+                )
+                self._apply(driver, driver.step(Broken(error)), None)
 
     def _apply(self, driver: TaskDriver, step: Step, gate: asyncio.Future[bool] | None) -> None:
         for notice in step.notices:
@@ -766,12 +679,12 @@ class Orchestrator:
                 case Run(subtask=subtask, delay_s=delay):
                     batches[(subtask.capability_id, delay)].append(subtask)
                 case Halt(subtask_ids=halted):
-                    self._halt(driver.task_id, set(halted))
+                    self._inflight.halt(driver.task_id, set(halted))
                 case WakeAt(at=at):
                     delay = max(0.0, at - time.time())
                     asyncio.get_running_loop().call_later(delay, self._wake, driver.task_id)
                 case Replan():
-                    self._spawn(driver, [PLAN_SUBTASK], self._replan(driver))
+                    self._inflight.spawn(driver.task_id, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
                     self._observer.ended(driver.record, driver.usage())
                     self._count_spend(driver)
@@ -782,9 +695,9 @@ class Orchestrator:
         for (cid, delay), subtasks in batches.items():
             spec = self._registry.get(cid)
             for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
-                self._spawn(driver, ids, self._after(delay, driver, run, gate))
+                self._inflight.spawn(driver.task_id, ids, self._after(delay, driver, run, gate))
         self._children.settle(driver)  # agents waiting on children that settled
-        self._notify(driver.task_id)
+        self._drivers.notify(driver.task_id)
 
     async def _after(
         self, delay_s: float, driver: TaskDriver, run: Any, gate: asyncio.Future[bool] | None
@@ -809,32 +722,7 @@ class Orchestrator:
             return Step()
         return self._step(driver, Arrived(result))
 
-    def _halt(self, task_id: str, subtask_ids: set[str]) -> None:
-        for key, members in list(self._members.items()):
-            if key[0] == task_id and subtask_ids & members:
-                task = self._inflight.pop(key, None)
-                if task is not None:
-                    task.cancel()
-
     def _wake(self, task_id: str) -> None:
         driver = self._drivers.get(task_id)
         if driver is not None and not driver.state.terminal:
             self._step(driver, Wake())
-
-    def _spawn(self, driver: TaskDriver, ids: list[str], coro: Any) -> None:
-        key = (driver.task_id, f"{ids[0]}+{len(ids)}:{next(self._serial)}")
-        task = asyncio.get_running_loop().create_task(coro)
-        self._inflight[key] = task
-        self._members[key] = set(ids)
-
-        def forget(_task: asyncio.Task[None]) -> None:
-            self._inflight.pop(key, None)
-            self._members.pop(key, None)
-
-        task.add_done_callback(forget)
-
-    def _notify(self, task_id: str) -> None:
-        """Wake whoever follows the task (cheap when nobody does: no task is created)."""
-        changed = self._changed.pop(task_id, None)
-        if changed is not None and not changed.done():
-            changed.set_result(None)
