@@ -12,7 +12,6 @@ own capability (its agent would wait for itself).
 from __future__ import annotations
 
 import re
-import time
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict
@@ -69,8 +68,9 @@ def admit_child(
     capability_id: str,
     data: dict[str, Any],
     key: str,
+    at: float,
 ) -> tuple[str, ChildAdded | None]:
-    """The child's id, and the event that adds it (None when it exists already).
+    """The child's id, and the event that adds it at `at` (None when it exists already).
 
     Raises:
         UnknownCapabilityError: `capability_id` is not registered.
@@ -109,7 +109,7 @@ def admit_child(
             f"{plan.template.max_depth}",
             subtask_id=child_id,
         )
-    return child_id, ChildAdded(at=time.time(), spec=child)
+    return child_id, ChildAdded(at=at, spec=child)
 
 
 def child_outcome(scheduler: Scheduler, child_id: str) -> ChildOutcome | None:

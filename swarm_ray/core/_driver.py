@@ -816,7 +816,14 @@ class TaskDriver:
                 subtask_id=parent,
             )
         return admit_child(
-            self.scheduler, self.record.plan, self.registry, parent, capability_id, data, key
+            self.scheduler,
+            self.record.plan,
+            self.registry,
+            parent,
+            capability_id,
+            data,
+            key,
+            at=self._clock(),
         )
 
     def child_outcome(self, child_id: str) -> ChildOutcome | None:
