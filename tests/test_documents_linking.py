@@ -164,6 +164,70 @@ def test_a_lost_micro_sign_is_read_as_the_declared_unit() -> None:
     assert _facts(["slew rate:V/us"], page) == {("slew rate", None, 7.0)}
 
 
+def test_a_micro_sign_lost_as_a_space_is_read_as_the_declared_unit() -> None:
+    page = "Features\n• High Slew Rate . . . 13 V/ s Typ\n"
+    assert _facts(["slew rate:V/us"], page) == {("slew rate", None, 13.0)}
+
+
+def test_a_label_centred_on_its_two_rows_takes_the_first_row() -> None:
+    # The label cell spans two rows of conditions; the text layer puts it on the second.
+    page = "Absolute Maximum Ratings\n" + _table(
+        ("Symbol", "Parameter", "Conditions", "Value", "Unit"),
+        ("", "", "VO = 5 V to 18 V", "35", ""),
+        ("VI", "Input Voltage", "VO = 24 V", "40", "V"),
+        ("TJ", "Junction Temperature", "", "150", "°C"),
+    )
+    assert _facts(["input voltage:V:max"], page) == {("input voltage", "max", 35.0)}
+
+
+def test_a_row_under_another_label_is_not_a_first_variant() -> None:
+    page = _table(
+        ("Symbol", "Parameter", "Conditions", "Value", "Unit"),
+        ("VO", "Output Voltage", "IO = 5 mA", "5", "V"),
+        ("", "", "IO = 40 mA", "4.9", "V"),
+        ("VI", "Input Voltage", "", "30", "V"),
+    )
+    assert _facts(["input voltage:V:max"], page) == {("input voltage", "max", 30.0)}
+
+
+def test_a_graphs_legend_states_no_value() -> None:
+    page = "Typical Characteristics\n" + _table(("1.5", "Iout=1mA"), ("IOUT = 0A", "IOUT = 1A"))
+    assert _facts(["output current:A:max"], page) == set()
+
+
+def test_a_plain_value_early_outranks_a_sub_systems_limit_deep_in_the_document() -> None:
+    first = "Features\n- 72 MHz maximum frequency, 1.25 DMIPS/MHz\n"
+    deep = _table(
+        ("Symbol", "Parameter", "Min", "Max", "Unit"),
+        ("fPCLK1", "Internal APB1 clock frequency", "0", "36", "MHz"),
+        width=34,
+    )
+    pages = [first, *["Functional description\n"] * 35, deep]
+    assert _facts(["max clock frequency:MHz"], *pages) == {("max clock frequency", "max", 72.0)}
+    # Near the front, the column's stated maximum keeps its edge over a weaker phrase.
+    assert _facts(["max clock frequency:MHz"], first, deep) == {
+        ("max clock frequency", "max", 36.0)
+    }
+
+
+@pytest.mark.parametrize(
+    ("text", "gates"),
+    [
+        ("HEF4093B\nQuadruple 2-input NAND Schmitt trigger\n", 4.0),
+        ("The 74XX14 provides six inverting buffers with Schmitt-trigger action.\n", 6.0),
+        ("The XX4093 type consists of four Schmitt trigger circuits.\n", 4.0),
+    ],
+)
+def test_how_many_units_a_part_holds_counts_them_under_any_name(text: str, gates: float) -> None:
+    caption = "Fig.3 Logic diagram (one gate).\n"
+    assert _facts(["number of gates:count"], text, caption) == {("number of gates", None, gates)}
+
+
+def test_a_count_of_the_fields_own_noun_beats_a_title_multiplier() -> None:
+    page = "Dual supply logic\nThe device contains four 2-input NAND gates.\n"
+    assert _facts(["number of gates:count"], page) == {("number of gates", None, 4.0)}
+
+
 def test_counts_in_words_before_the_counted_noun() -> None:
     page = "General description\nThe device contains four 2-input NAND gates.\n"
     facts = _facts(["number of gates:count", "inputs per gate:count", "logic function"], page)

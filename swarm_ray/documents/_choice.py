@@ -29,6 +29,8 @@ __all__ = ["Scored", "choose", "file_part"]
 _FEW = 3
 """More equally good values than this on one page list variants or parts: one is kept."""
 _PAGE_COST = 0.02
+_STATED_EDGE = 0.1
+"""How much better a plain value must rank to beat one a column states the statistic of."""
 """Score lost per page after the first: a tie-breaker, never worth a better label."""
 
 
@@ -121,9 +123,9 @@ def choose(
         stated = [i for i in keep if views[i].statistic in wanted]
         if {Statistic.MIN, Statistic.MAX} <= wanted:
             stated = _paired(views, stated)
-        if stated:
-            return _best(candidates, views, stated, lambda v: v.statistic)
         pool = [i for i in keep if views[i].statistic is None]
+        if stated and (len(wanted) > 1 or not _outranked(views, stated, pool)):
+            return _best(candidates, views, stated, lambda v: v.statistic)
         chosen = _best(candidates, views, pool, lambda v: v.statistic)
         if len(wanted) == 1:
             # One statistic asked for, one value stated (`VF 1.1 V` in a ratings table):
@@ -132,6 +134,21 @@ def choose(
             return [_restated(c, only) for c in chosen]
         return chosen
     return _as_stated(candidates, views, keep)
+
+
+def _outranked(views: Sequence[Scored], stated: list[int], pool: list[int]) -> bool:
+    """Whether a value stated with no statistic is far better evidence than any stated one.
+
+    A statistic a table's column states (`Max`) is strong evidence, so such a value wins
+    over a plain one unless the plain one's label is much better or much earlier: the
+    first page's `72 MHz maximum frequency` over page 37's `Internal APB1 clock
+    frequency` row, a sub-system's limit. Only for one statistic: a field asking for
+    both ends of a range wants them stated, not one plain value.
+    """
+    if not pool:
+        return False
+    best = max(_rank(views[i])[0] for i in stated)
+    return max(_rank(views[i])[0] for i in pool) > best + _STATED_EDGE
 
 
 def _as_stated(candidates: Sequence[C], views: Sequence[Scored], keep: list[int]) -> list[C]:

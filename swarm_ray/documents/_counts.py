@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-__all__ = ["CountMention", "count_mentions", "counted_noun"]
+__all__ = ["CountMention", "count_mentions", "counted_noun", "unit_counts"]
 
 _NUMBER_WORDS = {
     "one": 1, "single": 1, "two": 2, "dual": 2, "twin": 2, "double": 2, "three": 3,
@@ -24,6 +24,10 @@ _NUMBER_WORDS = {
 }  # fmt: skip
 _NUMBER = r"(?:\d{1,3}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
 _BETWEEN = 3
+_MULTIPLIERS = {"dual": 2, "triple": 3, "quad": 4, "quadruple": 4, "hex": 6, "octal": 8}
+_CONTAINS = (
+    r"(?:consists\s+of|contains|provides|comprises|integrates|includes|incorporates|features)"
+)
 """Words an adjective phrase may put between a count and its noun (`2-input NAND`)."""
 
 
@@ -89,4 +93,42 @@ def count_mentions(noun: str, text: str) -> list[CountMention]:
         out.append(CountMention(value, match.start(), match.end(), False))
     for match in glued.finditer(flat):
         out.append(CountMention(_value(match["n"]), match.start(), match.end(), True))
+    return sorted(out, key=lambda m: m.start)
+
+
+@functools.cache
+def _unit_regexes() -> tuple[re.Pattern[str], re.Pattern[str]]:
+    words = "|".join(sorted(_MULTIPLIERS, key=len, reverse=True))
+    title = re.compile(rf"(?:^|\n)[ \t]*(?P<n>{words})\b(?=[ \t-]+[\w(])", re.IGNORECASE)
+    contains = re.compile(
+        rf"\b{_CONTAINS}\s+(?P<n>{_NUMBER})(?P<gap>(?:\s+[\w/]+(?:-[\w/]+)?){{0,{_BETWEEN}}}?)"
+        r"\s+(?P<noun>[a-z]{3,}s)\b",
+        re.IGNORECASE,
+    )
+    return title, contains
+
+
+def unit_counts(text: str) -> list[CountMention]:
+    """How many units a part holds, said without naming what a field counts.
+
+    A device's title leads with a multiplier (`Quadruple 2-input NAND Schmitt trigger`,
+    `Dual operational amplifier`, `Hex inverter`), and its description says what it
+    holds (`provides six inverting buffers`, `consists of four Schmitt trigger
+    circuits`). Either states how many of the part's units (gates, channels,
+    amplifiers) one package holds, whatever the datasheet calls them; a field counting
+    those finds them here when the text never puts a count before the field's own noun.
+    """
+    title, contains = _unit_regexes()
+    out = [
+        CountMention(_MULTIPLIERS[m["n"].lower()], m.start("n"), m.end("n"), False)
+        for m in title.finditer(text)
+    ]
+    for match in contains.finditer(text.replace("\n", " ")):
+        if re.search(rf"\b{_NUMBER}\b", match["gap"], re.IGNORECASE) and not re.search(
+            r"\d-\w", match["gap"]
+        ):
+            continue
+        value = _value(match["n"])
+        if value > 1:
+            out.append(CountMention(value, match.start("n"), match.end(), False))
     return sorted(out, key=lambda m: m.start)

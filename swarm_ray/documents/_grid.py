@@ -24,6 +24,7 @@ __all__ = [
     "PART_NUMBER",
     "STAT_ROLES",
     "Grid",
+    "beside_ticks",
     "bracket_unit",
     "column_of",
     "header_of",
@@ -281,6 +282,12 @@ _TICK = re.compile(r"[-\u2212\u2013+]?\d+(?:[.,]\d+)?")
 _AXIS_TITLE = re.compile(r"[A-Za-z].*[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*$")
 _CHART_ROWS = 3
 """Rows of axis ticks and axis titles a page of graphs has at least, each."""
+
+
+def beside_ticks(row: Row, cell: int) -> bool:
+    """Whether a cell stands alone beside axis ticks (`1.5 | Iout=1mA`): a graph's legend."""
+    others = [c.text.strip() for i, c in enumerate(row.cells) if i != cell]
+    return bool(others) and all(_TICK.fullmatch(t) for t in others)
 
 
 def is_chart_page(rows: list[Row]) -> bool:

@@ -30,6 +30,8 @@ _GAP = re.compile(r"[ \t\u00a0]*(?:\n[ \t]*)?(?:-[ \t]?)?")
 _RATE_AFTER = re.compile(r"\s*/\s*\d*\s*[A-Za-z]")
 _NEXT_IS_WORD = re.compile(r"[A-Za-z0-9]")
 _BARE_INCH_OK = re.compile(r"\s*(?:$|[),;\n])")
+_DROPPED_GLYPH = re.compile(r" (?P<rest>[A-Za-z]{1,3})\b")
+"""`13 V/ s`: a space where the text layer dropped a glyph (the `µ` of `V/µs`) after `/`."""
 
 
 @dataclass(frozen=True)
@@ -113,6 +115,10 @@ def read_unit(text: str, pos: int, *, gap: bool = True) -> tuple[Unit, int] | No
     token = _TOKEN.match(text, start)
     if token is None:
         return None
+    if token.group(0).endswith("/") and (rest := _DROPPED_GLYPH.match(text, token.end())):
+        unit = lookup_unit(token.group(0) + rest["rest"])
+        if unit is not None:
+            return unit, rest.end()
     for candidate in _candidates(token.group(0)):
         unit = lookup_unit(candidate)
         if unit is None:

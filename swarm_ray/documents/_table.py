@@ -28,13 +28,14 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 
 from swarm_ray.documents._choice import Scored, choose, file_part
-from swarm_ray.documents._counts import count_mentions, counted_noun
+from swarm_ray.documents._counts import count_mentions, counted_noun, unit_counts
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
 from swarm_ray.documents._grid import (
     PART_NUMBER,
     STAT_ROLES,
     Grid,
+    beside_ticks,
     bracket_unit,
     column_of,
     header_of,
@@ -353,9 +354,12 @@ class _Reader:
             tier = 0 if not extra else 1
             if in_limits_table(page, index):
                 tier += 3  # a limit the part survives gives way to what it works in
+            variant = self._first_variant(spec, page, index, hit, tier, base)
             found = self._right(spec, page, index, hit, tier, base) or self._below(
                 spec, page, index, hit, tier, base
             )
+            if variant:  # the label's own row is its second variant: the first wins
+                found = [*variant, *(_with(c, bonus=c.bonus - _LATER_TERM) for c in found)]
             limit = _label_statistic(text)
             return [
                 c if c.statistic is not None or limit is None else _with(c, statistic=limit)
@@ -368,6 +372,8 @@ class _Reader:
             unit = bracket_unit(text[:end])
             first = inline_values[0]
             if first.condition and re.fullmatch(r"\s*=\s*", after[: first.start]):
+                if beside_ticks(row, hit.cell) or _assigned_again(row, hit, text[start:end]):
+                    return []  # `1.5 | Iout=1mA`, `IOUT = 0A | IOUT = 1A`: a graph's legend
                 # `VDSS = 55V`: the `=` follows the field's own label, so states its value;
                 # as a phrase would, since charts and conditions write `VCE = 20V` too.
                 inline_values = [replace(first, condition=False), *inline_values[1:]]
@@ -393,7 +399,7 @@ class _Reader:
         shift = len(wrapped) + 1
         return self._phrase(spec, f"{wrapped} {text}", (span[0] + shift, span[1] + shift), base)
 
-    def _right(
+    def _first_variant(
         self,
         spec: FieldSpec,
         page: Grid,
@@ -402,9 +408,66 @@ class _Reader:
         tier: int,
         base: dict[str, object],
     ) -> list[_Candidate]:
-        row = page.rows[index]
+        """A label level with the second of its rows: the first stands above it.
+
+        A table cell spanning two rows of conditions (`VO = 5 V to 18 V | 35` and
+        `VO = 24 V | 40` beside `VI | Input Voltage | V`) has its label centred between
+        them, so the text layer puts the label on the second row, or between the two. The
+        row just under the table's header, with nothing in the label's columns, is then
+        the label's first variant, read as if it stood on the label's row; as the earlier
+        row it wins a tie with the second. A row above that follows another label is that
+        label's continuation, and a unit of another kind there is another parameter's.
+        """
+        if index < 2:
+            return []
+        row, above = page.rows[index], page.rows[index - 1]
+        label = row.cells[hit.cell]
+        if any(cell.x0 < label.x1 for cell in above.cells):
+            return []  # the row above has a label of its own
+        if not re.search(r"[A-Za-z]{2}", above.cells[0].text) or any(
+            not v.condition for v in read_values(above.cells[0].text)
+        ):
+            return []  # a variant row leads with its condition (`VO = 5 V to 18 V`)
         header = header_of(page, index)
-        unit = row_unit(row, header, hit.cell)
+        if header is None or page.rows[index - 2] is not header:
+            return []
+        own = row_unit(row, header, hit.cell)
+        theirs = next(
+            (
+                lookup_unit(strip_footnotes(cell.text))
+                for cell in above.cells
+                if (column := column_of(header, cell)) is not None and role(column.text) == "unit"
+            ),
+            None,
+        )
+        if own is not None and theirs is not None and own.kind != theirs.kind:
+            return []
+        merged = Row(
+            top=row.top, bottom=row.bottom, cells=(*row.cells[: hit.cell + 1], *above.cells)
+        )
+        quote = " | ".join(c.text for c in (*row.cells, *above.cells))[:240]
+        return self._right(
+            spec, page, index, hit, tier, {**base, "row": index - 1, "quote": quote},
+            row=merged, unit=own or theirs,
+        )  # fmt: skip
+
+    def _right(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        hit: _Hit,
+        tier: int,
+        base: dict[str, object],
+        *,
+        row: Row | None = None,
+        unit: Unit | None = None,
+    ) -> list[_Candidate]:
+        """Values right of the label in its row (`row`, when read as if it stood there)."""
+        header = header_of(page, index)
+        if row is None:
+            row = page.rows[index]
+            unit = row_unit(row, header, hit.cell)
         out: list[_Candidate] = []
         cells: list[TextBox] = []
         skipped_text = 0
@@ -653,6 +716,15 @@ _REPEAT_ROWS, _REPEAT_COST = 4, 0.05
 """Rows within which a label said again repeats the parameter, and what the repeat loses."""
 
 
+def _assigned_again(row: Row, hit: _Hit, label: str) -> bool:
+    """Whether another cell of the row sets the same label (`IOUT = 0A | IOUT = 1A`)."""
+    folded = label.casefold()
+    return any(
+        i != hit.cell and c.text.strip().casefold().startswith(folded) and "=" in c.text
+        for i, c in enumerate(row.cells)
+    )
+
+
 def _bare(row: Row, hit: _Hit) -> bool:
     """Whether a row says nothing but the label: every other cell a value, unit or dash."""
     cell = strip_footnotes(row.cells[hit.cell].text)
@@ -775,26 +847,44 @@ def _terms(
 
 
 def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
-    """Counts stated in words before the noun a count field names (`_counts`)."""
+    """Counts stated in words before the noun a count field names (`_counts`).
+
+    A document that never counts the field's noun may still say how many units the part
+    holds (`Quadruple 2-input NAND Schmitt trigger`, `provides six inverting buffers`):
+    those are weaker candidates (`unit_counts`). A count in a figure's caption (`Fig. 3
+    Logic diagram (one gate)`) describes the drawing, not the part.
+    """
     noun = counted_noun(spec.name) if spec.kind == COUNT else None
     if noun is None:
         return []
     per = " per " in spec.name.lower()
     out: list[_Candidate] = []
-    for page in document.pages:
-        for mention in count_mentions(noun, page.text):
-            if mention.hyphenated != per:
-                continue
-            left, right = _sentence(page.text, mention.start, mention.end)
-            quote = " ".join(page.text[left:right].split())[:240]
-            out.append(
-                _Candidate(
-                    key=spec.key, tier=2, value=float(mention.value), unit="", statistic=None,
-                    value_text=" ".join(page.text[mention.start : mention.end].split()),
-                    page=page.number, row=mention.start, quote=quote,
-                )
-            )  # fmt: skip
+    for weak in (False, True):
+        if any(c.bonus == 0 for c in out) or (weak and per):
+            break  # a count of the field's own noun, outside a caption, is the one to read
+        for page in document.pages:
+            found = unit_counts(page.text) if weak else count_mentions(noun, page.text)
+            for mention in found:
+                if mention.hyphenated != per:
+                    continue
+                left, right = _sentence(page.text, mention.start, mention.end)
+                quote = " ".join(page.text[left:right].split())[:240]
+                line = page.text[page.text.rfind("\n", 0, mention.start) + 1 : mention.start]
+                caption = _CAPTION.match(line) is not None
+                out.append(
+                    _Candidate(
+                        key=spec.key, tier=_PARTIAL if weak else 2, value=float(mention.value),
+                        unit="", statistic=None,
+                        value_text=" ".join(page.text[mention.start : mention.end].split()),
+                        page=page.number, row=mention.start, quote=quote,
+                        bonus=-_CHART_COST if caption else 0.0,
+                    )
+                )  # fmt: skip
     return out
+
+
+_CAPTION = re.compile(r"\s*(?:Fig(?:ure)?|Table)\.?\s*\d", re.IGNORECASE)
+"""A figure's or table's caption: `Fig.3 Logic diagram (one gate)`."""
 
 
 def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
