@@ -586,6 +586,34 @@ def test_a_tools_answer_reaches_the_model_marked_untrusted_and_cannot_close_the_
     assert shown.endswith("</tool_result>") and shown.count("</tool_result>") == 1
 
 
+# ---- admin-only detail ------------------------------------------------------------------
+
+
+def test_swarm_detail_needs_an_admin_key_unless_metrics_are_public(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.security import HTTPAuthorizationCredentials
+
+    from swarm_ray.gateway._auth import ApiKeys
+    from swarm_ray.gateway._http import Keys, sees_swarm
+
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"alice:{'a' * 20}\nroot:{'r' * 20}:admin\n")
+    monkeypatch.setattr(Keys, "current", ApiKeys.from_file(keys_file))
+    monkeypatch.delenv("SWARM_RAY_METRICS_PUBLIC", raising=False)
+
+    def bearer(key: str) -> HTTPAuthorizationCredentials:
+        return HTTPAuthorizationCredentials(scheme="Bearer", credentials=key)
+
+    others = [None, bearer("a" * 20), bearer("x" * 20)]  # no key, a tenant's, a wrong one
+    assert [sees_swarm(c) for c in others] == [False, False, False]
+    assert sees_swarm(bearer("r" * 20))
+    monkeypatch.setenv("SWARM_RAY_METRICS_PUBLIC", "1")  # a scraper on a private network
+    assert [sees_swarm(c) for c in others] == [True, True, True]
+    monkeypatch.setenv("SWARM_RAY_METRICS_PUBLIC", "true")  # only `1` opens it
+    assert not sees_swarm(None)
+
+
 # ---- socket caps ------------------------------------------------------------------------
 
 

@@ -42,8 +42,8 @@ from swarm_ray.gateway._http import (
     bearer,
     check_key,
     http_error,
-    metrics_public,
     principal_of,
+    sees_swarm,
 )
 from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
@@ -482,11 +482,7 @@ class Gateway:
         `SWARM_RAY_METRICS_PUBLIC=1`) only the status is told, so probes and load balancers
         need no key and tenants learn nothing of the swarm beyond their own tasks.
         """
-        keys = Keys.current
-        caller = (
-            None if credentials is None or keys is None else keys.principal(credentials.credentials)
-        )
-        detailed = metrics_public() or (caller is not None and caller.admin)
+        detailed = sees_swarm(credentials)
         try:
             report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
@@ -517,7 +513,8 @@ class Gateway:
         Swarm-wide counts and endpoint names are the operator's: an admin key is needed,
         unless `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
         """
-        if not metrics_public() and not check_key(credentials).admin:
+        if not sees_swarm(credentials):
+            check_key(credentials)  # no good key: 401; a tenant's: 403
             raise HTTPException(
                 403,
                 detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},

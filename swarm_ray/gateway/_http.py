@@ -34,6 +34,7 @@ __all__ = [
     "http_error",
     "metrics_public",
     "principal_of",
+    "sees_swarm",
 ]
 
 bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
@@ -64,11 +65,13 @@ async def _require_key(
     return check_key(credentials)
 
 
-def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
+def _principal(credentials: HTTPAuthorizationCredentials | None) -> Principal | None:
     keys = Keys.current
-    principal = (
-        None if credentials is None or keys is None else keys.principal(credentials.credentials)
-    )
+    return None if credentials is None or keys is None else keys.principal(credentials.credentials)
+
+
+def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    principal = _principal(credentials)
     if principal is None:
         raise HTTPException(
             401,
@@ -81,6 +84,18 @@ def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
 def metrics_public() -> bool:
     """Whether `/metrics` and the detailed `/health` answer without an admin key."""
     return os.environ.get("SWARM_RAY_METRICS_PUBLIC", "") == "1"
+
+
+def sees_swarm(credentials: HTTPAuthorizationCredentials | None) -> bool:
+    """Whether the caller is shown swarm-wide detail (`/metrics`, the detailed `/health`).
+
+    Swarm-wide counts and endpoint names are the operator's: an admin key sees them,
+    and anyone does with `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
+    """
+    if metrics_public():
+        return True
+    caller = _principal(credentials)
+    return caller is not None and caller.admin
 
 
 AUTH = [Depends(_require_key)]
