@@ -614,6 +614,40 @@ def test_swarm_detail_needs_an_admin_key_unless_metrics_are_public(
     assert not sees_swarm(None)
 
 
+def test_an_orchestrator_that_does_not_answer_is_a_503_naming_no_internals(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import asyncio
+    import logging
+
+    from fastapi import HTTPException
+    from ray.exceptions import RayActorError
+
+    from swarm_ray.gateway._http import orchestrator_answer
+
+    internals = "actor SwarmOrchestrator on node 10.0.0.7:6379 died"
+
+    async def died() -> None:
+        raise RayActorError(error_msg=internals)
+
+    async def silent() -> None:
+        await asyncio.Event().wait()
+
+    for call, timeout_s, cause in ((died, 5.0, internals), (silent, 0.01, "TimeoutError")):
+        caplog.clear()
+        with (
+            caplog.at_level(logging.WARNING, logger="swarm_ray.gateway._http"),
+            pytest.raises(HTTPException) as caught,
+        ):
+            asyncio.run(orchestrator_answer(call(), timeout_s))
+        body = caught.value.detail
+        assert caught.value.status_code == 503 and body["code"] == "orchestrator_unavailable"
+        assert body["detail"] == (
+            f"the orchestrator did not answer (error id `{body['error_id']}`); try again"
+        )
+        assert f"{body['error_id']}): " in caplog.text and cause in caplog.text  # the log has it
+
+
 # ---- socket caps ------------------------------------------------------------------------
 
 

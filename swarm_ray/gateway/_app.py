@@ -21,7 +21,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from ray import serve
-from ray.exceptions import RayActorError, RayTaskError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from swarm_ray.core._errors import (
@@ -42,6 +41,7 @@ from swarm_ray.gateway._http import (
     bearer,
     check_key,
     http_error,
+    orchestrator_answer,
     principal_of,
     sees_swarm,
 )
@@ -151,22 +151,9 @@ class Gateway:
         """Await a call on the orchestrator (`self._actor.METHOD.remote(...)`).
 
         Swarm-ray errors become HTTP errors; an orchestrator that does not answer in time
-        (or is restarting) is a 503.
+        (or is restarting) is a 503 (`orchestrator_answer`).
         """
-        try:
-            return await asyncio.wait_for(call, timeout_s or self._config.call_timeout_s)
-        except RayTaskError as exc:
-            cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
-            if isinstance(cause, SwarmError):
-                raise http_error(cause) from None
-            raise
-        except SwarmError as exc:
-            raise http_error(exc) from None
-        except (TimeoutError, RayActorError) as exc:
-            raise HTTPException(
-                503,
-                detail={"detail": f"orchestrator did not answer: {exc}"[:500]},
-            ) from None
+        return await orchestrator_answer(call, timeout_s or self._config.call_timeout_s)
 
     async def _submit_batch(
         self, batch: list[tuple[TaskRequest, Principal]]

@@ -4,11 +4,16 @@ The gateway's routes depend on `Caller` (the principal of a good key, else 401) 
 translate swarm-ray errors to HTTP in one place (`http_error`).
 """
 
+import asyncio
+import logging
 import os
-from typing import Annotated
+import secrets
+from collections.abc import Awaitable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from ray.exceptions import RayActorError, RayTaskError
 
 from swarm_ray.core._errors import (
     AnswerRefusedError,
@@ -33,9 +38,12 @@ __all__ = [
     "check_key",
     "http_error",
     "metrics_public",
+    "orchestrator_answer",
     "principal_of",
     "sees_swarm",
 ]
+
+_log = logging.getLogger(__name__)
 
 bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 
@@ -146,3 +154,32 @@ def http_error(exc: SwarmError) -> HTTPException:
     if "error_id" in exc.details:  # a bug met on this request alone: the log has it
         body["error_id"] = str(exc.details["error_id"])
     return HTTPException(500, detail=body)
+
+
+async def orchestrator_answer(call: Awaitable[Any], timeout_s: float) -> Any:
+    """Await a call on the orchestrator, its errors as HTTP errors (in one place).
+
+    Swarm-ray errors answer as `http_error` says. An orchestrator that does not answer
+    in time (or is restarting) is a 503 with a fixed message and an error id: Ray's own
+    message names actors, nodes and addresses, which are the operator's, so only the log
+    has it.
+    """
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except RayTaskError as exc:
+        cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
+        if isinstance(cause, SwarmError):
+            raise http_error(cause) from None
+        raise
+    except SwarmError as exc:
+        raise http_error(exc) from None
+    except (TimeoutError, RayActorError) as exc:
+        error_id = f"err-{secrets.token_hex(6)}"
+        what = f"{type(exc).__name__}: {exc}"
+        _log.warning("the orchestrator did not answer (error id %s): %s", error_id, what)
+        body = {
+            "detail": f"the orchestrator did not answer (error id `{error_id}`); try again",
+            "code": "orchestrator_unavailable",
+            "error_id": error_id,
+        }
+        raise HTTPException(503, detail=body) from None

@@ -76,6 +76,8 @@ class ErrorBody(BaseModel):
     """A message, or a list of `{loc, msg, type}` field errors."""
     code: str | None = None
     """swarm-ray's error code (`invalid_input`, `task_not_found`, ...)."""
+    error_id: str | None = None
+    """On a 500 or 503: the id under which the operator's log has the details."""
 
 
 class TaskAccepted(BaseModel):
