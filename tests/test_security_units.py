@@ -209,6 +209,33 @@ def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.Mon
     assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
 
 
+def test_http_callers_see_uploads_and_task_files_by_id_never_by_server_path(
+    tmp_path: Path,
+) -> None:
+    from swarm_ray.gateway._models import TaskReport
+    from swarm_ray.gateway._redact import CallerNames
+
+    (tmp_path / "disk").mkdir()
+    state = tmp_path / "state"
+    state.symlink_to(tmp_path / "disk")  # paths come as written and as resolved
+    uploads = Uploads(ResultStore(str(state / "results")))
+    names = CallerNames(uploads, str(state / "tasks"))
+    output = {
+        "markdown_path": f"{state}/tasks/alice-t1/report.md",
+        "parquet_path": f"{tmp_path}/disk/tasks/alice-t1/facts.parquet",
+        "sources": [f"{uploads.root_for(ALICE)}/file-0a/spec.pdf"],
+    }
+    report = TaskReport(task_id="alice-t1", state="completed", output=output)
+    shown = names.model(ALICE, report)
+    assert shown.output == {
+        "markdown_path": "alice-t1/report.md",
+        "parquet_path": "alice-t1/facts.parquet",
+        "sources": ["file-0a/spec.pdf"],
+    }
+    text = names.text(ALICE, f"see {output['markdown_path']}")
+    assert text == "see alice-t1/report.md" and str(tmp_path) not in shown.model_dump_json()
+
+
 # ---- intake -----------------------------------------------------------------------------
 
 

@@ -59,7 +59,7 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
-from swarm_ray.gateway._redact import UploadNames
+from swarm_ray.gateway._redact import CallerNames
 from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
 from swarm_ray.runtime._client import connect
@@ -141,6 +141,7 @@ class Gateway:
             namespace=self._config.namespace,
         )
         self._actor = client.actor
+        self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None
         self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
         tune_gc()
@@ -166,16 +167,21 @@ class Gateway:
         )
         return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
+    async def _storage(self) -> dict[str, str]:
+        """Where the orchestrator keeps results and tasks' files (asked once)."""
+        if self._storage_of is None:
+            self._storage_of = await self._call(self._actor.storage.remote())
+        return self._storage_of
+
     async def _uploads(self) -> Uploads:
-        """The uploads area of the orchestrator's result store (asked once)."""
+        """The uploads area of the orchestrator's result store."""
         if self._uploads_area is None:
-            storage: dict[str, str] = await self._call(self._actor.storage.remote())
-            self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
+            self._uploads_area = Uploads(ResultStore((await self._storage())["results_uri"]))
         return self._uploads_area
 
-    async def _names(self) -> UploadNames:
-        """How a caller's upload paths are shown to it (`_redact`)."""
-        return UploadNames(await self._uploads())
+    async def _names(self) -> CallerNames:
+        """How server paths are shown to a caller (`_redact`)."""
+        return CallerNames(await self._uploads(), (await self._storage())["tasks_dir"])
 
     # ---- tasks -----------------------------------------------------------------------
 
