@@ -209,6 +209,24 @@ def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.Mon
     assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
 
 
+def test_every_owners_expired_uploads_are_swept_at_most_once_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    uploads = Uploads(ResultStore(str(tmp_path / "results")), clock=lambda: now[0])
+    writer = uploads.writer(BOB, "b.pdf", max_bytes=10_000)
+    writer.write(b"%PDF-1.4\n" + b"x" * 1000)
+    bobs = tmp_path / "results" / "uploads" / BOB.tag / writer.commit().id
+    monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "30")
+    assert uploads.list(ALICE) == [] and bobs.exists()  # a sweep, nothing expired yet
+    now[0] = 1040.0  # bob's upload has expired, and bob does not come back
+    assert uploads.list(ALICE) == [] and bobs.exists()  # swept 40 s ago: not again yet
+    now[0] = 1061.0
+    assert uploads.usage(ALICE) == (0, 0) and not bobs.exists()  # alice's count swept it
+    monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
+    assert not uploads.sweep()  # no TTL: nothing expires, nothing to sweep
+
+
 def test_http_callers_see_uploads_and_task_files_by_id_never_by_server_path(
     tmp_path: Path,
 ) -> None:
