@@ -25,6 +25,7 @@ from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
 from swarm_ray.runtime._uploads import Uploads, sniff
 from swarm_ray.testing import EchoIn
+from tests.support import wait_until
 
 ALICE = Principal(id="alice")
 BOB = Principal(id="bob")
@@ -735,6 +736,60 @@ def test_socket_slots_cap_one_address_and_one_principal() -> None:
     assert not slots.by_address and not slots.by_principal  # every slot given back
     with opened("kb") as again:  # and the address takes sockets again
         assert again.receive_json() == {"hello": "bob"}
+
+
+def test_a_quiet_socket_is_closed_after_its_idle_deadline_and_a_big_frame_at_once() -> None:
+    """Idle deadline 0.5 s: a server sending every 0.1 s keeps its socket, a quiet one not."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.routing import WebSocketRoute
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+    from swarm_ray.gateway._sockets import SocketGuard, SocketSlots
+
+    slots = SocketSlots()
+    ended: list[int] = []
+
+    async def follow(websocket: WebSocket) -> None:
+        async with slots.admitted(websocket, lambda k: ALICE if k == "ka" else None) as caller:
+            if caller is None:
+                return
+            beats = int(websocket.query_params.get("beats", "0"))
+            for beat in range(beats + 1):
+                await websocket.send_json({"beat": beat})
+                await asyncio.sleep(0.1)
+            if beats:
+                await websocket.close(code=1000)
+                return
+            while websocket.client_state is WebSocketState.CONNECTED:  # a task without events
+                await asyncio.sleep(0.05)
+            ended.append(beats)  # the app heard its socket go, as the gateway's loop does
+
+    guard = Middleware(SocketGuard, limit=lambda: 256, idle_s=lambda: 0.5)
+    client = TestClient(Starlette(routes=[WebSocketRoute("/ws", follow)], middleware=[guard]))
+    key = {"Authorization": "Bearer ka"}
+    with client.websocket_connect("/ws?beats=8", headers=key) as busy:  # 0.9 s in all
+        assert [busy.receive_json()["beat"] for _ in range(9)] == list(range(9))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            busy.receive_json()
+        assert closed.value.code == 1000  # its own close, never the idle one
+    with client.websocket_connect("/ws", headers=key) as quiet:
+        assert quiet.receive_json() == {"beat": 0}
+        with pytest.raises(WebSocketDisconnect) as closed:
+            quiet.receive_json()
+        assert closed.value.code == 4408
+        wait_until(lambda: ended == [0], 5, "the quiet socket's loop to end")
+    with client.websocket_connect("/ws", headers=key) as big:
+        assert big.receive_json() == {"beat": 0}
+        big.send_text("x" * 257)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            big.receive_json()
+        assert closed.value.code == 1009
+        wait_until(lambda: ended == [0, 0], 5, "the big frame's loop to end")
+    assert not slots.by_principal  # every slot given back
 
 
 def test_http_adapter_sends_one_idempotency_key_for_every_attempt_of_a_sub_task() -> None:

@@ -60,7 +60,7 @@ from swarm_ray.gateway._models import (
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
 from swarm_ray.gateway._redact import CallerNames
-from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
+from swarm_ray.gateway._sockets import SocketGuard, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
 from swarm_ray.runtime._client import connect
 from swarm_ray.runtime._config import state_dir as default_state_dir
@@ -103,7 +103,11 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-app.add_middleware(FrameLimit, limit=lambda: Keys.sockets.max_message_bytes)
+app.add_middleware(
+    SocketGuard,
+    limit=lambda: Keys.sockets.max_message_bytes,
+    idle_s=lambda: Keys.sockets.idle_timeout_s,
+)
 app.add_middleware(
     BodyLimits,
     limits=lambda: Keys.limits,
@@ -132,6 +136,7 @@ class Gateway:
             per_principal=self._config.ws_per_principal,
             per_address=self._config.ws_per_address,
             unauthenticated=self._config.ws_unauthenticated,
+            idle_timeout_s=self._config.ws_idle_timeout_s,
         )
         self._sockets = SocketSlots(Keys.sockets)
         client = connect(
@@ -321,7 +326,8 @@ class Gateway:
         browser a first message `{"type": "auth", "api_key": ...}` within 2 s: see
         `_ws_auth`), 4404 for an unknown task, 1011 when the orchestrator does not answer
         (reconnect with `after_seq` once it is back), 1013 over a socket cap, 1009 for a
-        message over the size limit (see `_sockets`).
+        message over the size limit, 4408 after `ws_idle_timeout_s` with nothing sent
+        either way (reconnect with `after_seq`; see `_sockets`).
         """
         async with self._sockets.admitted(websocket, self._keys.principal) as caller:
             if caller is not None:  # else refused and closed (see `_sockets`)
@@ -333,7 +339,9 @@ class Gateway:
         seq = max(0, after_seq)
         names = await self._names()
         try:
-            while True:
+            # A socket closed under the loop (its client gone, or `SocketGuard` closed it)
+            # ends it at the next poll, not when the task ends.
+            while websocket.client_state is WebSocketState.CONNECTED:
                 try:
                     batch: list[TaskEvent] = await self._call(
                         self._actor.events.remote(
@@ -357,8 +365,6 @@ class Gateway:
                     if status.ended:
                         await websocket.close(code=1000, reason=f"task {status.state}")
                         return
-                elif websocket.client_state is not WebSocketState.CONNECTED:
-                    return
         except WebSocketDisconnect:
             return
 
