@@ -567,8 +567,27 @@ def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenan
         traced = http.post("/v1/debug/watermark/extract", json={"text": first_line}).json()
         assert traced and all(t["valid"] and t["known"] for t in traced), traced
         report = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
-        workdir = tenants.state_dir / "tasks" / task_id
-        assert Path(report["markdown_path"]).resolve().is_relative_to(workdir.resolve())
+        status = http.get(f"/v1/tasks/{task_id}").json()
+    # The report's files are named within the task, never where the server keeps them.
+    assert report["markdown_path"] == f"{task_id}/report.md"
+    assert report["parquet_path"] == f"{task_id}/facts.parquet" and report["out_dir"] == task_id
+    shown = [*_strings(report), *_strings(status), markdown.text]
+    assert not [s for s in shown if s.startswith("/") or "/tasks/" in s or "file://" in s]
+    for where in {str(tenants.state_dir), str(tenants.state_dir.resolve())}:
+        assert not [s for s in shown if where in s]
+
+
+def _strings(value: Any) -> Iterator[str]:
+    """Every string in a JSON value, keys included."""
+    if isinstance(value, str):
+        yield value
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield key
+            yield from _strings(item)
+    elif isinstance(value, list):
+        for item in value:
+            yield from _strings(item)
 
 
 def test_uploads_a_task_names_are_freed_when_it_ends_if_it_asks(tenants: Tenants) -> None:

@@ -25,6 +25,7 @@ from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
 from swarm_ray.runtime._uploads import Uploads, sniff
 from swarm_ray.testing import EchoIn
+from tests.support import wait_until
 
 ALICE = Principal(id="alice")
 BOB = Principal(id="bob")
@@ -207,6 +208,51 @@ def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
     assert uploads.usage(ALICE) == (0, 0)
     assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
+
+
+def test_every_owners_expired_uploads_are_swept_at_most_once_a_minute(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    now = [1000.0]
+    uploads = Uploads(ResultStore(str(tmp_path / "results")), clock=lambda: now[0])
+    writer = uploads.writer(BOB, "b.pdf", max_bytes=10_000)
+    writer.write(b"%PDF-1.4\n" + b"x" * 1000)
+    bobs = tmp_path / "results" / "uploads" / BOB.tag / writer.commit().id
+    monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "30")
+    assert uploads.list(ALICE) == [] and bobs.exists()  # a sweep, nothing expired yet
+    now[0] = 1040.0  # bob's upload has expired, and bob does not come back
+    assert uploads.list(ALICE) == [] and bobs.exists()  # swept 40 s ago: not again yet
+    now[0] = 1061.0
+    assert uploads.usage(ALICE) == (0, 0) and not bobs.exists()  # alice's count swept it
+    monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
+    assert not uploads.sweep()  # no TTL: nothing expires, nothing to sweep
+
+
+def test_http_callers_see_uploads_and_task_files_by_id_never_by_server_path(
+    tmp_path: Path,
+) -> None:
+    from swarm_ray.gateway._models import TaskReport
+    from swarm_ray.gateway._redact import CallerNames
+
+    (tmp_path / "disk").mkdir()
+    state = tmp_path / "state"
+    state.symlink_to(tmp_path / "disk")  # paths come as written and as resolved
+    uploads = Uploads(ResultStore(str(state / "results")))
+    names = CallerNames(uploads, str(state / "tasks"))
+    output = {
+        "markdown_path": f"{state}/tasks/alice-t1/report.md",
+        "parquet_path": f"{tmp_path}/disk/tasks/alice-t1/facts.parquet",
+        "sources": [f"{uploads.root_for(ALICE)}/file-0a/spec.pdf"],
+    }
+    report = TaskReport(task_id="alice-t1", state="completed", output=output)
+    shown = names.model(ALICE, report)
+    assert shown.output == {
+        "markdown_path": "alice-t1/report.md",
+        "parquet_path": "alice-t1/facts.parquet",
+        "sources": ["file-0a/spec.pdf"],
+    }
+    text = names.text(ALICE, f"see {output['markdown_path']}")
+    assert text == "see alice-t1/report.md" and str(tmp_path) not in shown.model_dump_json()
 
 
 # ---- intake -----------------------------------------------------------------------------
@@ -586,6 +632,68 @@ def test_a_tools_answer_reaches_the_model_marked_untrusted_and_cannot_close_the_
     assert shown.endswith("</tool_result>") and shown.count("</tool_result>") == 1
 
 
+# ---- admin-only detail ------------------------------------------------------------------
+
+
+def test_swarm_detail_needs_an_admin_key_unless_metrics_are_public(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from fastapi.security import HTTPAuthorizationCredentials
+
+    from swarm_ray.gateway._auth import ApiKeys
+    from swarm_ray.gateway._http import Keys, sees_swarm
+
+    keys_file = tmp_path / "keys"
+    keys_file.write_text(f"alice:{'a' * 20}\nroot:{'r' * 20}:admin\n")
+    monkeypatch.setattr(Keys, "current", ApiKeys.from_file(keys_file))
+    monkeypatch.delenv("SWARM_RAY_METRICS_PUBLIC", raising=False)
+
+    def bearer(key: str) -> HTTPAuthorizationCredentials:
+        return HTTPAuthorizationCredentials(scheme="Bearer", credentials=key)
+
+    others = [None, bearer("a" * 20), bearer("x" * 20)]  # no key, a tenant's, a wrong one
+    assert [sees_swarm(c) for c in others] == [False, False, False]
+    assert sees_swarm(bearer("r" * 20))
+    monkeypatch.setenv("SWARM_RAY_METRICS_PUBLIC", "1")  # a scraper on a private network
+    assert [sees_swarm(c) for c in others] == [True, True, True]
+    monkeypatch.setenv("SWARM_RAY_METRICS_PUBLIC", "true")  # only `1` opens it
+    assert not sees_swarm(None)
+
+
+def test_an_orchestrator_that_does_not_answer_is_a_503_naming_no_internals(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import asyncio
+    import logging
+
+    from fastapi import HTTPException
+    from ray.exceptions import RayActorError
+
+    from swarm_ray.gateway._http import orchestrator_answer
+
+    internals = "actor SwarmOrchestrator on node 10.0.0.7:6379 died"
+
+    async def died() -> None:
+        raise RayActorError(error_msg=internals)
+
+    async def silent() -> None:
+        await asyncio.Event().wait()
+
+    for call, timeout_s, cause in ((died, 5.0, internals), (silent, 0.01, "TimeoutError")):
+        caplog.clear()
+        with (
+            caplog.at_level(logging.WARNING, logger="swarm_ray.gateway._http"),
+            pytest.raises(HTTPException) as caught,
+        ):
+            asyncio.run(orchestrator_answer(call(), timeout_s))
+        body = caught.value.detail
+        assert caught.value.status_code == 503 and body["code"] == "orchestrator_unavailable"
+        assert body["detail"] == (
+            f"the orchestrator did not answer (error id `{body['error_id']}`); try again"
+        )
+        assert f"{body['error_id']}): " in caplog.text and cause in caplog.text  # the log has it
+
+
 # ---- socket caps ------------------------------------------------------------------------
 
 
@@ -628,6 +736,60 @@ def test_socket_slots_cap_one_address_and_one_principal() -> None:
     assert not slots.by_address and not slots.by_principal  # every slot given back
     with opened("kb") as again:  # and the address takes sockets again
         assert again.receive_json() == {"hello": "bob"}
+
+
+def test_a_quiet_socket_is_closed_after_its_idle_deadline_and_a_big_frame_at_once() -> None:
+    """Idle deadline 0.5 s: a server sending every 0.1 s keeps its socket, a quiet one not."""
+    import asyncio
+
+    from starlette.applications import Starlette
+    from starlette.middleware import Middleware
+    from starlette.routing import WebSocketRoute
+    from starlette.testclient import TestClient
+    from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+    from swarm_ray.gateway._sockets import SocketGuard, SocketSlots
+
+    slots = SocketSlots()
+    ended: list[int] = []
+
+    async def follow(websocket: WebSocket) -> None:
+        async with slots.admitted(websocket, lambda k: ALICE if k == "ka" else None) as caller:
+            if caller is None:
+                return
+            beats = int(websocket.query_params.get("beats", "0"))
+            for beat in range(beats + 1):
+                await websocket.send_json({"beat": beat})
+                await asyncio.sleep(0.1)
+            if beats:
+                await websocket.close(code=1000)
+                return
+            while websocket.client_state is WebSocketState.CONNECTED:  # a task without events
+                await asyncio.sleep(0.05)
+            ended.append(beats)  # the app heard its socket go, as the gateway's loop does
+
+    guard = Middleware(SocketGuard, limit=lambda: 256, idle_s=lambda: 0.5)
+    client = TestClient(Starlette(routes=[WebSocketRoute("/ws", follow)], middleware=[guard]))
+    key = {"Authorization": "Bearer ka"}
+    with client.websocket_connect("/ws?beats=8", headers=key) as busy:  # 0.9 s in all
+        assert [busy.receive_json()["beat"] for _ in range(9)] == list(range(9))
+        with pytest.raises(WebSocketDisconnect) as closed:
+            busy.receive_json()
+        assert closed.value.code == 1000  # its own close, never the idle one
+    with client.websocket_connect("/ws", headers=key) as quiet:
+        assert quiet.receive_json() == {"beat": 0}
+        with pytest.raises(WebSocketDisconnect) as closed:
+            quiet.receive_json()
+        assert closed.value.code == 4408
+        wait_until(lambda: ended == [0], 5, "the quiet socket's loop to end")
+    with client.websocket_connect("/ws", headers=key) as big:
+        assert big.receive_json() == {"beat": 0}
+        big.send_text("x" * 257)
+        with pytest.raises(WebSocketDisconnect) as closed:
+            big.receive_json()
+        assert closed.value.code == 1009
+        wait_until(lambda: ended == [0, 0], 5, "the big frame's loop to end")
+    assert not slots.by_principal  # every slot given back
 
 
 def test_http_adapter_sends_one_idempotency_key_for_every_attempt_of_a_sub_task() -> None:

@@ -21,7 +21,6 @@ from fastapi.openapi.docs import get_swagger_ui_html
 from fastapi.responses import HTMLResponse, JSONResponse, PlainTextResponse, Response
 from fastapi.security import HTTPAuthorizationCredentials
 from ray import serve
-from ray.exceptions import RayActorError, RayTaskError
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
 from swarm_ray.core._errors import (
@@ -42,8 +41,9 @@ from swarm_ray.gateway._http import (
     bearer,
     check_key,
     http_error,
-    metrics_public,
+    orchestrator_answer,
     principal_of,
+    sees_swarm,
 )
 from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
 from swarm_ray.gateway._models import (
@@ -59,8 +59,8 @@ from swarm_ray.gateway._models import (
     WatermarkTrace,
 )
 from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
-from swarm_ray.gateway._redact import UploadNames
-from swarm_ray.gateway._sockets import FrameLimit, SocketLimits, SocketSlots
+from swarm_ray.gateway._redact import CallerNames
+from swarm_ray.gateway._sockets import SocketGuard, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
 from swarm_ray.runtime._client import connect
 from swarm_ray.runtime._config import state_dir as default_state_dir
@@ -103,7 +103,11 @@ async def _error_body(_request: Any, exc: HTTPException) -> JSONResponse:
     return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
 
-app.add_middleware(FrameLimit, limit=lambda: Keys.sockets.max_message_bytes)
+app.add_middleware(
+    SocketGuard,
+    limit=lambda: Keys.sockets.max_message_bytes,
+    idle_s=lambda: Keys.sockets.idle_timeout_s,
+)
 app.add_middleware(
     BodyLimits,
     limits=lambda: Keys.limits,
@@ -132,6 +136,7 @@ class Gateway:
             per_principal=self._config.ws_per_principal,
             per_address=self._config.ws_per_address,
             unauthenticated=self._config.ws_unauthenticated,
+            idle_timeout_s=self._config.ws_idle_timeout_s,
         )
         self._sockets = SocketSlots(Keys.sockets)
         client = connect(
@@ -141,6 +146,7 @@ class Gateway:
             namespace=self._config.namespace,
         )
         self._actor = client.actor
+        self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None
         self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
         tune_gc()
@@ -151,22 +157,9 @@ class Gateway:
         """Await a call on the orchestrator (`self._actor.METHOD.remote(...)`).
 
         Swarm-ray errors become HTTP errors; an orchestrator that does not answer in time
-        (or is restarting) is a 503.
+        (or is restarting) is a 503 (`orchestrator_answer`).
         """
-        try:
-            return await asyncio.wait_for(call, timeout_s or self._config.call_timeout_s)
-        except RayTaskError as exc:
-            cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
-            if isinstance(cause, SwarmError):
-                raise http_error(cause) from None
-            raise
-        except SwarmError as exc:
-            raise http_error(exc) from None
-        except (TimeoutError, RayActorError) as exc:
-            raise HTTPException(
-                503,
-                detail={"detail": f"orchestrator did not answer: {exc}"[:500]},
-            ) from None
+        return await orchestrator_answer(call, timeout_s or self._config.call_timeout_s)
 
     async def _submit_batch(
         self, batch: list[tuple[TaskRequest, Principal]]
@@ -179,16 +172,21 @@ class Gateway:
         )
         return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
+    async def _storage(self) -> dict[str, str]:
+        """Where the orchestrator keeps results and tasks' files (asked once)."""
+        if self._storage_of is None:
+            self._storage_of = await self._call(self._actor.storage.remote())
+        return self._storage_of
+
     async def _uploads(self) -> Uploads:
-        """The uploads area of the orchestrator's result store (asked once)."""
+        """The uploads area of the orchestrator's result store."""
         if self._uploads_area is None:
-            storage: dict[str, str] = await self._call(self._actor.storage.remote())
-            self._uploads_area = Uploads(ResultStore(storage["results_uri"]))
+            self._uploads_area = Uploads(ResultStore((await self._storage())["results_uri"]))
         return self._uploads_area
 
-    async def _names(self) -> UploadNames:
-        """How a caller's upload paths are shown to it (`_redact`)."""
-        return UploadNames(await self._uploads())
+    async def _names(self) -> CallerNames:
+        """How server paths are shown to a caller (`_redact`)."""
+        return CallerNames(await self._uploads(), (await self._storage())["tasks_dir"])
 
     # ---- tasks -----------------------------------------------------------------------
 
@@ -328,7 +326,8 @@ class Gateway:
         browser a first message `{"type": "auth", "api_key": ...}` within 2 s: see
         `_ws_auth`), 4404 for an unknown task, 1011 when the orchestrator does not answer
         (reconnect with `after_seq` once it is back), 1013 over a socket cap, 1009 for a
-        message over the size limit (see `_sockets`).
+        message over the size limit, 4408 after `ws_idle_timeout_s` with nothing sent
+        either way (reconnect with `after_seq`; see `_sockets`).
         """
         async with self._sockets.admitted(websocket, self._keys.principal) as caller:
             if caller is not None:  # else refused and closed (see `_sockets`)
@@ -340,7 +339,9 @@ class Gateway:
         seq = max(0, after_seq)
         names = await self._names()
         try:
-            while True:
+            # A socket closed under the loop (its client gone, or `SocketGuard` closed it)
+            # ends it at the next poll, not when the task ends.
+            while websocket.client_state is WebSocketState.CONNECTED:
                 try:
                     batch: list[TaskEvent] = await self._call(
                         self._actor.events.remote(
@@ -364,8 +365,6 @@ class Gateway:
                     if status.ended:
                         await websocket.close(code=1000, reason=f"task {status.state}")
                         return
-                elif websocket.client_state is not WebSocketState.CONNECTED:
-                    return
         except WebSocketDisconnect:
             return
 
@@ -482,11 +481,7 @@ class Gateway:
         `SWARM_RAY_METRICS_PUBLIC=1`) only the status is told, so probes and load balancers
         need no key and tenants learn nothing of the swarm beyond their own tasks.
         """
-        keys = Keys.current
-        caller = (
-            None if credentials is None or keys is None else keys.principal(credentials.credentials)
-        )
-        detailed = metrics_public() or (caller is not None and caller.admin)
+        detailed = sees_swarm(credentials)
         try:
             report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
         except HTTPException:
@@ -517,7 +512,8 @@ class Gateway:
         Swarm-wide counts and endpoint names are the operator's: an admin key is needed,
         unless `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
         """
-        if not metrics_public() and not check_key(credentials).admin:
+        if not sees_swarm(credentials):
+            check_key(credentials)  # no good key: 401; a tenant's: 403
             raise HTTPException(
                 403,
                 detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},

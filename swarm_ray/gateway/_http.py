@@ -4,11 +4,16 @@ The gateway's routes depend on `Caller` (the principal of a good key, else 401) 
 translate swarm-ray errors to HTTP in one place (`http_error`).
 """
 
+import asyncio
+import logging
 import os
-from typing import Annotated
+import secrets
+from collections.abc import Awaitable
+from typing import Annotated, Any
 
 from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
+from ray.exceptions import RayActorError, RayTaskError
 
 from swarm_ray.core._errors import (
     AnswerRefusedError,
@@ -33,8 +38,12 @@ __all__ = [
     "check_key",
     "http_error",
     "metrics_public",
+    "orchestrator_answer",
     "principal_of",
+    "sees_swarm",
 ]
+
+_log = logging.getLogger(__name__)
 
 bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 
@@ -64,11 +73,13 @@ async def _require_key(
     return check_key(credentials)
 
 
-def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
+def _principal(credentials: HTTPAuthorizationCredentials | None) -> Principal | None:
     keys = Keys.current
-    principal = (
-        None if credentials is None or keys is None else keys.principal(credentials.credentials)
-    )
+    return None if credentials is None or keys is None else keys.principal(credentials.credentials)
+
+
+def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
+    principal = _principal(credentials)
     if principal is None:
         raise HTTPException(
             401,
@@ -81,6 +92,18 @@ def check_key(credentials: HTTPAuthorizationCredentials | None) -> Principal:
 def metrics_public() -> bool:
     """Whether `/metrics` and the detailed `/health` answer without an admin key."""
     return os.environ.get("SWARM_RAY_METRICS_PUBLIC", "") == "1"
+
+
+def sees_swarm(credentials: HTTPAuthorizationCredentials | None) -> bool:
+    """Whether the caller is shown swarm-wide detail (`/metrics`, the detailed `/health`).
+
+    Swarm-wide counts and endpoint names are the operator's: an admin key sees them,
+    and anyone does with `SWARM_RAY_METRICS_PUBLIC=1` (a scraper on a private network).
+    """
+    if metrics_public():
+        return True
+    caller = _principal(credentials)
+    return caller is not None and caller.admin
 
 
 AUTH = [Depends(_require_key)]
@@ -131,3 +154,32 @@ def http_error(exc: SwarmError) -> HTTPException:
     if "error_id" in exc.details:  # a bug met on this request alone: the log has it
         body["error_id"] = str(exc.details["error_id"])
     return HTTPException(500, detail=body)
+
+
+async def orchestrator_answer(call: Awaitable[Any], timeout_s: float) -> Any:
+    """Await a call on the orchestrator, its errors as HTTP errors (in one place).
+
+    Swarm-ray errors answer as `http_error` says. An orchestrator that does not answer
+    in time (or is restarting) is a 503 with a fixed message and an error id: Ray's own
+    message names actors, nodes and addresses, which are the operator's, so only the log
+    has it.
+    """
+    try:
+        return await asyncio.wait_for(call, timeout_s)
+    except RayTaskError as exc:
+        cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
+        if isinstance(cause, SwarmError):
+            raise http_error(cause) from None
+        raise
+    except SwarmError as exc:
+        raise http_error(exc) from None
+    except (TimeoutError, RayActorError) as exc:
+        error_id = f"err-{secrets.token_hex(6)}"
+        what = f"{type(exc).__name__}: {exc}"
+        _log.warning("the orchestrator did not answer (error id %s): %s", error_id, what)
+        body = {
+            "detail": f"the orchestrator did not answer (error id `{error_id}`); try again",
+            "code": "orchestrator_unavailable",
+            "error_id": error_id,
+        }
+        raise HTTPException(503, detail=body) from None

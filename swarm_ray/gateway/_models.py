@@ -64,6 +64,9 @@ class GatewayConfig(BaseModel):
     """Open WebSockets one client address may hold on one replica."""
     ws_unauthenticated: int = Field(default=64, ge=1)
     """WebSockets one replica keeps open, in total, that have not shown a key yet."""
+    ws_idle_timeout_s: float = Field(default=300.0, gt=0)
+    """How long a WebSocket may carry nothing either way before it is closed (4408): a
+    quiet task's followers reconnect with `after_seq` rather than hold a slot for ever."""
     public_docs: bool = False
     """Serve `/openapi.json` and `/docs` without a key (by default they need one, like
     every endpoint but `/health`; Swagger UI in a browser needs them public)."""
@@ -76,6 +79,8 @@ class ErrorBody(BaseModel):
     """A message, or a list of `{loc, msg, type}` field errors."""
     code: str | None = None
     """swarm-ray's error code (`invalid_input`, `task_not_found`, ...)."""
+    error_id: str | None = None
+    """On a 500 or 503: the id under which the operator's log has the details."""
 
 
 class TaskAccepted(BaseModel):

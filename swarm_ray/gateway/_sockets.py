@@ -10,9 +10,12 @@ must not be able to crowd out other calls. Per replica:
   (`{"type": "auth", "api_key": ...}`, see `_ws_auth`) within `ws_auth_timeout_s`
   (2 s by default), or it is closed (4401);
 - **frame size**: a message over `ws_max_message_bytes` closes the socket (1009) before
-  any handler looks at it (`FrameLimit`, in front of the app). Serve's HTTP proxy
+  any handler looks at it (`SocketGuard`, in front of the app). Serve's HTTP proxy
   assembles a frame before it forwards it (uvicorn's own cap: 16 MiB), so this bounds
   what the replica keeps and parses, not what the proxy buffers;
+- **idle deadline**: a socket that carries nothing either way for `ws_idle_timeout_s`
+  (300 s by default) is closed (4408; a follower reconnects with `after_seq`), so a
+  quiet task cannot hold its followers' slots for ever (`SocketGuard` too);
 - **no chatter**: after the key a client has nothing to send; a message then closes
   the socket (1008), so nothing piles up unread behind a socket that only streams.
 
@@ -33,7 +36,7 @@ from starlette.websockets import WebSocket, WebSocketDisconnect
 from swarm_ray.core._principal import Principal
 from swarm_ray.gateway._ws_auth import presented_key
 
-__all__ = ["FrameLimit", "SocketLimits", "SocketSlots"]
+__all__ = ["SocketGuard", "SocketLimits", "SocketSlots"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -45,6 +48,7 @@ TRY_LATER = 1013
 TOO_BIG = 1009
 POLICY = 1008
 UNAUTHORIZED = 4401
+IDLE = 4408
 
 
 @dataclass(frozen=True)
@@ -56,6 +60,7 @@ class SocketLimits:
     per_principal: int = 32
     per_address: int = 64
     unauthenticated: int = 64
+    idle_timeout_s: float = 300.0
 
 
 @dataclass
@@ -133,40 +138,86 @@ async def _refuse_chatter(websocket: WebSocket) -> None:
             await websocket.close(code=POLICY, reason="this socket takes no messages")
 
 
-class FrameLimit:
-    """ASGI middleware: a WebSocket message over the limit closes its socket (1009).
+class SocketGuard:
+    """ASGI middleware: closes a socket whose message is too big or that has gone idle.
+
+    A message over the limit closes it with 1009, nothing either way for the idle
+    deadline with 4408; the app then hears that its client is gone.
 
     Args:
         app: The app behind it.
         limit: Returns the largest message in bytes (the replica sets it on start).
+        idle_s: Returns how long a socket may carry nothing either way, in seconds.
     """
 
-    def __init__(self, app: ASGIApp, limit: Callable[[], int]) -> None:
+    def __init__(
+        self,
+        app: ASGIApp,
+        limit: Callable[[], int],
+        idle_s: Callable[[], float] = lambda: SocketLimits.idle_timeout_s,
+    ) -> None:
         self.app = app
         self.limit = limit
+        self.idle_s = idle_s
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "websocket":
             await self.app(scope, receive, send)
             return
 
-        closed = False
+        closed: int | None = None  # the code this guard closed with: the app's sends drop
+        gone = asyncio.Event()
+        heard = asyncio.Event()  # a message went either way since the idle watch looked
+
+        async def close(code: int) -> None:
+            nonlocal closed
+            if closed is None:
+                closed = code
+                gone.set()
+                with contextlib.suppress(Exception):
+                    await send({"type": "websocket.close", "code": code, "reason": ""})
+
+        async def watch_idle() -> None:
+            while True:
+                try:
+                    await asyncio.wait_for(heard.wait(), self.idle_s())
+                except TimeoutError:
+                    await close(IDLE)
+                    return
+                heard.clear()
 
         async def bounded() -> Message:
-            nonlocal closed
-            message = await receive()
+            message = await _first(receive(), gone.wait())
+            if message is None:  # closed here while the app waited
+                return {"type": "websocket.disconnect", "code": closed}
+            heard.set()
             if message["type"] == "websocket.receive":
                 text, data = message.get("text") or "", message.get("bytes") or b""
                 if len(text.encode()) + len(data) > self.limit():
-                    if not closed:
-                        closed = True
-                        with contextlib.suppress(Exception):
-                            await send({"type": "websocket.close", "code": TOO_BIG, "reason": ""})
+                    await close(TOO_BIG)
                     return {"type": "websocket.disconnect", "code": TOO_BIG}
             return message
 
         async def guarded(message: Message) -> None:
-            if not closed:  # the app does not know the socket is gone: drop what it says
+            if closed is None:  # the app does not know the socket is gone: drop what it says
+                heard.set()
                 await send(message)
 
-        await self.app(scope, bounded, guarded)
+        watcher = asyncio.create_task(watch_idle())
+        try:
+            await self.app(scope, bounded, guarded)
+        finally:
+            watcher.cancel()
+
+
+async def _first(message: Awaitable[Message], stop: Awaitable[Any]) -> Message | None:
+    """The message, or None if `stop` comes first (the pending receive is cancelled)."""
+    getting, stopping = asyncio.ensure_future(message), asyncio.ensure_future(stop)
+    try:
+        await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
+    finally:
+        stopping.cancel()
+        got = getting.done()
+        if not got:
+            getting.cancel()
+    return getting.result() if got else None

@@ -589,8 +589,15 @@ class Orchestrator:
         await self._rollouts.drain()
 
     async def storage(self) -> dict[str, str]:
-        """Where this orchestrator keeps results (the gateway streams uploads there)."""
-        return {"results_uri": self._results.root_uri}
+        """Where this orchestrator keeps results and tasks' own directories.
+
+        The gateway streams uploads into the first and shows files in the second to
+        HTTP callers by task id (`gateway._redact`).
+        """
+        return {
+            "results_uri": self._results.root_uri,
+            "tasks_dir": str(self._layout.state_dir / "tasks"),
+        }
 
     async def markdown(self, task_id: str, principal: Principal | None = None) -> str | None:
         """The Markdown report of a completed task, read from its own directory.

@@ -14,7 +14,8 @@ first bytes must be a PDF or one of the video containers the video workload read
 An upload lives until its owner deletes it (`DELETE /v1/files/{id}`) or, when the
 operator sets `SWARM_RAY_UPLOAD_TTL` (seconds), until it is that old: an expired upload
 is no longer found (a task naming it is refused) and its bytes are removed the next
-time its owner's uploads are listed or counted.
+time any caller's uploads are listed or counted (every upload counts them, for its quota):
+then every principal's expired uploads are swept, at most once a `SWEEP_EVERY_S`.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ import os
 import re
 import secrets
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -41,6 +43,8 @@ __all__: list[str] = []
 FILE_ID = re.compile(r"^file-[0-9a-f]{24}$")
 """What a file id looks like (OpenAI's files API uses the same prefix)."""
 _META = ".upload.json"
+SWEEP_EVERY_S = 60.0
+"""The shortest time between two sweeps of every principal's expired uploads."""
 _SAFE = re.compile(r"[^A-Za-z0-9._\-]+")
 
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -175,7 +179,7 @@ class UploadWriter:
             bytes=self.size,
             content_type=kind,
             sha256=self._digest.hexdigest(),
-            created_at=time.time(),
+            created_at=self.uploads.clock(),
         )
         directory = self.uploads.directory(self.principal, self.file_id)
         with self.uploads.guard("commit"):
@@ -203,10 +207,13 @@ class UploadWriter:
 class Uploads:
     """The uploads area of a result store (see the module docstring)."""
 
-    def __init__(self, store: ResultStore) -> None:
+    def __init__(self, store: ResultStore, clock: Callable[[], float] = time.time) -> None:
         self.store = store
         self.fs: Any = store.filesystem
         self._root = f"{store.root}/uploads"
+        self.clock = clock
+        """The time uploads are made and expire by (a fake one in tests)."""
+        self._swept = float("-inf")
 
     def directory(self, principal: Principal, file_id: str) -> str:
         """Filesystem path of one upload's folder."""
@@ -240,7 +247,10 @@ class Uploads:
         return float(value) if value else None
 
     def _stored(self, principal: Principal, file_id: str) -> UploadInfo | None:
-        path = f"{self.directory(principal, file_id)}/{_META}"
+        return self._meta(self.directory(principal, file_id))
+
+    def _meta(self, directory: str) -> UploadInfo | None:
+        path = f"{directory}/{_META}"
         try:
             with self.fs.open_input_stream(path, compression=None) as f:
                 return UploadInfo.model_validate_json(f.read())
@@ -252,10 +262,11 @@ class Uploads:
         if not FILE_ID.match(file_id):
             return None
         info = self._stored(principal, file_id)
+        return None if info is None or self._expired(info) else info
+
+    def _expired(self, info: UploadInfo) -> bool:
         ttl = self.ttl_s()
-        if info is not None and ttl is not None and time.time() - info.created_at > ttl:
-            return None
-        return info
+        return ttl is not None and self.clock() - info.created_at > ttl
 
     def delete(self, principal: Principal, file_id: str) -> bool:
         """Remove one of `principal`'s uploads; False when there is none."""
@@ -280,20 +291,47 @@ class Uploads:
             )
         return self._location(f"{self.directory(principal, file_id)}/{info.filename}")
 
-    def list(self, principal: Principal, limit: int | None = 100) -> list[UploadInfo]:
-        """The principal's live uploads, newest first; expired ones are removed here."""
-        selector = pafs.FileSelector(f"{self._root}/{principal.tag}", allow_not_found=True)
+    def sweep(self) -> bool:
+        """Remove every principal's expired uploads, unless swept under `SWEEP_EVERY_S` ago.
+
+        Returns whether it swept (never without `SWARM_RAY_UPLOAD_TTL`).
+        """
+        now = self.clock()
+        if self.ttl_s() is None or now - self._swept < SWEEP_EVERY_S:
+            return False
+        self._swept = now
+        with self.guard("sweep"):
+            owners = self.fs.get_file_info(pafs.FileSelector(self._root, allow_not_found=True))
+        for owner in owners:
+            if owner.type == pafs.FileType.Directory:
+                self._live(owner.path)
+        return True
+
+    def _live(self, owner_dir: str) -> list[UploadInfo]:
+        """The live uploads in one principal's folder; expired ones are removed."""
+        selector = pafs.FileSelector(owner_dir, allow_not_found=True)
         found = []
         with self.guard("list"):
             entries = self.fs.get_file_info(selector)
         for entry in entries:
-            if entry.type == pafs.FileType.Directory and FILE_ID.match(entry.base_name):
-                info = self.info(principal, entry.base_name)
-                if info is not None:
-                    found.append(info)
-                elif self._stored(principal, entry.base_name) is not None:  # expired
-                    with contextlib.suppress(OSError, pa.ArrowException):
-                        self.fs.delete_dir(entry.path)
+            if entry.type != pafs.FileType.Directory or not FILE_ID.match(entry.base_name):
+                continue
+            info = self._meta(entry.path)
+            if info is not None and not self._expired(info):
+                found.append(info)
+            elif info is not None:
+                with contextlib.suppress(OSError, pa.ArrowException):
+                    self.fs.delete_dir(entry.path)
+        return found
+
+    def list(self, principal: Principal, limit: int | None = 100) -> list[UploadInfo]:
+        """The principal's live uploads, newest first; expired ones are removed here.
+
+        Every principal's expired uploads are swept first, at most once a `SWEEP_EVERY_S`,
+        so the bytes of an owner who never comes back are freed too.
+        """
+        self.sweep()
+        found = self._live(f"{self._root}/{principal.tag}")
         found.sort(key=lambda i: i.created_at, reverse=True)
         return found if limit is None else found[:limit]
 
