@@ -190,6 +190,29 @@ def test_a_row_under_another_label_is_not_a_first_variant() -> None:
     assert _facts(["input voltage:V:max"], page) == {("input voltage", "max", 30.0)}
 
 
+def test_a_label_wrapped_on_its_two_rows_of_conditions_takes_the_first_row() -> None:
+    page = _table(
+        ("Symbol", "Parameter", "Conditions", "Min", "Typ", "Max", "Unit"),
+        ("VGE(th)", "Threshold Voltage", "IC = 40mA", "3.5", "4.5", "6.5", "V"),
+        ("", "Collector to Emitter", "IC = 40A, VGE = 15V", "--", "2.1", "2.6", "V"),
+        ("VCE(sat)", "Saturation Voltage", "IC = 80A, VGE = 15V", "--", "2.6", "--", "V"),
+        width=22,
+    )
+    assert _facts(["collector-emitter saturation voltage:V:typ"], page) == {
+        ("collector-emitter saturation voltage", "typ", 2.1)
+    }
+
+
+def test_two_whole_labels_on_consecutive_rows_are_two_rows() -> None:
+    page = _table(
+        ("Operating Temperature", "-10°C to +65°C"), ("Storage Temperature", "-40°C to +80°C")
+    )
+    assert _facts(["storage temperature:°C:min,max"], page) == {
+        ("storage temperature", "min", -40.0),
+        ("storage temperature", "max", 80.0),
+    }
+
+
 def test_a_graphs_legend_states_no_value() -> None:
     page = "Typical Characteristics\n" + _table(("1.5", "Iout=1mA"), ("IOUT = 0A", "IOUT = 1A"))
     assert _facts(["output current:A:max"], page) == set()

@@ -421,35 +421,66 @@ class _Reader:
         if index < 2:
             return []
         row, above = page.rows[index], page.rows[index - 1]
-        label = row.cells[hit.cell]
-        if any(cell.x0 < label.x1 for cell in above.cells):
-            return []  # the row above has a label of its own
-        if not re.search(r"[A-Za-z]{2}", above.cells[0].text) or any(
-            not v.condition for v in read_values(above.cells[0].text)
-        ):
-            return []  # a variant row leads with its condition (`VO = 5 V to 18 V`)
         header = header_of(page, index)
-        if header is None or page.rows[index - 2] is not header:
-            return []
+        wrapped = self._wrapped_label(spec, row, above)
+        rest: tuple[TextBox, ...]
+        if wrapped is not None:
+            cut, rest = wrapped
+        else:
+            label = row.cells[hit.cell]
+            if any(cell.x0 < label.x1 for cell in above.cells):
+                return []  # the row above has a label of its own
+            if not re.search(r"[A-Za-z]{2}", above.cells[0].text) or any(
+                not v.condition for v in read_values(above.cells[0].text)
+            ):
+                return []  # a variant row leads with its condition (`VO = 5 V to 18 V`)
+            if header is None or page.rows[index - 2] is not header:
+                return []
+            cut, rest = hit.cell + 1, above.cells
         own = row_unit(row, header, hit.cell)
         theirs = next(
             (
                 lookup_unit(strip_footnotes(cell.text))
                 for cell in above.cells
-                if (column := column_of(header, cell)) is not None and role(column.text) == "unit"
+                if header is not None
+                and (column := column_of(header, cell)) is not None
+                and role(column.text) == "unit"
             ),
             None,
         )
         if own is not None and theirs is not None and own.kind != theirs.kind:
             return []
-        merged = Row(
-            top=row.top, bottom=row.bottom, cells=(*row.cells[: hit.cell + 1], *above.cells)
-        )
-        quote = " | ".join(c.text for c in (*row.cells, *above.cells))[:240]
+        if not any(read_values(strip_footnotes(c.text)) for c in rest):
+            return []
+        merged = Row(top=row.top, bottom=row.bottom, cells=(*row.cells[:cut], *rest))
+        quote = " | ".join(c.text for c in (*above.cells, *row.cells))[:240]
         return self._right(
             spec, page, index, hit, tier, {**base, "row": index - 1, "quote": quote},
             row=merged, unit=own or theirs,
         )  # fmt: skip
+
+    def _wrapped_label(
+        self, spec: FieldSpec, row: Row, above: Row
+    ) -> tuple[int, tuple[TextBox, ...]] | None:
+        """`Collector to Emitter` over `Saturation Voltage`: a label wrapped onto two rows.
+
+        Each of its lines stands level with one row of conditions and values, so the row
+        above holds the first: returns how many of `row`'s cells make up its label (with
+        the symbol) and the cells of `above` after the label's first line.
+        """
+        regex = self.regexes[self.fields.index(spec)]
+        for i, second in enumerate(row.cells):
+            if read_values(second.text):
+                break
+            for j, first in enumerate(above.cells):
+                if abs(first.x0 - second.x0) > 3 or read_values(first.text):
+                    continue
+                if regex.search(first.text) or regex.search(second.text):
+                    continue  # a whole label on either line is two rows, not one wrapped
+                joined = f"{first.text} {second.text}"
+                if any(m.start() < len(first.text) < m.end() for m in regex.finditer(joined)):
+                    return i + 1, above.cells[j + 1 :]
+        return None
 
     def _right(
         self,
