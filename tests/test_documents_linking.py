@@ -203,6 +203,18 @@ def test_a_label_wrapped_on_its_two_rows_of_conditions_takes_the_first_row() -> 
     }
 
 
+def test_a_parameter_repeated_under_another_condition_keeps_its_first_row() -> None:
+    page = _table(
+        ("Symbol", "Parameter", "Test conditions", "Min", "Max", "Unit"),
+        ("VIN", "Input voltage range", "once started", "2.0", "16", "V"),
+        ("VIN", "Input voltage range", "for start-up", "3.0", "16", "V"),
+    )
+    assert _facts(["input voltage:V:min,max"], page) == {
+        ("input voltage", "min", 2.0),
+        ("input voltage", "max", 16.0),
+    }
+
+
 def test_two_whole_labels_on_consecutive_rows_are_two_rows() -> None:
     page = _table(
         ("Operating Temperature", "-10°C to +65°C"), ("Storage Temperature", "-40°C to +80°C")

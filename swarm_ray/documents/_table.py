@@ -279,8 +279,10 @@ class _Reader:
                         hit = _Hit(cell_index, match.span())
                         # A row saying nothing but its label may repeat an earlier one.
                         label = match.group().casefold() if _bare(row, hit) else ""
+                        later = -_LATER_TERM if _repeated_label(info, index, hit) else 0.0
                         found.extend(
-                            _with(c, label=label) for c in self._read(spec, info, index, hit)
+                            _with(c, label=label, bonus=c.bonus + later)
+                            for c in self._read(spec, info, index, hit)
                         )
                     if named or spec.kind == TEXT:
                         continue
@@ -745,6 +747,30 @@ def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) 
 
 _REPEAT_ROWS, _REPEAT_COST = 4, 0.05
 """Rows within which a label said again repeats the parameter, and what the repeat loses."""
+
+
+def _repeated_label(page: Grid, index: int, hit: _Hit) -> bool:
+    """Whether a row just above names the parameter in the same cells (label and symbol).
+
+    `VIN | Input voltage range | once started ... | 2.0 | 16` over `VIN | Input voltage
+    range | for start-up ... | 3.0 | 16`: the later row is the parameter under another
+    condition; the first is its headline, so the later one gives way on a tie.
+    """
+    header = header_of(page, index)
+
+    def label_cells(row: Row) -> list[str]:
+        out: list[str] = []
+        for cell in row.cells:
+            column = column_of(header, cell) if header is not None else None
+            if read_values(cell.text) or (column is not None and role(column.text) == "conditions"):
+                break
+            out.append(cell.text)
+        return out
+
+    own = label_cells(page.rows[index])
+    if len(own) <= hit.cell:
+        return False
+    return any(label_cells(page.rows[b]) == own for b in range(index - 1, max(-1, index - 4), -1))
 
 
 def _assigned_again(row: Row, hit: _Hit, label: str) -> bool:
