@@ -215,6 +215,17 @@ def test_a_parameter_repeated_under_another_condition_keeps_its_first_row() -> N
     }
 
 
+def test_a_symbol_set_to_a_range_states_both_ends_and_beats_a_partial_label() -> None:
+    page = (
+        "Features\n- Digital and I/Os supply: VDD = 2 V to 3.6 V\n"
+        "- Separate analog supply: 2.4 V to 3.6 V\n"
+    )
+    assert _facts(["supply voltage:V:min,max"], page) == {
+        ("supply voltage", "min", 2.0),
+        ("supply voltage", "max", 3.6),
+    }
+
+
 def test_two_whole_labels_on_consecutive_rows_are_two_rows() -> None:
     page = _table(
         ("Operating Temperature", "-10°C to +65°C"), ("Storage Temperature", "-40°C to +80°C")

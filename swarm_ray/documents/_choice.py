@@ -45,6 +45,9 @@ class Scored:
     page: int
     row: int
     value: float | str
+    kind: int = 0
+    """What kind of link it is (a row's label, a phrase, a symbol's `=`): values of equal
+    score are peers (two rails, two memories) only when linked the same way."""
 
 
 def _letters(text: str) -> str:
@@ -167,7 +170,7 @@ def _as_stated(candidates: Sequence[C], views: Sequence[Scored], keep: list[int]
         rows: dict[tuple[int, int], list[int]] = {}
         for index in members:
             v = views[index]
-            if v.page == top.page and v.score == top.score:
+            if _peer(v, top):
                 rows.setdefault((v.page, v.row), []).append(index)
         if len({views[i].value for row in rows.values() for i in row}) > _FEW:
             rows = {(top.page, top.row): rows[(top.page, top.row)]}
@@ -191,8 +194,10 @@ def _paired(views: Sequence[Scored], pool: list[int]) -> list[int]:
     candidate, each end then chosen on its own.
     """
     rows: dict[tuple[str | None, int, int], dict[Statistic | None, float]] = {}
+    kinds: dict[tuple[str | None, int, int], int] = {}
     for index in pool:
         v = views[index]
+        kinds[(v.entity, v.page, v.row)] = v.kind
         ends = rows.setdefault((v.entity, v.page, v.row), {})
         ends[v.statistic] = max(ends.get(v.statistic, 0.0), v.score - _PAGE_COST * (v.page - 1))
     best: dict[str | None, tuple[float, int, int]] = {}
@@ -209,7 +214,8 @@ def _paired(views: Sequence[Scored], pool: list[int]) -> list[int]:
         and Statistic.MAX in ends
         and -best[entity][1] == page
         and min(ends[Statistic.MIN], ends[Statistic.MAX]) == best[entity][0]
-    }  # rows as good on the same page: a board's two rails (`VUSB`, `VIN`)
+        and kinds[(entity, page, row)] == kinds[(entity, -best[entity][1], -best[entity][2])]
+    }  # rows as good on the same page, and linked alike: a board's two rails (`VUSB`, `VIN`)
     return [
         i
         for i in pool
@@ -246,12 +252,16 @@ def _best(
     for group in groups.values():
         best = max(group, key=lambda i: _rank(views[i]))
         top = views[best]
-        peers = [i for i in group if views[i].page == top.page and views[i].score == top.score]
+        peers = [i for i in group if _peer(views[i], top)]
         if len({views[i].value for i in peers}) <= _FEW:
             kept.extend(peers)
         else:
             kept.append(best)
     return [candidates[i] for i in sorted(set(kept))]
+
+
+def _peer(v: Scored, top: Scored) -> bool:
+    return v.page == top.page and v.score == top.score and v.kind == top.kind
 
 
 def _rank(v: Scored) -> tuple[float, int, int]:

@@ -378,7 +378,11 @@ class _Reader:
                     return []  # `1.5 | Iout=1mA`, `IOUT = 0A | IOUT = 1A`: a graph's legend
                 # `VDSS = 55V`: the `=` follows the field's own label, so states its value;
                 # as a phrase would, since charts and conditions write `VCE = 20V` too.
-                inline_values = [replace(first, condition=False), *inline_values[1:]]
+                ends = 2 if _range_ends(inline_values) else 1  # `VDD = 2 V to 3.6 V`
+                inline_values = [
+                    *(replace(v, condition=False) for v in inline_values[:ends]),
+                    *inline_values[ends:],
+                ]
                 tier = max(tier, 2)
             return self._values(spec, inline_values, unit, None, tier, base, first_only=False)
         return self._wrapped(spec, page, index, text, (start, end), base) or self._phrase(
@@ -773,6 +777,15 @@ def _repeated_label(page: Grid, index: int, hit: _Hit) -> bool:
     return any(label_cells(page.rows[b]) == own for b in range(index - 1, max(-1, index - 4), -1))
 
 
+def _range_ends(values: Sequence[Value]) -> bool:
+    """Whether the first two values are one range's two ends (`2 V to 3.6 V`)."""
+    return (
+        len(values) >= 2
+        and values[0].statistic is Statistic.MIN
+        and values[1].statistic is Statistic.MAX
+    )
+
+
 def _assigned_again(row: Row, hit: _Hit, label: str) -> bool:
     """Whether another cell of the row sets the same label (`IOUT = 0A | IOUT = 1A`)."""
     folded = label.casefold()
@@ -997,6 +1010,7 @@ def _scored(candidate: _Candidate, kind: str, unit: str = "") -> Scored:
         page=candidate.page,
         row=candidate.row,
         value=candidate.value,
+        kind=candidate.tier,
     )
 
 
