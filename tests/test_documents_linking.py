@@ -226,6 +226,44 @@ def test_a_symbol_set_to_a_range_states_both_ends_and_beats_a_partial_label() ->
     }
 
 
+def _parts_table(*parts: str) -> str:
+    """`Part Number` over each part's `Typ / Max` pair, the part centred over its pair."""
+    values = {"LM7912C": ("1.5", "3")}
+    rows = [
+        ("Part Number", "", *(cell for part in parts for cell in (part, "")), "Units"),
+        ("Symbol", "Parameter", *(("Typ", "Max") * len(parts)), ""),
+        ("IQ", "Quiescent Current", *(v for p in parts for v in values.get(p, ("1", "2"))), "mA"),
+    ]
+    widths = (12, 20, *([9] * (2 * len(parts))), 8)
+    return "".join(
+        "".join(cell.ljust(w) for cell, w in zip(row, widths, strict=True)).rstrip() + "\n"
+        for row in rows
+    )
+
+
+def test_a_row_naming_parts_above_a_table_gives_each_column_its_part() -> None:
+    page2 = "Electrical characteristics\n" + _parts_table("LM7905C")
+    page3 = "Electrical characteristics\n" + _parts_table("LM7912C", "LM7915C")
+    found = _facts(["quiescent current:mA"], page2, page3, file_name="lm7912.pdf")
+    assert found == {("quiescent current", None, 1.5)}
+    # Named after no part: each part keeps its own value.
+    both = _facts(["quiescent current:mA:max"], page3, file_name="regulators.pdf")
+    assert both == {("quiescent current", "max", 3.0), ("quiescent current", "max", 2.0)}
+
+
+def test_a_parts_typical_alone_does_not_hide_a_family_value_of_the_statistic_asked() -> None:
+    page1 = "Features\n• 1.5A Output Current\n"
+    page2 = _table(
+        ("Part Number", "XR7912C", "Units"),
+        ("Symbol", "Parameter", "Typ", ""),
+        ("IOMAX", "Peak Output Current", "2.2", "A"),
+        width=24,
+    )
+    assert _facts(["output current:A:max"], page1, page2, file_name="xr7912.pdf") == {
+        ("output current", "max", 1.5)
+    }
+
+
 def test_two_whole_labels_on_consecutive_rows_are_two_rows() -> None:
     page = _table(
         ("Operating Temperature", "-10°C to +65°C"), ("Storage Temperature", "-40°C to +80°C")

@@ -119,9 +119,12 @@ def choose(
     parts = sorted({v.entity for v in views if v.entity})
     named = file_part(file_name, parts) if parts else None
     keep = [i for i, v in enumerate(views) if named is None or v.entity in (None, named)]
-    if named is not None and any(views[i].entity == named for i in keep):
-        keep = [i for i in keep if views[i].entity == named]
     wanted = set(statistics)
+    usable = [i for i in keep if not wanted or views[i].statistic in (*wanted, None)]
+    if named is not None and any(views[i].entity == named for i in usable):
+        # The part's own values, where it has one of a statistic asked for (its `typ` alone
+        # does not hide the family's `1.5A Output Current` for a `max` field).
+        keep = [i for i in keep if views[i].entity == named]
     if wanted:
         stated = [i for i in keep if views[i].statistic in wanted]
         if {Statistic.MIN, Statistic.MAX} <= wanted:

@@ -34,6 +34,8 @@ __all__ = [
     "is_chart_page",
     "is_dash",
     "page_rows",
+    "part_over",
+    "parts_above",
     "role",
     "row_unit",
     "running_key",
@@ -282,6 +284,47 @@ _TICK = re.compile(r"[-\u2212\u2013+]?\d+(?:[.,]\d+)?")
 _AXIS_TITLE = re.compile(r"[A-Za-z].*[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*$")
 _CHART_ROWS = 3
 """Rows of axis ticks and axis titles a page of graphs has at least, each."""
+
+
+_NAMES_PARTS = re.compile(
+    r"(?:part|device|type|order(?:ing)?|model|product)(?:\s*(?:number|no\.?|code|#))?\s*:?$",
+    re.IGNORECASE,
+)
+"""The first cell of a row naming parts: `Part Number`, `Device`, `Ordering code`."""
+_PARTS_LOOKBACK = 8
+"""Rows above a table's header that a row naming its parts may stand in."""
+
+
+def parts_above(page: Grid, header: Row) -> Row | None:
+    """A row naming the parts a table's columns are for, above its header.
+
+    `Part Number | LM7912C | LM7915C | Units` over `Symbol | Parameter | Min | Typ | Max`:
+    each part's `Min / Typ / Max` stand under its name. Another header ends the search;
+    the row's first cell says it names parts (`Part Number`, `Device`), a later one names
+    a part, and it holds no values.
+    """
+    index = next((i for i, r in enumerate(page.rows) if r is header), None)
+    if index is None:
+        return None
+    for back in range(index - 1, max(-1, index - _PARTS_LOOKBACK), -1):
+        row = page.rows[back]
+        parts = [c for c in row.cells[1:] if PART_NUMBER.match(c.text.strip())]
+        named = _NAMES_PARTS.match(row.cells[0].text.strip()) is not None
+        if named and parts and not any(read_values(c.text) for c in row.cells):
+            return row
+        if _is_header(row):
+            return None
+    return None
+
+
+def part_over(parts: Row, cell: TextBox) -> str | None:
+    """The part whose name stands nearest above `cell` (centre to centre)."""
+    named = [c for c in parts.cells if PART_NUMBER.match(c.text.strip())]
+    if not named:
+        return None
+    centre = (cell.x0 + cell.x1) / 2
+    nearest = min(named, key=lambda c: abs((c.x0 + c.x1) / 2 - centre))
+    return nearest.text.strip()
 
 
 def beside_ticks(row: Row, cell: int) -> bool:

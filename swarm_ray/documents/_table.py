@@ -45,6 +45,8 @@ from swarm_ray.documents._grid import (
     is_chart_page,
     is_dash,
     page_rows,
+    part_over,
+    parts_above,
     role,
     row_unit,
     running_key,
@@ -508,6 +510,7 @@ class _Reader:
         out: list[_Candidate] = []
         cells: list[TextBox] = []
         skipped_text = 0
+        named_parts = parts_above(page, header) if header is not None else None
         for cell in row.cells[hit.cell + 1 :]:
             column = column_of(header, cell) if header is not None else None
             held = role(column.text) if column is not None else None
@@ -526,6 +529,8 @@ class _Reader:
             entity = None
             if column is not None and held is None and PART_NUMBER.match(column.text.strip()):
                 entity = column.text.strip()
+            elif named_parts is not None:
+                entity = part_over(named_parts, cell)
             column_unit = bracket_unit(column.text) if column is not None else None
             statistic = STAT_ROLES.get(held or "")
             got = self._values(
