@@ -694,6 +694,23 @@ def test_an_orchestrator_that_does_not_answer_is_a_503_naming_no_internals(
         assert f"{body['error_id']}): " in caplog.text and cause in caplog.text  # the log has it
 
 
+def test_an_upload_the_store_cannot_keep_is_a_503_naming_no_server_path(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    import logging
+
+    from swarm_ray.core._errors import StateStoreError
+    from swarm_ray.gateway._http import unavailable
+
+    failure = StateStoreError("cannot write /var/lib/swarm-ray/uploads/alice/f-1.part: ENOSPC")
+    with caplog.at_level(logging.WARNING, logger="swarm_ray.gateway._http"):
+        error = unavailable("the upload could not be stored", "state_store", failure)
+    body = error.detail
+    assert error.status_code == 503 and body["code"] == "state_store"
+    assert "/var/lib" not in body["detail"] and body["error_id"] in body["detail"]
+    assert "/var/lib/swarm-ray/uploads" in caplog.text  # the operator's log keeps it
+
+
 # ---- socket caps ------------------------------------------------------------------------
 
 

@@ -32,6 +32,7 @@ from python_multipart.multipart import MultipartParser, parse_options_header
 
 from swarm_ray.core._errors import InvalidInputError, LimitExceededError, StateStoreError
 from swarm_ray.core._principal import Principal
+from swarm_ray.gateway._http import unavailable
 from swarm_ray.runtime._uploads import UploadInfo, Uploads, UploadWriter
 
 __all__ = ["UploadLimits", "receive_upload"]
@@ -232,7 +233,7 @@ async def receive_upload(
     except StateStoreError as exc:
         if writer is not None:
             await asyncio.to_thread(writer.abort)
-        raise _bad(503, exc.message, "state_store") from None
+        raise unavailable("the upload could not be stored", "state_store", exc) from None
     except BaseException:
         if writer is not None:
             await asyncio.to_thread(writer.abort)

@@ -174,12 +174,17 @@ async def orchestrator_answer(call: Awaitable[Any], timeout_s: float) -> Any:
     except SwarmError as exc:
         raise http_error(exc) from None
     except (TimeoutError, RayActorError) as exc:
-        error_id = f"err-{secrets.token_hex(6)}"
-        what = f"{type(exc).__name__}: {exc}"
-        _log.warning("the orchestrator did not answer (error id %s): %s", error_id, what)
-        body = {
-            "detail": f"the orchestrator did not answer (error id `{error_id}`); try again",
-            "code": "orchestrator_unavailable",
-            "error_id": error_id,
-        }
-        raise HTTPException(503, detail=body) from None
+        raise unavailable(
+            "the orchestrator did not answer", "orchestrator_unavailable", exc
+        ) from None
+
+
+def unavailable(what: str, code: str, exc: BaseException) -> HTTPException:
+    """A 503 saying `what` with an error id, the exception's text in the log only.
+
+    That text names server paths, actors and addresses: the operator's, not the caller's.
+    """
+    error_id = f"err-{secrets.token_hex(6)}"
+    _log.warning("%s (error id %s): %s: %s", what, error_id, type(exc).__name__, exc)
+    body = {"detail": f"{what} (error id `{error_id}`); try again", "code": code}
+    return HTTPException(503, detail={**body, "error_id": error_id})
