@@ -29,9 +29,9 @@ __all__ = ["Scored", "choose", "file_part"]
 _FEW = 3
 """More equally good values than this on one page list variants or parts: one is kept."""
 _PAGE_COST = 0.02
+"""Score lost per page after the first: a tie-breaker, never worth a better label."""
 _STATED_EDGE = 0.1
 """How much better a plain value must rank to beat one a column states the statistic of."""
-"""Score lost per page after the first: a tie-breaker, never worth a better label."""
 
 
 @dataclass(frozen=True)

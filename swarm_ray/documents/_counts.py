@@ -24,11 +24,15 @@ _NUMBER_WORDS = {
 }  # fmt: skip
 _NUMBER = r"(?:\d{1,3}|" + "|".join(sorted(_NUMBER_WORDS, key=len, reverse=True)) + r")"
 _BETWEEN = 3
-_MULTIPLIERS = {"dual": 2, "triple": 3, "quad": 4, "quadruple": 4, "hex": 6, "octal": 8}
+"""Words an adjective phrase may put between a count and its noun (`2-input NAND`)."""
+_MULTIPLIERS = {
+    w: _NUMBER_WORDS[w] for w in ("dual", "triple", "quad", "quadruple", "hex", "octal")
+}
+"""The number words a device's title leads with to say how many units it holds."""
 _CONTAINS = (
     r"(?:consists\s+of|contains|provides|comprises|integrates|includes|incorporates|features)"
 )
-"""Words an adjective phrase may put between a count and its noun (`2-input NAND`)."""
+"""Verbs a description says what a part holds with."""
 
 
 @dataclass(frozen=True)
@@ -70,6 +74,14 @@ def _regexes(noun: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
     return spaced, glued
 
 
+def _counted_between(gap: str) -> bool:
+    """Whether the words between a count and its noun hold another count (`two of four`).
+
+    A hyphenated adjective's number does not count (`four 2-input NAND gates`).
+    """
+    return bool(re.search(rf"\b{_NUMBER}\b", gap, re.IGNORECASE)) and not re.search(r"\d-\w", gap)
+
+
 def count_mentions(noun: str, text: str) -> list[CountMention]:
     """Counts `text` states of `noun`, in text order.
 
@@ -83,7 +95,7 @@ def count_mentions(noun: str, text: str) -> list[CountMention]:
     flat = text.replace("\n", " ")
     for match in spaced.finditer(flat):
         gap = match["gap"]
-        if re.search(rf"\b{_NUMBER}\b", gap, re.IGNORECASE) and not re.search(r"\d-\w", gap):
+        if _counted_between(gap):
             continue
         if re.search(r"[.;:]", gap):
             continue
@@ -124,9 +136,7 @@ def unit_counts(text: str) -> list[CountMention]:
         for m in title.finditer(text)
     ]
     for match in contains.finditer(text.replace("\n", " ")):
-        if re.search(rf"\b{_NUMBER}\b", match["gap"], re.IGNORECASE) and not re.search(
-            r"\d-\w", match["gap"]
-        ):
+        if _counted_between(match["gap"]):
             continue
         value = _value(match["n"])
         if value > 1:

@@ -86,6 +86,8 @@ class Grid:
     headers: dict[int, Row | None] = field(default_factory=dict)
     limits: dict[int, bool] = field(default_factory=dict)
     """Header row index -> whether its table lists limits (absolute maximum ratings)."""
+    parts: dict[int, Row | None] = field(default_factory=dict)
+    """Header row (by id) -> the row above it naming its columns' parts (`parts_above`)."""
 
 
 def page_rows(page: PageText) -> list[Row]:
@@ -303,6 +305,12 @@ def parts_above(page: Grid, header: Row) -> Row | None:
     the row's first cell says it names parts (`Part Number`, `Device`), a later one names
     a part, and it holds no values.
     """
+    if id(header) not in page.parts:
+        page.parts[id(header)] = _parts_above(page, header)
+    return page.parts[id(header)]
+
+
+def _parts_above(page: Grid, header: Row) -> Row | None:
     index = next((i for i, r in enumerate(page.rows) if r is header), None)
     if index is None:
         return None

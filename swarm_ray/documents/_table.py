@@ -934,9 +934,11 @@ def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
         return []
     per = " per " in spec.name.lower()
     out: list[_Candidate] = []
+    counted = False
+    """Whether the field's own noun is counted outside a caption: then that is the one."""
     for weak in (False, True):
-        if any(c.bonus == 0 for c in out) or (weak and per):
-            break  # a count of the field's own noun, outside a caption, is the one to read
+        if counted or (weak and per):
+            break
         for page in document.pages:
             found = unit_counts(page.text) if weak else count_mentions(noun, page.text)
             for mention in found:
@@ -946,6 +948,7 @@ def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
                 quote = " ".join(page.text[left:right].split())[:240]
                 line = page.text[page.text.rfind("\n", 0, mention.start) + 1 : mention.start]
                 caption = _CAPTION.match(line) is not None
+                counted = counted or not caption
                 out.append(
                     _Candidate(
                         key=spec.key, tier=_PARTIAL if weak else 2, value=float(mention.value),
