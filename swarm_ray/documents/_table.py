@@ -19,16 +19,37 @@ current field 45 mA and a voltage field nothing (a value after `@` is a conditio
 document and field the strongest evidence wins: a cell naming exactly the field beats a
 cell with more words (`Back focal length` for `focal length`), which beats a phrase. The
 statistics the field declares are kept (`min,max`: the range's ends).
+
+What a label's cell and row say beside the label (a condition, a repeat, a legend) is read
+by `_cells`; each link is a `_links.Candidate`, graded by tier and scored there for the
+choice (`_choice`).
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 
-from swarm_ray.documents._choice import Scored, choose, file_part
-from swarm_ray.documents._counts import count_mentions, counted_noun, unit_counts
+from swarm_ray.documents._cells import (
+    SENTENCE_END,
+    WORDS_BEFORE,
+    Hit,
+    assigned_again,
+    bare,
+    conditional,
+    fits,
+    footnote_free_span,
+    label_statistic,
+    listed,
+    lost_micro,
+    prose,
+    range_ends,
+    repeated_label,
+    unit_apart,
+    wrapped_title,
+)
+from swarm_ray.documents._choice import choose, file_part
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, Fact, Statistic
 from swarm_ray.documents._grid import (
@@ -54,6 +75,20 @@ from swarm_ray.documents._grid import (
 )
 from swarm_ray.documents._labels import extra_words, label_regex, labels_regex
 from swarm_ray.documents._layout import Row, TextBox
+from swarm_ray.documents._links import (
+    CHART_COST,
+    CONFIDENCE,
+    EXAMPLE_COST,
+    LATER_TERM,
+    PARTIAL,
+    Candidate,
+    changed,
+    count_links,
+    repeats_last,
+    scored,
+    term_links,
+    to_scale,
+)
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._series import parts_of, series_names
 from swarm_ray.documents._symbols import (
@@ -63,8 +98,8 @@ from swarm_ray.documents._symbols import (
     limit_forms,
     partial_words,
 )
-from swarm_ray.documents._terms import shaped_value, term_mentions, term_shape
-from swarm_ray.documents._units import COUNT, TEXT, Unit, convert, lookup_unit, plausible
+from swarm_ray.documents._terms import term_shape
+from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
 
 __all__ = ["extract_table_facts", "names_a_field"]
@@ -74,7 +109,6 @@ _INLINE_LEAD = re.compile(
     r"(?:up\s+to|max\.?|min\.?|typ\.?|approx\.?|~|<|>|≤|≥)?\s*",
     re.I,
 )
-_SENTENCE_END = re.compile(r"[.;!?](?:\s|$)")
 _ASSIGNMENT = re.compile(r"[A-Za-z)]\s*(?:=|≤|≥|<|>)\s*[-+\u2212]?\d")
 """`VGS = 10 V`: a symbol given a value, as test conditions list them."""
 _PHRASE_AFTER = 60
@@ -82,34 +116,8 @@ _PHRASE_AFTER = 60
 _PHRASE_BEFORE = 40
 """Characters between a value and the label after it (`50 µA deep sleep current`,
 `2KB volatile data storage area SRAM`, `72 MHz maximum frequency`)."""
-_WORDS_BEFORE = 5
-"""Words between such a value and its label, at most: a feature line names the value's
-use between the two (`62KB program memory area CodeFlash`)."""
 _ROWS_BELOW = 30
 """Rows under a column's label read for values (a product table's rows)."""
-_CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.66, 6: 0.64, 7: 0.62, 8: 0.62, 9: 0.6}
-"""Per tier: the exact label cell, a label cell with more words, a phrase; then the
-first two again in a table of limits (absolute maximum ratings); then the same five for
-a label of qualifiers only. All at or over the LLM fallback's threshold: a link the rules
-chose among every candidate is not handed to a model to replace (the fallback asks for
-what has no candidate, `unplaced_fields`)."""
-_SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36}
-"""Per tier, what the choice weighs: a limit in its own table still beats a phrase; a
-label that says only part of the name (tiers 5 to 9) comes after every full one."""
-_LIMIT_TIERS = frozenset({3, 4, 8, 9})
-"""Tiers of links found in a table of limits (absolute maximum ratings)."""
-_LIMIT_MIN_COST = 0.7
-"""What the minimum of a limits range loses: the part survives it, nobody designs for it."""
-_PER_MENTION, _COUNTED = 0.03, 10
-"""Score a term gains per mention in the document, counting at most `_COUNTED`."""
-_LATER_TERM = 1e-4
-"""What a term loses per term found before it: of `TO-220 & TO-263` (a part's package
-and its variant's) the first is the one, not both."""
-_CHART_COST = 0.4
-"""What a link on a page of graphs loses: a table or feature line elsewhere is the spec."""
-_EXAMPLE_COST = 0.7
-"""What a link in a design example loses: one circuit's values, below even a weak link to
-the part's own (`Vin 8V to 95V` in the example, `4.5V to 100V Input Range` the part's)."""
 _LEADERS = re.compile(r"(?:\s?\.){3,}")
 """Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
 _LABEL_WORDS = 6
@@ -122,82 +130,6 @@ _OTHER_PARAMETER = re.compile(
 )
 """Words beside a label that make it another parameter of the same quantity: `VIN UVLO
 threshold` is no input voltage, `Output Voltage Swing` no output voltage."""
-_RAILS = frozenset({"voltage", "current"})
-"""Kinds whose operating range does not start below zero (temperatures do)."""
-_PARTIAL = 5
-"""Added to the tier of a link made by part of the name (`Input Range` for `input voltage`)."""
-_UNIT_FIT = 0.15
-"""What such a weak link gains when its value is written in the declared unit: a user
-declares the unit the documents state the field in (`32M-BIT` for a density in `Mbit`,
-not a sector's `4KB`)."""
-
-
-@dataclass(frozen=True)
-class _Hit:
-    """A cell of a row that names a field."""
-
-    cell: int
-    span: tuple[int, int]
-
-
-@dataclass(frozen=True)
-class _Candidate:
-    key: str
-    tier: int
-    value: float | str
-    unit: str
-    statistic: Statistic | None
-    value_text: str
-    page: int
-    row: int
-    quote: str
-    entity: str | None = None
-    bonus: float = 0.0
-    """Added to the tier's score: how often the document names a term (`_terms`)."""
-    label: str = ""
-    """The label text that named the field, as matched (case folded)."""
-
-
-def _fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
-    """Whether a value can be the field's: its kind, and a plausible size in its unit."""
-    if field.kind == COUNT:
-        return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
-    if unit is None or unit.kind != field.kind:
-        return False
-    try:
-        return plausible(convert(value.value, unit.text, field.unit)) if field.unit else True
-    except ValueError:
-        return False
-
-
-_UNIT_TOKEN = re.compile(r"(?<![\w/])[A-Za-zµμΩ°%][\w/µμΩ°%]{0,5}(?![\w/])")
-
-
-def _unit_apart(spec: FieldSpec, line: str, near: str) -> bool:
-    """A label's line with bare numbers, and the field's unit alone on the line below.
-
-    The text layer reads a table's unit column apart from its numbers (`Input offset
-    voltage ... 0.5 4` over `VIO ... mV`): the page still states the field.
-    """
-    if not spec.unit or not re.search(r"\d", line):
-        return False
-    declared = lookup_unit(spec.unit)
-    if declared is None:
-        return False
-    for token in _UNIT_TOKEN.findall(near[len(line) :]):
-        unit = lookup_unit(token)
-        if unit is not None and unit.kind == declared.kind:
-            return True
-    return False
-
-
-def _prose(text: str) -> bool:
-    """A cell of running text, not of values: only its first value of a kind counts.
-
-    `32 MB flash, 100 MHz 8-bit DDR mode` states one memory size; `8-bit` is a width.
-    """
-    words = [w for w in re.findall(r"[A-Za-z]{3,}", text) if lookup_unit(w) is None]
-    return len(words) > 2
 
 
 class _Reader:
@@ -254,16 +186,17 @@ class _Reader:
                     if match.start() <= 2 and labelled:
                         return True
                 else:
-                    fits = any(_fits(spec, v.unit, v) for v in read_values(near))
-                    if fits or _unit_apart(spec, line, near):
+                    if any(fits(spec, v.unit, v) for v in read_values(near)) or unit_apart(
+                        spec, line, near
+                    ):
                         return True
         return False
 
-    def page(self, page: PageText, running: set[str]) -> list[_Candidate]:
+    def page(self, page: PageText, running: set[str]) -> list[Candidate]:
         if not self.names_a_field(page.text):
             return []  # no field named on this page: nothing to read (big manuals)
         info = Grid(page.number, page_rows(page))
-        found: list[_Candidate] = []
+        found: list[Candidate] = []
         for index, row in enumerate(info.rows):
             if running_key(row) in running:
                 continue
@@ -278,12 +211,12 @@ class _Reader:
                         named = True
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
-                        hit = _Hit(cell_index, match.span())
+                        hit = Hit(cell_index, match.span())
                         # A row saying nothing but its label may repeat an earlier one.
-                        label = match.group().casefold() if _bare(row, hit) else ""
-                        later = -_LATER_TERM if _repeated_label(info, index, hit) else 0.0
+                        label = match.group().casefold() if bare(row, hit) else ""
+                        later = -LATER_TERM if repeated_label(info, index, hit) else 0.0
                         found.extend(
-                            _with(c, label=label, bonus=c.bonus + later)
+                            changed(c, label=label, bonus=c.bonus + later)
                             for c in self._read(spec, info, index, hit)
                         )
                     if named or spec.kind == TEXT:
@@ -293,20 +226,22 @@ class _Reader:
                     if not weak and partial is not None and not head.search(cell.text):
                         weak = list(partial.finditer(cell.text))
                     for match in weak:
-                        hit = _Hit(cell_index, match.span())
+                        hit = Hit(cell_index, match.span())
                         found.extend(
-                            _with(c, tier=c.tier + _PARTIAL)
+                            changed(c, tier=c.tier + PARTIAL)
                             for c in self._read(spec, info, index, hit)
                         )
-        found = _repeats_last(found)
+        found = repeats_last(found)
         if found and is_chart_page(info.rows):
             # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
             # typical-characteristics graphs name fields, but state no specification.
-            found = [_with(c, bonus=c.bonus - _CHART_COST) for c in found]
+            found = [changed(c, bonus=c.bonus - CHART_COST) for c in found]
         examples = {c.row for c in found if in_example_table(info, c.row)}
-        found = [_with(c, bonus=c.bonus - _EXAMPLE_COST) if c.row in examples else c for c in found]
+        found = [
+            changed(c, bonus=c.bonus - EXAMPLE_COST) if c.row in examples else c for c in found
+        ]
         axes = {i for i, row in enumerate(info.rows) if is_axis_title(row)}
-        return [_with(c, bonus=c.bonus - _CHART_COST) if c.row in axes else c for c in found]
+        return [changed(c, bonus=c.bonus - CHART_COST) if c.row in axes else c for c in found]
 
     def _longer_label_elsewhere(self, spec: FieldSpec, text: str, span: tuple[int, int]) -> bool:
         """Whether another field's label covers this match and more (`focal length`)."""
@@ -322,15 +257,15 @@ class _Reader:
                     return True
         return False
 
-    def _read(self, spec: FieldSpec, page: Grid, index: int, hit: _Hit) -> list[_Candidate]:
+    def _read(self, spec: FieldSpec, page: Grid, index: int, hit: Hit) -> list[Candidate]:
         row = page.rows[index]
         cell = row.cells[hit.cell]
         text = _LEADERS.sub(lambda m: " " * len(m.group()), strip_footnotes(cell.text))
-        start, end = _footnote_free_span(cell.text, text, hit.span)
+        start, end = footnote_free_span(cell.text, text, hit.span)
         after = text[end:]
         if text[:start].count("(") > text[:start].count(")") and re.match(r"\s*=", after):
             return []  # `(VDS = 10 V, ID = 1 mA)`: a bracketed test condition
-        if _conditional(spec, row, hit, text[:start], after):
+        if conditional(spec, row, hit, text[:start], after):
             return []
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
@@ -339,7 +274,7 @@ class _Reader:
         base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
         if spec.kind == TEXT:
             return self._text(spec, page, index, hit, after, lead_end, base)
-        if _listed(after, inline_values):
+        if listed(after, inline_values):
             return []  # `Output Voltages: 5, 6, 8, ..., 24 V`: the variants, not one value
         stated_inline = (
             bool(inline_values)
@@ -363,10 +298,10 @@ class _Reader:
                 spec, page, index, hit, tier, base
             )
             if variant:  # the label's own row is its second variant: the first wins
-                found = [*variant, *(_with(c, bonus=c.bonus - _LATER_TERM) for c in found)]
-            limit = _label_statistic(text)
+                found = [*variant, *(changed(c, bonus=c.bonus - LATER_TERM) for c in found)]
+            limit = label_statistic(text)
             return [
-                c if c.statistic is not None or limit is None else _with(c, statistic=limit)
+                c if c.statistic is not None or limit is None else changed(c, statistic=limit)
                 for c in found
             ]
         if stated_inline:
@@ -376,11 +311,11 @@ class _Reader:
             unit = bracket_unit(text[:end])
             first = inline_values[0]
             if first.condition and re.fullmatch(r"\s*=\s*", after[: first.start]):
-                if beside_ticks(row, hit.cell) or _assigned_again(row, hit, text[start:end]):
+                if beside_ticks(row, hit.cell) or assigned_again(row, hit, text[start:end]):
                     return []  # `1.5 | Iout=1mA`, `IOUT = 0A | IOUT = 1A`: a graph's legend
                 # `VDSS = 55V`: the `=` follows the field's own label, so states its value;
                 # as a phrase would, since charts and conditions write `VCE = 20V` too.
-                ends = 2 if _range_ends(inline_values) else 1  # `VDD = 2 V to 3.6 V`
+                ends = 2 if range_ends(inline_values) else 1  # `VDD = 2 V to 3.6 V`
                 inline_values = [
                     *(replace(v, condition=False) for v in inline_values[:ends]),
                     *inline_values[ends:],
@@ -399,9 +334,9 @@ class _Reader:
         text: str,
         span: tuple[int, int],
         base: dict[str, object],
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         """`3V 32M-BIT` over `SERIAL FLASH MEMORY`: a title wrapped after its value."""
-        wrapped = _wrapped_title(page, index, text[: span[0]])
+        wrapped = wrapped_title(page, index, text[: span[0]])
         if wrapped is None:
             return []
         shift = len(wrapped) + 1
@@ -412,10 +347,10 @@ class _Reader:
         spec: FieldSpec,
         page: Grid,
         index: int,
-        hit: _Hit,
+        hit: Hit,
         tier: int,
         base: dict[str, object],
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         """A label level with the second of its rows: the first stands above it.
 
         A table cell spanning two rows of conditions (`VO = 5 V to 18 V | 35` and
@@ -495,19 +430,19 @@ class _Reader:
         spec: FieldSpec,
         page: Grid,
         index: int,
-        hit: _Hit,
+        hit: Hit,
         tier: int,
         base: dict[str, object],
         *,
         row: Row | None = None,
         unit: Unit | None = None,
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         """Values right of the label in its row (`row`, when read as if it stood there)."""
         header = header_of(page, index)
         if row is None:
             row = page.rows[index]
             unit = row_unit(row, header, hit.cell)
-        out: list[_Candidate] = []
+        out: list[Candidate] = []
         cells: list[TextBox] = []
         skipped_text = 0
         named_parts = parts_above(page, header) if header is not None else None
@@ -535,7 +470,7 @@ class _Reader:
             statistic = STAT_ROLES.get(held or "")
             got = self._values(
                 spec, values, column_unit or unit, statistic, tier, base,
-                first_only=_prose(cell.text), entity=entity,
+                first_only=prose(cell.text), entity=entity,
             )  # fmt: skip
             out.extend(got)
             cells.extend(cell for _ in got)
@@ -549,7 +484,7 @@ class _Reader:
                 # A series table: each value is its column's part; the file names one.
                 own = parts_of(names, distinct, part)
                 parts = {id(c): p for c, p in zip(distinct, own, strict=True)}
-                out = [_with(c, entity=parts[id(x)]) for c, x in zip(out, cells, strict=True)]
+                out = [changed(c, entity=parts[id(x)]) for c, x in zip(out, cells, strict=True)]
         return out
 
     def _below(
@@ -557,10 +492,10 @@ class _Reader:
         spec: FieldSpec,
         page: Grid,
         index: int,
-        hit: _Hit,
+        hit: Hit,
         tier: int,
         base: dict[str, object],
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         """The label heads a column: values below it, one row per product or one below.
 
         A table whose rows are products (`Part number | Data rate | Reach`) gives each
@@ -572,7 +507,7 @@ class _Reader:
         if len(label.text.split()) > 6 or any(read_values(c.text) for c in row.cells):
             return []  # a phrase, or a row of values: not a header
         unit = bracket_unit(label.text)
-        out: list[_Candidate] = []
+        out: list[Candidate] = []
         for below in page.rows[index + 1 : index + 1 + _ROWS_BELOW]:
             cell = next((c for c in below.cells if min(c.x1, label.x1) > max(c.x0, label.x0)), None)
             first = below.cells[0]
@@ -595,7 +530,7 @@ class _Reader:
                 values = [v for v in values if v.unit is not None]
             got = self._values(
                 spec, values, unit, None, tier + (0 if part else 1), base,
-                first_only=_prose(cell.text), entity=part,
+                first_only=prose(cell.text), entity=part,
             )  # fmt: skip
             if not got:
                 break
@@ -615,17 +550,17 @@ class _Reader:
         *,
         first_only: bool,
         entity: str | None = None,
-    ) -> list[_Candidate]:
-        out: list[_Candidate] = []
-        plain = [v for v in values if not v.adjective and _fits(spec, v.unit or unit, v)]
+    ) -> list[Candidate]:
+        out: list[Candidate] = []
+        plain = [v for v in values if not v.adjective and fits(spec, v.unit or unit, v)]
         for value in values:
             if value.condition or (value.adjective and plain):
                 continue
-            own = _lost_micro(spec, value.unit or unit)
-            if not _fits(spec, own, value):
+            own = lost_micro(spec, value.unit or unit)
+            if not fits(spec, own, value):
                 continue
             out.append(
-                _Candidate(
+                Candidate(
                     value=value.value,
                     unit="" if own is None or spec.kind == COUNT else own.text,
                     statistic=statistic or value.statistic,
@@ -643,7 +578,7 @@ class _Reader:
 
     def _phrase(
         self, spec: FieldSpec, text: str, span: tuple[int, int], base: dict[str, object]
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         """A label in running text: the value right before it, or after it in the sentence.
 
         `32 MB SDRAM`; `running at 800 MHz`.
@@ -656,8 +591,8 @@ class _Reader:
             if (
                 len(gap) <= _PHRASE_BEFORE
                 and not re.search(r"[,;:.()\d]", gap)
-                and len(words) <= _WORDS_BEFORE
-                and _fits(spec, last.unit, last)
+                and len(words) <= WORDS_BEFORE
+                and fits(spec, last.unit, last)
             ):
                 stated = [last]
                 if last.statistic is Statistic.MAX and len(before) > 1:
@@ -667,9 +602,9 @@ class _Reader:
                 return self._values(spec, stated, last.unit, None, 2, base, first_only=False)
         if spec.kind == COUNT:
             return []  # `GPIO 3` names a pin; a count stands before its noun
-        stop = _SENTENCE_END.search(text, span[1])
+        stop = SENTENCE_END.search(text, span[1])
         window_end = min(len(text), span[1] + _PHRASE_AFTER, stop.start() if stop else len(text))
-        after = [v for v in read_values(text[span[1] : window_end]) if _fits(spec, v.unit, v)]
+        after = [v for v in read_values(text[span[1] : window_end]) if fits(spec, v.unit, v)]
         return self._values(spec, after, None, None, 2, base, first_only=True)
 
     def _text(
@@ -677,11 +612,11 @@ class _Reader:
         spec: FieldSpec,
         page: Grid,
         index: int,
-        hit: _Hit,
+        hit: Hit,
         after: str,
         lead_end: int,
         base: dict[str, object],
-    ) -> list[_Candidate]:
+    ) -> list[Candidate]:
         row = page.rows[index]
         cell_text = strip_footnotes(row.cells[hit.cell].text)
         start, end = hit.span
@@ -703,323 +638,11 @@ class _Reader:
         if not value or len(value) > 120 or re.match(r"(?:https?://|www\.)|\S+@\S+\.", value):
             return []  # a link or an address is where to read more, not the value
         return [
-            _Candidate(
+            Candidate(
                 value=value, unit="", statistic=None, value_text=value, tier=tier,
                 **base,  # type: ignore[arg-type]
             )
         ]  # fmt: skip
-
-
-_LIST = re.compile(r"\d\s*,\s*\d+(?:\.\d+)?\s*,")
-
-
-def _listed(text: str, values: Sequence[Value]) -> bool:
-    """Whether the first value with a unit ends a list of bare numbers (`5, 6, 8, 24 V`)."""
-    united = next((i for i, v in enumerate(values) if v.unit is not None), None)
-    if united is None or united < 2:
-        return False
-    return bool(_LIST.search(text, values[0].start, values[united].start))
-
-
-_COMPARED = re.compile(r"\s*(?:≤|≥|<|>|=<|>=|<=)\s*[-+\u2212]?\d")
-"""`VO ≤ 5 V`: a symbol compared to a value is a test condition, not its statement."""
-_DANGLING = re.compile(r"\s*(?:=|≤|≥|<|>)\s*$")
-_UNLESS = re.compile(r"\bunless\s+otherwise\b", re.IGNORECASE)
-_DELTA = re.compile(r"^\s*[\u0394\u2206]")
-_SYMBOL = r"[A-Z][A-Z0-9]{1,3}"
-_DIFFERENCE_BEFORE = re.compile(rf"(?<![\w])(?:{_SYMBOL})\s+[-\u2212\u2013]\s+$")
-_DIFFERENCE_AFTER = re.compile(rf"^\s+[-\u2212\u2013]\s+(?:{_SYMBOL})(?!\w)")
-"""`VI - VO`: the difference of two quantities (an input-output differential)."""
-"""`ΔIQ`: a change of the quantity (with line, with load), not the quantity."""
-
-
-def _conditional(spec: FieldSpec, row: Row, hit: _Hit, before: str, after: str) -> bool:
-    """Whether the label's row states a condition or a change of the field, not its value.
-
-    `VO ≤ 5 V` and `VI =` (its value in the cell after) head a condition of other rows;
-    `Input Voltage (unless otherwise specified)` gives the conditions of a table; `ΔIQ`
-    is the change of a quiescent current with line or load, `VI - VO` a differential.
-    """
-    if _COMPARED.match(after) or _UNLESS.search(row.cells[hit.cell].text):
-        return True
-    if _DIFFERENCE_BEFORE.search(before) or _DIFFERENCE_AFTER.match(after):
-        return True
-    named = spec.name.lower()
-    if any(_DELTA.match(c.text) for c in row.cells) and not re.search(r"chang|delta", named):
-        return True
-    if _DANGLING.fullmatch(after):
-        following = next((c for c in row.cells[hit.cell + 1 :] if c.text.strip()), None)
-        values = read_values(following.text) if following is not None else []
-        return not values or not _fits(spec, values[0].unit, values[0])
-    return False
-
-
-_REPEAT_ROWS, _REPEAT_COST = 4, 0.05
-"""Rows within which a label said again repeats the parameter, and what the repeat loses."""
-
-
-def _repeated_label(page: Grid, index: int, hit: _Hit) -> bool:
-    """Whether a row just above names the parameter in the same cells (label and symbol).
-
-    `VIN | Input voltage range | once started ... | 2.0 | 16` over `VIN | Input voltage
-    range | for start-up ... | 3.0 | 16`: the later row is the parameter under another
-    condition; the first is its headline, so the later one gives way on a tie.
-    """
-    header = header_of(page, index)
-
-    def label_cells(row: Row) -> list[str]:
-        out: list[str] = []
-        for cell in row.cells:
-            column = column_of(header, cell) if header is not None else None
-            if read_values(cell.text) or (column is not None and role(column.text) == "conditions"):
-                break
-            out.append(cell.text)
-        return out
-
-    own = label_cells(page.rows[index])
-    if len(own) <= hit.cell:
-        return False
-    return any(label_cells(page.rows[b]) == own for b in range(index - 1, max(-1, index - 4), -1))
-
-
-def _range_ends(values: Sequence[Value]) -> bool:
-    """Whether the first two values are one range's two ends (`2 V to 3.6 V`)."""
-    return (
-        len(values) >= 2
-        and values[0].statistic is Statistic.MIN
-        and values[1].statistic is Statistic.MAX
-    )
-
-
-def _assigned_again(row: Row, hit: _Hit, label: str) -> bool:
-    """Whether another cell of the row sets the same label (`IOUT = 0A | IOUT = 1A`)."""
-    folded = label.casefold()
-    return any(
-        i != hit.cell and c.text.strip().casefold().startswith(folded) and "=" in c.text
-        for i, c in enumerate(row.cells)
-    )
-
-
-def _bare(row: Row, hit: _Hit) -> bool:
-    """Whether a row says nothing but the label: every other cell a value, unit or dash."""
-    cell = strip_footnotes(row.cells[hit.cell].text)
-    if extra_words(cell, hit.span):
-        return False
-    return all(
-        not c.text.strip()
-        or read_values(c.text)
-        or is_dash(c.text)
-        or lookup_unit(strip_footnotes(c.text)) is not None
-        for i, c in enumerate(row.cells)
-        if i != hit.cell
-    )
-
-
-def _repeats_last(found: list[_Candidate]) -> list[_Candidate]:
-    """A row that only repeats an earlier row's label for the same statistic comes after it.
-
-    `VCE(sat) | Collector to emitter saturation voltage | 1.35 V (IC = 50 A)`, then
-    `VCE(sat) | 1.6 V (IC = 90 A)`: the same parameter under harder conditions. Both were
-    equally good links; the first row, the condition the parameter is specified at, is
-    the one. (Rows that name something more, `VUSB` and `VIN`, are two values.)
-    """
-    first: dict[tuple[str, str, Statistic | None], int] = {}
-    named = [c for c in found if c.tier < _PARTIAL]
-    for c in named:
-        for label in {c.label, *c.quote.casefold().split(" | ")}:
-            key = (c.key, label, c.statistic)
-            first[key] = min(first.get(key, c.row), c.row)
-    out: list[_Candidate] = []
-    for c in found:
-        row = first.get((c.key, c.label, c.statistic), c.row) if c.label else c.row
-        later = 0 < c.row - row <= _REPEAT_ROWS
-        out.append(_with(c, bonus=c.bonus - _REPEAT_COST) if later else c)
-    return out
-
-
-def _wrapped_title(page: Grid, index: int, before: str) -> str | None:
-    """The line a one-cell row continues, when it starts with a few words of a title.
-
-    A title or feature line wrapped after its value continues on the next line, which
-    then starts with the label or a few words before it: the line above is returned,
-    for the value before the label to be read across the break.
-    """
-    row = page.rows[index]
-    if index == 0 or len(row.cells) != 1 or len(page.rows[index - 1].cells) != 1:
-        return None
-    if re.search(r"[,;:.()\d]", before) or len(before.split()) > _WORDS_BEFORE:
-        return None
-    above = page.rows[index - 1].cells[0]
-    if above.size < row.cells[0].size * 0.9 or re.search(r"[.;:]\s*$", above.text):
-        return None  # a smaller line, or one that ends a sentence, is not the same title
-    return strip_footnotes(above.text)
-
-
-def _lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:
-    """`7.0 V/s` for a `V/us` field: the text layer dropped the `µ` glyph (a symbol font).
-
-    A unit that is the field's own with its micro prefix missing is read as the field's:
-    a slew rate of 7 V/s or a current of 50 A where `µA` is declared is implausible, and
-    PDFs lose `µ` more often than any other character.
-    """
-    if unit is None or not spec.unit:
-        return unit
-    declared = spec.unit.replace("µ", "u").replace("μ", "u")
-    if "u" not in declared:
-        return unit
-    stripped = re.sub(r"(?<![A-Za-z])u(?=[A-Za-z])", "", declared)
-    if stripped != declared and unit.text.replace(" ", "") == stripped:
-        return lookup_unit(spec.unit) or unit
-    return unit
-
-
-_LABEL_LIMIT = re.compile(
-    r"\b(?P<word>max(?:imum)?|min(?:imum)?|typ(?:ical)?|nom(?:inal)?)\b\.?", re.I
-)
-
-
-def _label_statistic(text: str) -> Statistic | None:
-    """`Max frame rate`, `Supply voltage (min)`: the statistic a label cell names."""
-    match = _LABEL_LIMIT.search(text)
-    if match is None:
-        return None
-    word = match["word"].lower()[:3]
-    return {"max": Statistic.MAX, "min": Statistic.MIN}.get(word, Statistic.TYP)
-
-
-def _with(candidate: _Candidate, **changes: object) -> _Candidate:
-    return replace(candidate, **changes)  # type: ignore[arg-type]
-
-
-def _footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[int, int]:
-    """Map a label's span in a cell to the cell without footnote marks."""
-    label = raw[span[0] : span[1]]
-    position = clean.find(label)
-    if position == -1:
-        match = label_regex(label).search(clean)
-        return match.span() if match else (0, 0)
-    return position, position + len(label)
-
-
-def _terms(
-    spec: FieldSpec, shape: str, document: ParsedDocument, read: list[_Candidate]
-) -> list[_Candidate]:
-    """A text field of known shape: labelled values of that shape, then the document's terms."""
-    out: list[_Candidate] = []
-    for candidate in read:
-        term = shaped_value(shape, str(candidate.value))
-        if term is not None:
-            out.append(_with(candidate, value=term, value_text=term))
-    for rank, mention in enumerate(term_mentions(shape, document)):
-        out.append(
-            _Candidate(
-                key=spec.key, tier=_PARTIAL, value=mention.term, unit="", statistic=None,
-                value_text=mention.term, page=mention.page, row=rank, quote=mention.quote,
-                bonus=min(mention.count, _COUNTED) * _PER_MENTION - rank * _LATER_TERM,
-            )
-        )  # fmt: skip
-    return out
-
-
-def _counts(spec: FieldSpec, document: ParsedDocument) -> list[_Candidate]:
-    """Counts stated in words before the noun a count field names (`_counts`).
-
-    A document that never counts the field's noun may still say how many units the part
-    holds (`Quadruple 2-input NAND Schmitt trigger`, `provides six inverting buffers`):
-    those are weaker candidates (`unit_counts`). A count in a figure's caption (`Fig. 3
-    Logic diagram (one gate)`) describes the drawing, not the part.
-    """
-    noun = counted_noun(spec.name) if spec.kind == COUNT else None
-    if noun is None:
-        return []
-    per = " per " in spec.name.lower()
-    out: list[_Candidate] = []
-    counted = False
-    """Whether the field's own noun is counted outside a caption: then that is the one."""
-    for weak in (False, True):
-        if counted or (weak and per):
-            break
-        for page in document.pages:
-            found = unit_counts(page.text) if weak else count_mentions(noun, page.text)
-            for mention in found:
-                if mention.hyphenated != per:
-                    continue
-                left, right = _sentence(page.text, mention.start, mention.end)
-                quote = " ".join(page.text[left:right].split())[:240]
-                line = page.text[page.text.rfind("\n", 0, mention.start) + 1 : mention.start]
-                caption = _CAPTION.match(line) is not None
-                counted = counted or not caption
-                out.append(
-                    _Candidate(
-                        key=spec.key, tier=_PARTIAL if weak else 2, value=float(mention.value),
-                        unit="", statistic=None,
-                        value_text=" ".join(page.text[mention.start : mention.end].split()),
-                        page=page.number, row=mention.start, quote=quote,
-                        bonus=-_CHART_COST if caption else 0.0,
-                    )
-                )  # fmt: skip
-    return out
-
-
-_CAPTION = re.compile(r"\s*(?:Fig(?:ure)?|Table)\.?\s*\d", re.IGNORECASE)
-"""A figure's or table's caption: `Fig.3 Logic diagram (one gate)`."""
-
-
-def _sentence(text: str, start: int, end: int) -> tuple[int, int]:
-    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    stop = _SENTENCE_END.search(text, end)
-    return left, stop.start() + 1 if stop else len(text)
-
-
-_WEAK_SCALE = (0.1, 1e5)
-"""Sizes, in the declared unit, that a weak link's value may take: a user declares the unit
-the field is stated in, so `16 bytes` of some memory is no density in `Mbit`. A strong
-link (the field's own label) keeps the wider plausible range of `_units`."""
-
-
-def _to_scale(candidate: _Candidate, unit: str) -> bool:
-    """Whether a weak link's value is of a size the declared unit is chosen for."""
-    if candidate.tier < _PARTIAL or not unit or not candidate.unit:
-        return True
-    if not isinstance(candidate.value, float) or candidate.value == 0:
-        return True
-    try:
-        size = abs(convert(candidate.value, candidate.unit, unit))
-    except ValueError:
-        return True
-    return _WEAK_SCALE[0] <= size <= _WEAK_SCALE[1]
-
-
-def _in_unit(candidate: _Candidate, unit: str) -> bool:
-    """Whether the value is written in `unit` itself (any spelling of it)."""
-    if not unit or not candidate.unit or not isinstance(candidate.value, float):
-        return False
-    try:
-        return abs(convert(1.0, candidate.unit, unit) - 1.0) < 1e-9
-    except ValueError:
-        return False
-
-
-def _scored(candidate: _Candidate, kind: str, unit: str = "") -> Scored:
-    score = _SCORE[candidate.tier]
-    if candidate.tier >= _PARTIAL and _in_unit(candidate, unit):
-        score += _UNIT_FIT
-    if candidate.statistic is Statistic.MIN and (
-        candidate.tier in _LIMIT_TIERS
-        or (kind in _RAILS and isinstance(candidate.value, float) and candidate.value < 0)
-    ):
-        # `VCC -0.5 to 4.0 V`: the low end of a limit is no spec; a supply that starts below
-        # zero is a limits range even where no title says so.
-        score -= _LIMIT_MIN_COST
-    return Scored(
-        score=score + candidate.bonus,
-        statistic=candidate.statistic,
-        entity=candidate.entity,
-        page=candidate.page,
-        row=candidate.row,
-        value=candidate.value,
-        kind=candidate.tier,
-    )
 
 
 def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
@@ -1046,23 +669,23 @@ def extract_table_facts(
     reader = _Reader(fields, base["source"])
     running = running_rows(document)
     focus = set(document.focus_pages)
-    found: list[_Candidate] = []
+    found: list[Candidate] = []
     for page in document.pages:
         if not focus or page.number in focus:
             found.extend(reader.page(page, running))
     for spec in fields:
-        found.extend(_counts(spec, document))
+        found.extend(count_links(spec, document))
         if (shape := term_shape(spec)) is not None:
-            found = [c for c in found if c.key != spec.key] + _terms(
+            found = [c for c in found if c.key != spec.key] + term_links(
                 spec, shape, document, [c for c in found if c.key == spec.key]
             )
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()
-        mine = [c for c in found if c.key == spec.key and _to_scale(c, spec.unit)]
+        mine = [c for c in found if c.key == spec.key and to_scale(c, spec.unit)]
         chosen = choose(
             mine,
-            lambda c, kind=spec.kind, unit=spec.unit: _scored(c, kind, unit),  # type: ignore[misc]
+            lambda c, kind=spec.kind, unit=spec.unit: scored(c, kind, unit),  # type: ignore[misc]
             statistics=spec.statistics or implied_statistics(spec),
             file_name=base["source"],
         )
@@ -1083,7 +706,7 @@ def extract_table_facts(
                     value_text=candidate.value_text,
                     page=candidate.page,
                     quote=candidate.quote,
-                    confidence=_CONFIDENCE[candidate.tier],
+                    confidence=CONFIDENCE[candidate.tier],
                     method=ExtractionMethod.LABEL,
                     entity=entity,
                     document_id=base["document_id"],
