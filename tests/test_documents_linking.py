@@ -525,6 +525,38 @@ def test_a_title_wrapped_after_its_value_links_across_the_break() -> None:
     assert _facts(["memory density:Mbit"], sentence) == set()
 
 
+def test_a_titles_value_is_read_past_the_other_headline_values_before_the_name() -> None:
+    title = "16-Mbit, 2.5V Minimum\nSPI Serial Flash Memory with Dual-I/O Support\n"
+    assert _facts(["memory density:Mbit"], title) == {("memory density", None, 16.0)}
+    above = "32/64/128M-BIT\n3V SERIAL FLASH MEMORY WITH 133MHZ SPI\n"
+    assert _facts(["memory density:Mbit"], above) == {("memory density", None, 128.0)}
+    prose = "Erase 4 KB, then 16-Mbit, or the whole\nSPI Serial Flash Memory\n"
+    assert _facts(["memory density:Mbit"], prose) == set()  # a sentence, not a title
+
+
+def _boxed(number: int, *lines: tuple[float, float, str]) -> PageText:
+    """A page of one-box lines, each `(top, size, text)`, as the PDF's layer gives them."""
+    boxes = tuple(
+        TextBox(x0=50, top=top, x1=50 + 5.0 * len(text), bottom=top + size, size=size, text=text)
+        for top, size, text in lines
+    )
+    return PageText(number=number, text="\n".join(text for _, _, text in lines), boxes=boxes)
+
+
+def test_the_first_pages_title_counts_though_a_running_header_repeats_it() -> None:
+    title, footer = "3V 128M-BIT SERIAL FLASH MEMORY", "Rev 1, 4 MB edition"
+    pages = [_boxed(1, (40, 16, title), (300, 8, "Features"), (760, 8, footer))]
+    for number in (2, 3):
+        body = (100, 8, "Pages of 256 bytes are programmed at once.")
+        pages.append(_boxed(number, (20, 8, title), body, (760, 8, footer)))
+    document = _doc().model_copy(update={"pages": tuple(pages)})
+    dimension = Dimension(name="fields", fields=(parse_field_arg("memory density:Mbit"),))
+    facts = [(f.page, f.value) for f in extract_facts(document, [dimension]).facts]
+    assert facts == [(1, 128.0)]  # the title on page 1; the headers on 2 and 3 repeat it
+    edition = Dimension(name="fields", fields=(parse_field_arg("edition:MB"),))
+    assert extract_facts(document, [edition]).facts == ()  # a footer is never content
+
+
 def test_a_weak_link_in_the_declared_unit_beats_one_in_another() -> None:
     page = "Family of Memories with 4KB sectors\n\n3V 128M-BIT SERIAL MEMORY\n"
     assert _facts(["memory density:Mbit"], page) == {("memory density", None, 128.0)}

@@ -36,6 +36,7 @@ __all__ = [
     "range_ends",
     "repeated_label",
     "unit_apart",
+    "without_values",
     "wrapped_title",
 ]
 
@@ -214,12 +215,25 @@ def wrapped_title(page: Grid, index: int, before: str) -> str | None:
     row = page.rows[index]
     if index == 0 or len(row.cells) != 1 or len(page.rows[index - 1].cells) != 1:
         return None
-    if re.search(r"[,;:.()\d]", before) or len(before.split()) > WORDS_BEFORE:
+    words = without_values(before)
+    if re.search(r"[,;:.()\d]", words) or len(words.split()) > WORDS_BEFORE:
         return None
     above = page.rows[index - 1].cells[0]
     if above.size < row.cells[0].size * 0.9 or re.search(r"[.;:]\s*$", above.text):
         return None  # a smaller line, or one that ends a sentence, is not the same title
     return strip_footnotes(above.text)
+
+
+def without_values(text: str) -> str:
+    """`text` with its values that say their unit blanked (`3V SERIAL FLASH` -> `SERIAL FLASH`).
+
+    A title lists a part's headline values beside its name; they are not the words of a
+    sentence.
+    """
+    for value in reversed(read_values(text)):
+        if value.unit is not None:
+            text = f"{text[: value.start]}{' ' * (value.end - value.start)}{text[value.end :]}"
+    return text
 
 
 def lost_micro(spec: FieldSpec, unit: Unit | None) -> Unit | None:

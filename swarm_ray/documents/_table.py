@@ -28,6 +28,7 @@ choice (`_choice`).
 from __future__ import annotations
 
 import re
+import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import replace
 
@@ -47,6 +48,7 @@ from swarm_ray.documents._cells import (
     range_ends,
     repeated_label,
     unit_apart,
+    without_values,
     wrapped_title,
 )
 from swarm_ray.documents._choice import choose, file_part
@@ -192,14 +194,19 @@ class _Reader:
                         return True
         return False
 
-    def page(self, page: PageText, running: set[str]) -> list[Candidate]:
+    def page(self, page: PageText, running: set[str], body: float = 0.0) -> list[Candidate]:
+        """Every link on `page`, rows in `running` (headers, footers) left out.
+
+        The first page's title is read even so: a running header repeats it. It is told
+        from a footer by being set larger than `body`, the document's body text.
+        """
         if not self.names_a_field(page.text):
             return []  # no field named on this page: nothing to read (big manuals)
         info = Grid(page.number, page_rows(page))
         found: list[Candidate] = []
         for index, row in enumerate(info.rows):
-            if running_key(row) in running:
-                continue
+            if running_key(row) in running and not (page.number == 1 and _larger(row, body)):
+                continue  # a running header repeats the title, which the first page states
             header = header_of(info, index)
             for spec, regex in zip(self.fields, self.regexes, strict=True):
                 for cell_index, cell in enumerate(row.cells):
@@ -340,7 +347,8 @@ class _Reader:
         if wrapped is None:
             return []
         shift = len(wrapped) + 1
-        return self._phrase(spec, f"{wrapped} {text}", (span[0] + shift, span[1] + shift), base)
+        merged, moved = f"{wrapped} {text}", (span[0] + shift, span[1] + shift)
+        return self._phrase(spec, merged, moved, {**base, "quote": merged[:240]}, title=True)
 
     def _first_variant(
         self,
@@ -577,16 +585,28 @@ class _Reader:
         return out
 
     def _phrase(
-        self, spec: FieldSpec, text: str, span: tuple[int, int], base: dict[str, object]
+        self,
+        spec: FieldSpec,
+        text: str,
+        span: tuple[int, int],
+        base: dict[str, object],
+        *,
+        title: bool = False,
     ) -> list[Candidate]:
         """A label in running text: the value right before it, or after it in the sentence.
 
-        `32 MB SDRAM`; `running at 800 MHz`.
+        `32 MB SDRAM`; `running at 800 MHz`. A title lists a part's headline values, each
+        with its unit, before its name (`16-Mbit, 2.5V Minimum SPI Serial Flash Memory`):
+        there the value of the field's kind is read past the others.
         """
         before = read_values(text[: span[0]])
+        if title:
+            before = [v for v in before if fits(spec, v.unit, v)]
         if before:
             last = before[-1]
             gap = text[last.end : span[0]]
+            if title:
+                gap = without_values(gap).replace(",", " ")
             words = re.findall(r"[^\W_]+", gap)
             if (
                 len(gap) <= _PHRASE_BEFORE
@@ -645,6 +665,11 @@ class _Reader:
         ]  # fmt: skip
 
 
+def _larger(row: Row, size: float) -> bool:
+    """Whether a row is set larger than `size` (the page's body text): a title, not a footer."""
+    return max(c.size for c in row.cells) > size
+
+
 def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
     """A test of a page's text: may it state one of `fields`? `None` without label fields.
 
@@ -668,11 +693,13 @@ def extract_table_facts(
         return []
     reader = _Reader(fields, base["source"])
     running = running_rows(document)
+    sizes = [box.size for page in document.pages for box in page.boxes]
+    body = statistics.median(sizes) if sizes else 0.0
     focus = set(document.focus_pages)
     found: list[Candidate] = []
     for page in document.pages:
         if not focus or page.number in focus:
-            found.extend(reader.page(page, running))
+            found.extend(reader.page(page, running, body))
     for spec in fields:
         found.extend(count_links(spec, document))
         if (shape := term_shape(spec)) is not None:
