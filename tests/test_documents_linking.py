@@ -557,6 +557,27 @@ def test_the_first_pages_title_counts_though_a_running_header_repeats_it() -> No
     assert extract_facts(document, [edition]).facts == ()  # a footer is never content
 
 
+def test_a_feature_list_naming_the_field_again_for_a_block_keeps_the_first() -> None:
+    page = (
+        "Features\n• Memories\n- 64 Kbytes of general-purpose SRAM\n"
+        "• USB 2.0 full-speed controller\nwith 1.25 Kbytes of dedicated SRAM\n"
+        "• 10/100 Ethernet MAC with dedicated DMA\nand SRAM (4 Kbytes): IEEE1588 support\n"
+    )
+    assert _facts(["RAM:KB"], page) == {("RAM", None, 64.0)}
+    two = "Features\n• 1 MB SRAM\n• 32 MB SDRAM\n"  # two memories, named apart: both
+    assert _facts(["RAM:MB"], two) == {("RAM", None, 1.0), ("RAM", None, 32.0)}
+
+
+def test_a_block_diagrams_boxes_give_way_to_the_feature_list() -> None:
+    features = "Features\n• 64 Kbytes of SRAM\n• 72 MHz maximum frequency\n"
+    boxes = [("JTDO", "Dbus", "POR", "Supply"), ("SRAM 1.25 KB", "APB2", "APB1", "as AF")]
+    boxes += [(f"TIM{i}", f"{i} Channels", f"GPIO port {i}", "as AF") for i in range(30)]
+    diagram = "Figure 1. Block diagram\n" + _table(*boxes, width=16)
+    assert _facts(["RAM:KB"], features, diagram) == {("RAM", None, 64.0)}
+    table = "Parameter  Min  Max  Unit\n" + _table(*boxes, width=16)  # a table: not a diagram
+    assert _facts(["RAM:KB"], features, table) == {("RAM", None, 1.25)}
+
+
 def test_a_weak_link_in_the_declared_unit_beats_one_in_another() -> None:
     page = "Family of Memories with 4KB sectors\n\n3V 128M-BIT SERIAL MEMORY\n"
     assert _facts(["memory density:Mbit"], page) == {("memory density", None, 128.0)}

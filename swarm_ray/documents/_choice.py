@@ -48,6 +48,12 @@ class Scored:
     kind: int = 0
     """What kind of link it is (a row's label, a phrase, a symbol's `=`): values of equal
     score are peers (two rails, two memories) only when linked the same way."""
+    named: str = ""
+    """The words of running text that named the field: a feature list that names it again
+    in the same words gives a block's or a variant's value (`64 Kbytes of general-purpose
+    SRAM`, then `with 1.25 Kbytes of dedicated SRAM` for a USB controller): not a peer,
+    the first is the one. Empty for a table's rows, whose peers are rows alike (two
+    lenses' `Focal Length`)."""
 
 
 def _letters(text: str) -> str:
@@ -264,6 +270,8 @@ def _best(
 
 
 def _peer(v: Scored, top: Scored) -> bool:
+    if v is not top and v.named and v.named == top.named and v.row != top.row:
+        return False
     return v.page == top.page and v.score == top.score and v.kind == top.kind
 
 

@@ -33,6 +33,7 @@ __all__ = [
     "is_axis_title",
     "is_chart_page",
     "is_dash",
+    "is_diagram_page",
     "page_rows",
     "part_over",
     "parts_above",
@@ -357,6 +358,29 @@ def is_chart_page(rows: list[Row]) -> bool:
         if ticks >= _CHART_ROWS and titles >= _CHART_ROWS:
             return True
     return False
+
+
+_DIAGRAM_ROWS, _DIAGRAM_CELLS = 25, 60
+"""A block diagram fills a page: at least this many rows and cells."""
+_DIAGRAM_SHORT, _DIAGRAM_SPREAD = 0.85, 0.5
+"""Shares of a diagram's cells of three words or fewer, and of its rows of several cells."""
+
+
+def is_diagram_page(rows: list[Row]) -> bool:
+    """Whether a page is a block diagram: a field of short labels, and no table header.
+
+    A block diagram reads as many rows of scattered two-word boxes (`SRAM 1.25 KB | APB2 |
+    APB1 | as AF`): the sizes it shows are of blocks inside the part, not the part's own
+    specification. A table has its header (`Min`, `Unit`), a feature list its sentences.
+    """
+    cells = [c for row in rows for c in row.cells]
+    if len(rows) < _DIAGRAM_ROWS or len(cells) < _DIAGRAM_CELLS:
+        return False
+    short = sum(1 for c in cells if len(c.text.split()) <= 3)
+    spread = sum(1 for row in rows if len(row.cells) >= 2)
+    if short < _DIAGRAM_SHORT * len(cells) or spread < _DIAGRAM_SPREAD * len(rows):
+        return False
+    return not any(_is_header(row) for row in rows)
 
 
 _UNIT_ALONE = re.compile(r"[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]")

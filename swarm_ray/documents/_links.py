@@ -27,6 +27,7 @@ __all__ = [
     "EXAMPLE_COST",
     "LATER_TERM",
     "PARTIAL",
+    "PHRASE_TIERS",
     "Candidate",
     "changed",
     "count_links",
@@ -68,6 +69,8 @@ EXAMPLE_COST = 0.7
 """What a link in a design example loses: one circuit's values, below even a weak link to
 the part's own (`Vin 8V to 95V` in the example, `4.5V to 100V Input Range` the part's)."""
 
+PHRASE_TIERS = frozenset({2, 7})
+"""Tiers of links made in running text (a feature line), not in a table's row."""
 _RAILS = frozenset({"voltage", "current"})
 """Kinds whose operating range does not start below zero (temperatures do)."""
 
@@ -95,7 +98,10 @@ class Candidate:
     bonus: float = 0.0
     """Added to the tier's score: how often the document names a term (`term_links`)."""
     label: str = ""
-    """The label text that named the field, as matched (case folded)."""
+    """The label text that named the field, as matched (case folded), where the row says
+    nothing else (a repeat of an earlier row, `repeats_last`)."""
+    named: str = ""
+    """The words that named the field, as matched (case folded): empty for counts and terms."""
 
 
 _REPEAT_ROWS, _REPEAT_COST = 4, 0.05
@@ -246,4 +252,5 @@ def scored(candidate: Candidate, kind: str, unit: str = "") -> Scored:
         row=candidate.row,
         value=candidate.value,
         kind=candidate.tier,
+        named=candidate.named if candidate.tier in PHRASE_TIERS else "",
     )

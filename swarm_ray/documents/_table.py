@@ -67,6 +67,7 @@ from swarm_ray.documents._grid import (
     is_axis_title,
     is_chart_page,
     is_dash,
+    is_diagram_page,
     page_rows,
     part_over,
     parts_above,
@@ -122,6 +123,8 @@ _ROWS_BELOW = 30
 """Rows under a column's label read for values (a product table's rows)."""
 _LEADERS = re.compile(r"(?:\s?\.){3,}")
 """Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
+_CONTINUES = re.compile(r"\s*(?:and|or|with|of|for|to|in|plus|as)\s", re.ASCII)
+"""A line that starts with a lower-case joining word continues the sentence above it."""
 _LABEL_WORDS = 6
 """A cell of more words is a sentence that happens to end in a label, not a row's label."""
 _OTHER_PARAMETER = re.compile(
@@ -218,12 +221,12 @@ class _Reader:
                         named = True
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
-                        hit = Hit(cell_index, match.span())
+                        hit, words = Hit(cell_index, match.span()), match.group().casefold()
                         # A row saying nothing but its label may repeat an earlier one.
-                        label = match.group().casefold() if bare(row, hit) else ""
+                        label = words if bare(row, hit) else ""
                         later = -LATER_TERM if repeated_label(info, index, hit) else 0.0
                         found.extend(
-                            changed(c, label=label, bonus=c.bonus + later)
+                            changed(c, label=label, named=words, bonus=c.bonus + later)
                             for c in self._read(spec, info, index, hit)
                         )
                     if named or spec.kind == TEXT:
@@ -235,13 +238,15 @@ class _Reader:
                     for match in weak:
                         hit = Hit(cell_index, match.span())
                         found.extend(
-                            changed(c, tier=c.tier + PARTIAL)
+                            changed(c, tier=c.tier + PARTIAL, named=match.group().casefold())
                             for c in self._read(spec, info, index, hit)
                         )
         found = repeats_last(found)
-        if found and is_chart_page(info.rows):
+        diagram = page.number > 1 and is_diagram_page(info.rows) if found else False
+        if found and (diagram or is_chart_page(info.rows)):
             # Axis titles (`VDS, Drain-Source Voltage [V]`) and annotations (`VCE = 20V`) of
-            # typical-characteristics graphs name fields, but state no specification.
+            # typical-characteristics graphs name fields, but state no specification; nor
+            # does a block diagram's box (`SRAM 1.25 KB`). The first page summarises.
             found = [changed(c, bonus=c.bonus - CHART_COST) for c in found]
         examples = {c.row for c in found if in_example_table(info, c.row)}
         found = [
@@ -311,6 +316,8 @@ class _Reader:
                 c if c.statistic is not None or limit is None else changed(c, statistic=limit)
                 for c in found
             ]
+        if stated_inline and _CONTINUES.match(text):
+            stated_inline = False  # `and SRAM (4 Kbytes)`: the line above's sentence goes on
         if stated_inline:
             tier = 0 if not extra_words(text[: end + lead_end], (start, end)) else 1
             if len(_ASSIGNMENT.findall(text)) >= 2:
