@@ -180,6 +180,32 @@ def test_a_label_centred_on_its_two_rows_takes_the_first_row() -> None:
     assert _facts(["input voltage:V:max"], page) == {("input voltage", "max", 35.0)}
 
 
+def _variants(output: str) -> str:
+    limits = "Absolute Maximum Ratings\n" + _table(
+        ("Input Voltage",),
+        ("  (Vo = -5V)", "", "", "-25V"),
+        ("  (Vo = -12V and -15V)", "", "", "-35V"),
+        ("Input-Output Differential", "", "", "25V"),
+    )
+    return limits + "\nElectrical Characteristics\n" + _table(("Output Voltage", "", output))
+
+
+def test_a_labels_variant_is_the_one_whose_condition_names_the_parts_other_value() -> None:
+    fields = ["input voltage:V:max", "output voltage:V"]
+    assert ("input voltage", "max", -35.0) in _facts(fields, _variants("-12V"))
+    assert ("input voltage", "max", -25.0) in _facts(fields, _variants("-5V"))
+    ranges = _table(
+        ("Input Voltage",),
+        ("  (VO = 5 V to 18 V)", "", "", "35 V"),
+        ("  (VO = 24 V)", "", "", "40 V"),
+    )
+    for output, rating in (("24 V", 40.0), ("12 V", 35.0)):
+        page = ranges + _table(("Output Voltage", "", output))
+        assert ("input voltage", "max", rating) in _facts(fields, page)  # in the range too
+    # With no output voltage declared, nothing tells the variants apart: the first.
+    assert _facts(["input voltage:V:max"], _variants("-12V")) == {("input voltage", "max", -25.0)}
+
+
 def test_a_row_under_another_label_is_not_a_first_variant() -> None:
     page = _table(
         ("Symbol", "Parameter", "Conditions", "Value", "Unit"),

@@ -100,6 +100,9 @@ class Candidate:
     label: str = ""
     """The label text that named the field, as matched (case folded), where the row says
     nothing else (a repeat of an earlier row, `repeats_last`)."""
+    condition: str = ""
+    """The condition of the label's variant the value is stated under (`(VO = -12V and
+    -15V)` under `Input Voltage`); empty when the label has no variants."""
     named: str = ""
     """The words that named the field, as matched (case folded): empty for counts and terms."""
 

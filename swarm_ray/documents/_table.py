@@ -104,6 +104,7 @@ from swarm_ray.documents._symbols import (
 from swarm_ray.documents._terms import term_shape
 from swarm_ray.documents._units import COUNT, TEXT, Unit, lookup_unit
 from swarm_ray.documents._values import Value, read_values, strip_footnotes
+from swarm_ray.documents._variants import conditioned, names_variant
 
 __all__ = ["extract_table_facts", "names_a_field"]
 
@@ -523,6 +524,7 @@ class _Reader:
             return []  # a phrase, or a row of values: not a header
         unit = bracket_unit(label.text)
         out: list[Candidate] = []
+        variants = 0
         for below in page.rows[index + 1 : index + 1 + _ROWS_BELOW]:
             cell = next((c for c in below.cells if min(c.x1, label.x1) > max(c.x0, label.x0)), None)
             first = below.cells[0]
@@ -531,26 +533,43 @@ class _Reader:
             part = first.text.strip() if PART_NUMBER.match(first.text.strip()) else None
             if cell is first or len(row.cells) < 2:
                 part = None  # a product table's header names more than one column
-            if part is None and out:
+            if part is None and out and not variants:
                 break  # past the one value under a label that no product table has
             values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
-            if not values and part is None and not out and len(below.cells) > 1:
+            condition = ""
+            if (
+                not values
+                and part is None
+                and len(below.cells) > 1
+                and (not out or names_variant(cell, label))
+            ):
                 # `Supply Voltage` over `AC | 2.0V to 6.0V`: a sub-row names a variant under
-                # the label, its value stands right of the label (the first variant's).
+                # the label, its value stands right of the label. The first variant comes
+                # first; one whose condition names this part's value of another field
+                # (`(VO = -12V and -15V) | -35V`) is chosen later (`_variants`).
+                condition = strip_footnotes(cell.text).strip()
                 cell = next((c for c in below.cells if c.x0 >= label.x1), cell)
                 values = [v for v in read_values(strip_footnotes(cell.text)) if not v.condition]
+            elif variants:
+                break  # the label's variants end
             if part is None:
                 # One value under a label is a spec box's (`Weight` over `310 g`) only when it
                 # says its unit: bare numbers under `VDS (V)` are a chart's axis ticks.
                 values = [v for v in values if v.unit is not None]
+            quote = f"{base['quote']} | " + " | ".join(c.text for c in below.cells)
             got = self._values(
-                spec, values, unit, None, tier + (0 if part else 1), base,
+                spec, values, unit, None, tier + (0 if part else 1),
+                {**base, "quote": quote[:240]} if condition else base,
                 first_only=prose(cell.text), entity=part,
             )  # fmt: skip
             if not got:
                 break
+            if condition:
+                later = -LATER_TERM * variants
+                got = [changed(c, condition=condition, bonus=c.bonus + later) for c in got]
+                variants += 1
             out.extend(got)
-            if part is None:
+            if part is None and not condition:
                 break
         return out
 
@@ -713,17 +732,28 @@ def extract_table_facts(
             found = [c for c in found if c.key != spec.key] + term_links(
                 spec, shape, document, [c for c in found if c.key == spec.key]
             )
-    facts: list[Fact] = []
-    for spec in fields:
-        seen: set[tuple[object, ...]] = set()
-        mine = [c for c in found if c.key == spec.key and to_scale(c, spec.unit)]
-        chosen = choose(
+
+    def chosen_of(spec: FieldSpec, mine: list[Candidate]) -> list[Candidate]:
+        return choose(
             mine,
             lambda c, kind=spec.kind, unit=spec.unit: scored(c, kind, unit),  # type: ignore[misc]
             statistics=spec.statistics or implied_statistics(spec),
             file_name=base["source"],
         )
-        for candidate in chosen:
+
+    links = {
+        spec.key: [c for c in found if c.key == spec.key and to_scale(c, spec.unit)]
+        for spec in fields
+    }
+    chosen = {spec.key: chosen_of(spec, links[spec.key]) for spec in fields}
+    for spec in fields:
+        if any(c.condition for c in links[spec.key]):
+            mine = conditioned(links[spec.key], reader.fields, reader.regexes, spec, chosen)
+            chosen[spec.key] = chosen_of(spec, mine)
+    facts: list[Fact] = []
+    for spec in fields:
+        seen: set[tuple[object, ...]] = set()
+        for candidate in chosen[spec.key]:
             entity = candidate.entity or base["entity"]
             key = (entity, candidate.statistic, candidate.value, candidate.unit, candidate.page)
             if key in seen:
