@@ -206,6 +206,55 @@ def test_a_labels_variant_is_the_one_whose_condition_names_the_parts_other_value
     assert _facts(["input voltage:V:max"], _variants("-12V")) == {("input voltage", "max", -25.0)}
 
 
+def test_a_labels_sub_rows_of_parts_are_read_under_the_tables_statistics() -> None:
+    rows = [  # the sub-rows' part names indented under the label
+        [
+            (160, "Parameter"),
+            (334, "Symbol"),
+            (394, "Min"),
+            (440, "Typ"),
+            (485, "Max"),
+            (530, "Unit"),
+        ],
+        [(68, "Input Offset Voltage (RS ≤ 10 k, VCM = 0)"), (341, "VIO"), (532, "mV")],
+        [(76, "XQ81C, XQ82C"), (399, "-"), (441, "5.0"), (488, "15")],
+        [(76, "XQ84C"), (399, "-"), (441, "4.0"), (488, "12")],
+        [(76, "XQ8_AC"), (399, "-"), (441, "3.0"), (487, "6.0")],
+    ]
+    boxes = tuple(
+        TextBox(x0=x, top=20.0 * i, x1=x + 4.5 * len(text), bottom=20.0 * i + 8, size=8, text=text)
+        for i, row in enumerate(rows)
+        for x, text in row
+    )
+    text = "\n".join(" ".join(cell for _, cell in row) for row in rows)
+    document = _doc(file_name="xq84c.pdf").model_copy(
+        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
+    )
+    fields = ["input offset voltage:mV:typ,max"]
+    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
+    facts = {(f.entity, f.statistic, f.value) for f in extract_facts(document, [dimension]).facts}
+    assert facts == {("XQ84C", Statistic.TYP, 4.0), ("XQ84C", Statistic.MAX, 12.0)}
+    # The label's bracket holds its test conditions, not a value; the page is laid out.
+    states = names_a_field([parse_field_arg(f) for f in fields])
+    assert states is not None and states(
+        "Input Offset Voltage (RS ≤ 10 k) VIO mV\nXQ84C - 4.0 12\n"
+    )
+
+
+def test_a_span_is_no_value_of_a_field_asking_one_and_bullets_are_items() -> None:
+    page = "Features\n• Output voltage range: 1.2 to 37 V\n• Output current in excess of 1.5 A\n"
+    assert _facts(["output voltage:V", "output current:A:max"], page) == {
+        ("output current", "max", 1.5)
+    }  # adjustable: the output voltage has no one value
+    asked = _facts(["output voltage:V:min,max"], page)
+    assert ("output voltage", "min", 1.2) in asked  # asked for, the range is the answer
+    variants = "Features\n- 16 to 32 Kbytes of Flash memory\n"  # the family's parts, no span
+    assert _facts(["flash memory:KB"], variants) == {
+        ("flash memory", "min", 16.0),
+        ("flash memory", "max", 32.0),
+    }
+
+
 def test_a_row_under_another_label_is_not_a_first_variant() -> None:
     page = _table(
         ("Symbol", "Parameter", "Conditions", "Value", "Unit"),

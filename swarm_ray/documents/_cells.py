@@ -72,17 +72,19 @@ _UNIT_TOKEN = re.compile(r"(?<![\w/])[A-Za-zµμΩ°%][\w/µμΩ°%]{0,5}(?![\w/
 
 
 def unit_apart(spec: FieldSpec, line: str, near: str) -> bool:
-    """A label's line with bare numbers, and the field's unit alone on the line below.
+    """A label's line and the next, with bare numbers on one and the field's unit on one.
 
     The text layer reads a table's unit column apart from its numbers (`Input offset
-    voltage ... 0.5 4` over `VIO ... mV`): the page still states the field.
+    voltage ... 0.5 4` over `VIO ... mV`), or the label's row with its unit over sub-rows
+    of numbers (`Input Offset Voltage VIO mV` over `TL084C - 5.0 15`): the page still
+    states the field.
     """
-    if not spec.unit or not re.search(r"\d", line):
+    if not spec.unit or not re.search(r"\d", near):
         return False
     declared = lookup_unit(spec.unit)
     if declared is None:
         return False
-    for token in _UNIT_TOKEN.findall(near[len(line) :]):
+    for token in _UNIT_TOKEN.findall(near):
         unit = lookup_unit(token)
         if unit is not None and unit.kind == declared.kind:
             return True
@@ -205,6 +207,10 @@ def bare(row: Row, hit: Hit) -> bool:
     )
 
 
+_BULLET = re.compile(r"\s*[•·▪◦●○■□►▸*\-\u2013\u2014]\s")
+"""A list item's bullet: the line starts an item, it continues none."""
+
+
 def wrapped_title(page: Grid, index: int, before: str) -> str | None:
     """The line a one-cell row continues, when it starts with a few words of a title.
 
@@ -218,6 +224,8 @@ def wrapped_title(page: Grid, index: int, before: str) -> str | None:
     words = without_values(before)
     if re.search(r"[,;:.()\d]", words) or len(words.split()) > WORDS_BEFORE:
         return None
+    if _BULLET.match(before):
+        return None  # `• Output current ...` starts an item of its own
     above = page.rows[index - 1].cells[0]
     if above.size < row.cells[0].size * 0.9 or re.search(r"[.;:]\s*$", above.text):
         return None  # a smaller line, or one that ends a sentence, is not the same title

@@ -126,6 +126,10 @@ _LEADERS = re.compile(r"(?:\s?\.){3,}")
 """Dot leaders between a label and its value (`Slew Rate . . . 13 V/µs`)."""
 _CONTINUES = re.compile(r"\s*(?:and|or|with|of|for|to|in|plus|as)\s", re.ASCII)
 """A line that starts with a lower-case joining word continues the sentence above it."""
+_SPAN = re.compile(r"\s*(?:adjust(?:able|ment)\s+)?range\b", re.IGNORECASE)
+"""`Output voltage range`: the span the quantity takes, for a field asking one value."""
+_BRACKETED_CONDITION = re.compile(r"\((?=[^()]*(?:[=≤≥<>]|\bnote\b))[^()]*\)", re.IGNORECASE)
+"""`(RS ≤ 10 k, VCM = 0)`, `(Note 7)`: a label's test conditions or note, not its value."""
 _LABEL_WORDS = 6
 """A cell of more words is a sentence that happens to end in a label, not a row's label."""
 _OTHER_PARAMETER = re.compile(
@@ -280,6 +284,8 @@ class _Reader:
             return []  # `(VDS = 10 V, ID = 1 mA)`: a bracketed test condition
         if conditional(spec, row, hit, text[:start], after):
             return []
+        if _SPAN.match(after) and not (spec.statistics or implied_statistics(spec)):
+            return []  # `Output voltage range: 1.2 to 37 V` (adjustable): no one value
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
         before_values = [v for v in read_values(text[:start]) if not v.condition]
@@ -295,12 +301,15 @@ class _Reader:
             and inline_values[0].start <= lead_end
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
-        if not inline_values and not before_values:
+        own = _BRACKETED_CONDITION.sub(lambda m: " " * len(m.group()), text)
+        if not read_values(own[end:]) and not before_values:
+            # Only the label, perhaps with its test conditions in brackets (`Input Offset
+            # Voltage (RS ≤ 10 k, VCM = 0)`): its values stand right of it or below.
             if wrapped := self._wrapped(spec, page, index, text, (start, end), base):
                 return wrapped
-            if len(text.split()) > _LABEL_WORDS:
+            if len(own.split()) > _LABEL_WORDS:
                 return []  # `... across the entire IOUT`: a sentence, not a row's label
-            extra = extra_words(text, (start, end))
+            extra = extra_words(own, (start, end))
             if _OTHER_PARAMETER.search(" ".join(extra)):
                 return []  # `VIN UVLO threshold`: another parameter of the same quantity
             tier = 0 if not extra else 1
@@ -520,8 +529,12 @@ class _Reader:
         """
         row = page.rows[index]
         label = row.cells[hit.cell]
-        if len(label.text.split()) > 6 or any(read_values(c.text) for c in row.cells):
-            return []  # a phrase, or a row of values: not a header
+        if any(read_values(_BRACKETED_CONDITION.sub(" ", c.text)) for c in row.cells):
+            return []  # a row of values: not a header
+        if sub := self._sub_rows(spec, page, index, hit, tier, base):
+            return sub
+        if len(label.text.split()) > 6:
+            return []  # a phrase: not a header
         unit = bracket_unit(label.text)
         out: list[Candidate] = []
         variants = 0
@@ -571,6 +584,54 @@ class _Reader:
             out.extend(got)
             if part is None and not condition:
                 break
+        return out
+
+    def _sub_rows(
+        self,
+        spec: FieldSpec,
+        page: Grid,
+        index: int,
+        hit: Hit,
+        tier: int,
+        base: dict[str, object],
+    ) -> list[Candidate]:
+        """A label over indented sub-rows, each its parts' or condition's `Min / Typ / Max`.
+
+        `Input Offset Voltage (RS <= 10 k)` over `TL081C, TL082C | - | 5.0 | 15` and
+        `TL084C | - | 5.0 | 15`: each sub-row is read as if it stood on the label's row,
+        under the table's statistics. A sub-row naming parts gives its values those parts
+        (the file's own where it is among them); else its first cell is the variant's
+        condition, and the first variant comes first (`_variants` may choose another).
+        """
+        header = header_of(page, index)
+        if header is None or not any(role(c.text) in STAT_ROLES for c in header.cells):
+            return []
+        row, label = page.rows[index], page.rows[index].cells[hit.cell]
+        unit = row_unit(row, header, hit.cell)
+        out: list[Candidate] = []
+        for k, below in enumerate(page.rows[index + 1 : index + 1 + _ROWS_BELOW]):
+            first = below.cells[0]
+            if first.x1 > label.x1 or not names_variant(first, label):
+                break
+            rest = tuple(c for c in below.cells[1:] if c.x0 >= label.x1)
+            if not rest:
+                break
+            merged = Row(top=row.top, bottom=row.bottom, cells=(*row.cells[: hit.cell + 1], *rest))
+            quote = " | ".join(c.text for c in (*row.cells, *below.cells))[:240]
+            got = self._right(
+                spec, page, index, hit, tier, {**base, "row": index + 1 + k, "quote": quote},
+                row=merged, unit=unit,
+            )  # fmt: skip
+            if not got:
+                break
+            parts = [p.strip() for p in first.text.split(",") if PART_NUMBER.match(p.strip())]
+            entity = (file_part(self.source, parts) or parts[0]) if parts else None
+            condition = "" if parts else strip_footnotes(first.text).strip()
+            later = -LATER_TERM * k
+            out.extend(
+                changed(c, entity=c.entity or entity, condition=condition, bonus=c.bonus + later)
+                for c in got
+            )
         return out
 
     def _values(
