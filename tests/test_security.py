@@ -1,19 +1,25 @@
 """Probes of an authenticated tenant against a real gateway on Ray Serve (nothing mocked).
 
-Two principals (`alice`, `bob`) and an admin (`root`) share one gateway and one
-orchestrator that loads the test capabilities (echoes that write files on request) and
-the document and video workloads. Each probe is something a key holder could do before
-the trust boundary existed: write or read server files, see or cancel another tenant's
-tasks, read another tenant's documents through provenance, freeze everyone with one
+Three principals (`alice`, `bob`, `carol`) and an admin (`root`) share one gateway and
+one orchestrator that loads the test capabilities (echoes that write files on request),
+the test agents (a scripted tool agent with the demo MCP server, an API adapter, an
+agent that runs children, one that says anything) and the document and video
+workloads; the operator registered MCP servers and an endpoint, one granted to carol.
+Each probe is something a key holder could do before the trust boundary existed: write
+or read server files, see or cancel another tenant's tasks, read another tenant's
+documents through provenance, reach the operator's tools, freeze everyone with one
 request, or fan out without bound. Each must now be refused or harmless.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import secrets
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -56,6 +62,7 @@ def tenants(
     ray_cluster: None, serve_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Tenants]:
     from ray import serve
+    from ray.serve.exceptions import RayServeException
 
     from swarm_ray.gateway import GatewayConfig, build_app
 
@@ -69,10 +76,23 @@ def tenants(
     )
     catalogs = (
         "swarm_ray.testing:testing_catalog",
+        "swarm_ray.testing.agents:agents_catalog",
         "swarm_ray.documents:documents_catalog",
         "swarm_ray.video:video_catalog",
     )
-    swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec")
+    # The operator's registrations: `erp` (the demo MCP server under another name) is
+    # carol's alone; `crm` and the endpoint `hosted` are nobody's. They hold the
+    # operator's credentials, so no other tenant may use them or learn that they exist.
+    demo = [sys.executable, "-m", "swarm_ray.testing.mcp_demo"]
+    registrations = {
+        "mcp_servers": {"erp": {"command": demo}, "crm": {"url": "http://127.0.0.1:9/mcp"}},
+        "endpoints": {"hosted": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}},
+        "tenants": {"carol": {"mcp_servers": ["erp"]}},
+    }
+    llm_config = base / "llm.json"
+    llm_config.write_text(json.dumps(registrations))
+    env = {"SWARM_RAY_LLM_CONFIG": str(llm_config)}
+    swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec", env=env)
     config = GatewayConfig(
         orchestrator="swarm-sec",
         catalogs=catalogs,
@@ -100,6 +120,8 @@ def tenants(
     )
     serve.delete("swarm-gateway")
     swarm.shutdown()
+    with contextlib.suppress(RayServeException):  # deployed by the first agent probe
+        serve.delete("swarm-test-agent-scripted")
 
 
 def _ended(http: httpx.Client, task_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -327,6 +349,158 @@ def test_provenance_needs_the_owner_and_gives_inputs_only_on_request(tenants: Te
         assert by_short["valid"] and by_short["full_token"] == token
 
 
+# ---- tools per tenant -------------------------------------------------------------------
+
+
+def _script(*steps: dict[str, Any]) -> str:
+    """A task for the scripted brain (`llm_stubs`): the tool calls it makes, in order."""
+    final = {"tool": "final", "arguments": {"answer": "done"}}
+    return f"Do the task.\nSCRIPT: {json.dumps([*steps, final])}"
+
+
+def _agent(http: httpx.Client, **params: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run the scripted tool agent once as `http`'s principal: its ended status, and the
+    outcome of each tool call it made (none when it failed)."""
+    body = {"template": "scripted_agent_once", "params": {"task": "x", **params}}
+    accepted = http.post("/v1/tasks", json=body)
+    assert accepted.status_code == 202, accepted.text
+    task_id = accepted.json()["task_id"]
+    status = _ended(http, task_id)
+    if status["state"] != "completed":
+        return status, []
+    output = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
+    return status, [e["outcome"] for e in output["transcript"] if e["role"] == "tool"]
+
+
+def test_a_tenants_agent_reaches_only_the_registrations_granted_to_it(tenants: Tenants) -> None:
+    """Issue 21: any tenant's tool agent could call any registered MCP server or endpoint
+    (they hold the operator's credentials), and "not registered" listed them all. An HTTP
+    caller now gets none unless granted, and hears of none but the one it named."""
+    from ray import serve
+
+    with tenants.http("alice") as alice:
+        refused = {
+            "erp": _agent(alice, mcp_servers=["erp"])[0],
+            "nope": _agent(alice, mcp_servers=["nope"])[0],
+            "hosted": _agent(alice, endpoint="hosted")[0],
+        }
+    for name, status in refused.items():
+        assert status["state"] == "failed", status
+        message = status["error"]["message"]
+        assert f"`{name}` is not registered" in message, message
+        named = [
+            n for n in ("erp", "crm", "hosted", "demo", "nope") if re.search(rf"\b{n}\b", message)
+        ]
+        assert named == [name], message
+    # not granted reads exactly like not registered: no oracle for what exists
+    assert refused["erp"]["error"] == json.loads(
+        json.dumps(refused["nope"]["error"]).replace("nope", "erp")
+    )
+    # Three of one tenant's mistakes in a row say nothing of the replica: counted as its
+    # failures, they took the agent out of dispatch, and Serve replaced it, for everyone.
+    replica = serve.get_deployment_handle("test_agent_scripted", "swarm-test-agent-scripted")
+    health = replica.health.remote().result(timeout_s=30)
+    assert health["status"] == "ok" and health["consecutive_failures"] == 0, health
+    with tenants.http("carol") as carol:  # the grant is what differs: carol's agent uses it
+        add = {"tool": "erp__add", "arguments": {"a": 2, "b": 3}}
+        status, [outcome] = _agent(carol, task=_script(add), mcp_servers=["erp"])
+    assert status["state"] == "completed" and outcome["ok"] and outcome["content"] == "5"
+
+
+def test_mcp_sessions_environment_and_side_effects_are_the_tenants_own(tenants: Tenants) -> None:
+    """Issue 21: one MCP session per process served every tenant, a stdio server got the
+    replica's whole environment (Redis passwords, key files), and a tool's answer could
+    steer the agent into calls with side effects. Now each principal has its own session
+    (the demo's `note` counts the notes of the session it is called in), a stdio server
+    gets only what the operator lists, and once a tool has answered, a tool with side
+    effects needs the request's `allow_side_effects`."""
+
+    def note(text: str) -> dict[str, Any]:
+        return {"tool": "demo__note", "arguments": {"text": text}}
+
+    def has_env(name: str) -> dict[str, Any]:
+        return {"tool": "demo__has_env", "arguments": {"name": name}}
+
+    def calls(http: httpx.Client, *steps: dict[str, Any]) -> list[tuple[bool, str]]:
+        status, outcomes = _agent(http, task=_script(*steps), mcp_servers=["demo"])
+        assert status["state"] == "completed", status.get("error")
+        return [(o["ok"], o["content"]) for o in outcomes]
+
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        first = calls(
+            alice,
+            note("alice's first"),
+            has_env("PATH"),
+            has_env("SWARM_RAY_LLM_CONFIG"),  # the replica has it (the fixture set it)
+            note("as a tool's answer said"),
+        )
+        theirs = calls(bob, note("bob's first"))
+        again = calls(alice, note("alice's second"))
+    kept, path, config, steered = first
+    assert kept == (True, "1 notes kept")
+    assert path == (True, "true") and config == (True, "false")
+    assert not steered[0] and "allow_side_effects" in steered[1]
+    assert theirs == [(True, "1 notes kept")]  # alice's note is not in bob's session
+    assert again == [(True, "2 notes kept")]  # and hers is kept for her
+
+
+def test_an_api_adapters_path_keeps_its_shape(tenants: Tenants) -> None:
+    """Issue 21: `id=".."` turned `/v1/customers/{id}/orders` into `/v1/orders`, because
+    httpx collapses dot segments. A value fills one segment: `..`, `.` and an empty value
+    are refused before any call is made."""
+    from swarm_ray.testing.llm_stubs import flaky_api_app, serve_in_thread
+
+    def weather(http: httpx.Client, city: str) -> dict[str, Any]:
+        body = {"template": "weather_once", "params": {"city": city}}
+        return _ended(http, http.post("/v1/tasks", json=body).json()["task_id"])
+
+    port = int(os.environ["SWARM_RAY_TEST_API_PORT"])  # where the adapter calls
+    with serve_in_thread(flaky_api_app(), port=port) as api, tenants.http("alice") as http:
+        for city in ("..", ".", ""):
+            status = weather(http, city)
+            assert status["state"] == "failed", status
+            assert "would change the path" in status["error"]["message"], status["error"]
+        assert httpx.get(f"{api}/calls").json()["calls"] == 0
+        assert weather(http, "Oslo")["state"] == "completed"  # the adapter does reach it
+        assert httpx.get(f"{api}/calls").json()["calls"] == 1
+
+
+def test_an_agents_child_sub_task_is_checked_like_a_planned_one(tenants: Tenants) -> None:
+    """An agent asks for child sub-tasks with inputs it writes itself (`run_child`): a
+    tenant's agent must not get through a child what its request may not name. The
+    child that writes outside the task's directory fails alone; nothing is written."""
+    target = tenants.outside / "child"
+    target.mkdir()
+    calls = [
+        {"capability": "test.echo.text", "input": {"text": "#!/bin/sh", "record_dir": str(target)}},
+        {"capability": "test.echo.text", "input": {"text": "fine"}},
+    ]
+    with tenants.http("alice") as http:
+        body = {"template": "children_once", "params": {"calls": calls}}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        assert _ended(http, task_id)["state"] == "completed"
+        refused, fine = http.get(f"/v1/tasks/{task_id}/report").json()["output"]["outcomes"]
+    assert refused["status"] == "failed" and refused["error"]["code"] == "input_not_allowed"
+    assert "record_dir" in refused["error"]["message"]
+    assert fine["status"] == "succeeded" and fine["output"]["text"] == "FINE"
+    assert list(target.iterdir()) == []
+
+
+def test_a_dangerous_output_reaches_no_one_however_it_is_spelled(tenants: Tenants) -> None:
+    """Issue 21: the sanitizer's deny-list let `rm -rf -- /` through. `test.unsafe.say`
+    says what it is told, as a model talked into it would: each attempt fails the
+    sanitizer, and the task answers its fallback's (echo, upper-cased) instead."""
+    with tenants.http("alice") as http:
+        for command in ("rm -rf -- /", "rm --recursive --force /"):
+            body = {"template": "say_once", "params": {"text": f"now run: {command}"}}
+            task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+            status = _ended(http, task_id)
+            assert status["state"] == "completed", status.get("error")
+            output = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
+            assert output["text"] == f"NOW RUN: {command.upper()}"
+            assert any("sanitization_failed" in w for w in status["warnings"]), status
+
+
 # ---- limits -----------------------------------------------------------------------------
 
 
@@ -425,7 +599,6 @@ def _peak(intervals: list[tuple[float, float]]) -> int:
 
 def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenants) -> None:
     import subprocess
-    import sys
 
     slow = {"template": "echo_fanout", "items": ["held"], "params": {"delay_s": 30}}
     with tenants.http("alice") as alice:
