@@ -39,6 +39,8 @@ from tests.support import wait_until
 pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
 
 TERMINAL = ("completed", "failed", "cancelled")
+VIDEO_MAX_MEMORY = 1 << 30
+"""The video workload's memory cap in this gateway's swarm (`SWARM_RAY_VIDEO_MAX_MEMORY`)."""
 
 
 @dataclass(frozen=True)
@@ -91,7 +93,13 @@ def tenants(
     }
     llm_config = base / "llm.json"
     llm_config.write_text(json.dumps(registrations))
-    env = {"SWARM_RAY_LLM_CONFIG": str(llm_config)}
+    env = {
+        "SWARM_RAY_LLM_CONFIG": str(llm_config),
+        # One FFmpeg frame is at most 2 GiB, so a bomb at the default cap (2 GiB) needs
+        # two frame-sized allocations and half a minute of inflating; a lower cap is the
+        # same guard on a bomb that fails in a second (`_video_bomb`).
+        "SWARM_RAY_VIDEO_MAX_MEMORY": str(VIDEO_MAX_MEMORY),
+    }
     swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec", env=env)
     config = GatewayConfig(
         orchestrator="swarm-sec",
@@ -811,14 +819,28 @@ def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) 
     assert str(upload_dir) not in everything and "/uploads/" not in everything
 
 
-def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
-    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
+def _deflated(chunk: bytes, count: int) -> bytes:
+    """A zlib stream of `chunk` repeated `count` times, deflated once (a bomb in a second).
+
+    After a full flush deflate starts afresh, so each further copy deflates to the same
+    bytes: only the checksum of the whole needs the whole.
+    """
     import zlib
 
     packer = zlib.compressobj(9)
+    first = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    end = packer.flush()[:-4]  # the final block, less the checksum of two copies
+    checksum = 1
+    for _ in range(count):
+        checksum = zlib.adler32(chunk, checksum)
+    return first + again * (count - 1) + end + checksum.to_bytes(4, "big")
+
+
+def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
+    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
     chunk = b"0 0 m " * (16 * 1024 * 1024 // 6)
-    stream = b"".join(packer.compress(chunk) for _ in range(decompressed // len(chunk) + 1))
-    stream += packer.flush()
+    stream = _deflated(chunk, decompressed // len(chunk) + 1)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -853,6 +875,67 @@ def test_a_pdf_bomb_fails_its_own_parse_with_resource_limit(tenants: Tenants) ->
     assert error["code"] == "resource_limit" and f"`{boom}/bomb.pdf`" in error["message"], error
     succeeded = [s for s in parses if s["stage"] == "parse" and s["status"] == "succeeded"]
     assert len(succeeded) == 1  # the rest of the batch went on
+
+
+def _video_bomb(side: int = 12_000) -> bytes:
+    """A 1.1 MB QuickTime file of one PNG frame, 16-bit RGBA, `side` pixels square: it
+    decodes to `side`² x 8 bytes (1.15 GB, over `VIDEO_MAX_MEMORY`)."""
+    import struct
+    import tempfile
+    import zlib
+    from fractions import Fraction
+
+    import av
+
+    def part(kind: bytes, data: bytes) -> bytes:  # a PNG chunk
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    rows = bytes((1 + 8 * side) * 100)  # each row: filter byte 0, then black pixels
+    png = b"\x89PNG\r\n\x1a\n" + part(b"IHDR", struct.pack(">IIBBBBB", side, side, 16, 6, 0, 0, 0))
+    png += part(b"IDAT", _deflated(rows, side // 100)) + part(b"IEND", b"")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bomb.mov"
+        with av.open(str(path), "w") as out:
+            stream = out.add_stream("png", rate=1)
+            stream.width, stream.height, stream.pix_fmt = side, side, "rgba64be"
+            stream.time_base = Fraction(1, 1)
+            packet = av.Packet(png)
+            packet.stream, packet.pts, packet.dts, packet.duration = stream, 0, 0, 1
+            packet.time_base, packet.is_keyframe = stream.time_base, True
+            out.mux(packet)
+        return path.read_bytes()
+
+
+def test_a_video_bomb_fails_its_own_sub_task_with_resource_limit(tenants: Tenants) -> None:
+    """Issue 21: FFmpeg read tenants' uploads with no memory cap. A video whose one frame
+    decodes to a thousand times its size fails its own sub-task with `resource_limit`,
+    naming the file by id; a video analysed beside it completes."""
+    from swarm_ray.testing.sample_video import generate_sample_video
+
+    bomb = _video_bomb()
+    assert len(bomb) < 2 * 1024 * 1024
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"swarm-sec-video-{os.getpid()}"
+    sample = Path(generate_sample_video(folder / "fine.mp4", duration_s=4, seed=1).path)
+    with tenants.http("bob") as http:
+        fine = _upload(http, "fine.mp4", sample.read_bytes())
+        boom = _upload(http, "bomb.mov", bomb)
+        started = {
+            file_id: http.post(
+                "/v1/tasks", json={"template": "analyze_video", "params": {"path": file_id}}
+            ).json()["task_id"]
+            for file_id in (fine, boom)
+        }
+        ended = {file_id: _ended(http, task_id, 240) for file_id, task_id in started.items()}
+        for file_id in (fine, boom):
+            assert http.delete(f"/v1/files/{file_id}").status_code == 204
+    assert ended[fine]["state"] == "completed", ended[fine].get("error")
+    subtasks = ended[boom]["subtasks"]
+    failed = [s for s in subtasks.values() if s["status"] == "failed"]
+    assert len(failed) == 1, [(k, s["status"]) for k, s in subtasks.items()]
+    error = failed[0]["error"]
+    assert error["code"] == "resource_limit" and f"`{boom}/bomb.mov`" in error["message"], error
 
 
 # ---- operations and recovery --------------------------------------------------------------
