@@ -1,19 +1,25 @@
 """Probes of an authenticated tenant against a real gateway on Ray Serve (nothing mocked).
 
-Two principals (`alice`, `bob`) and an admin (`root`) share one gateway and one
-orchestrator that loads the test capabilities (echoes that write files on request) and
-the document and video workloads. Each probe is something a key holder could do before
-the trust boundary existed: write or read server files, see or cancel another tenant's
-tasks, read another tenant's documents through provenance, freeze everyone with one
+Three principals (`alice`, `bob`, `carol`) and an admin (`root`) share one gateway and
+one orchestrator that loads the test capabilities (echoes that write files on request),
+the test agents (a scripted tool agent with the demo MCP server, an API adapter, an
+agent that runs children, one that says anything) and the document and video
+workloads; the operator registered MCP servers and an endpoint, one granted to carol.
+Each probe is something a key holder could do before the trust boundary existed: write
+or read server files, see or cancel another tenant's tasks, read another tenant's
+documents through provenance, reach the operator's tools, freeze everyone with one
 request, or fan out without bound. Each must now be refused or harmless.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
+import re
 import secrets
 import stat
+import sys
 import time
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -33,6 +39,8 @@ from tests.support import wait_until
 pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
 
 TERMINAL = ("completed", "failed", "cancelled")
+VIDEO_MAX_MEMORY = 1 << 30
+"""The video workload's memory cap in this gateway's swarm (`SWARM_RAY_VIDEO_MAX_MEMORY`)."""
 
 
 @dataclass(frozen=True)
@@ -56,6 +64,7 @@ def tenants(
     ray_cluster: None, serve_port: int, tmp_path_factory: pytest.TempPathFactory
 ) -> Iterator[Tenants]:
     from ray import serve
+    from ray.serve.exceptions import RayServeException
 
     from swarm_ray.gateway import GatewayConfig, build_app
 
@@ -69,10 +78,29 @@ def tenants(
     )
     catalogs = (
         "swarm_ray.testing:testing_catalog",
+        "swarm_ray.testing.agents:agents_catalog",
         "swarm_ray.documents:documents_catalog",
         "swarm_ray.video:video_catalog",
     )
-    swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec")
+    # The operator's registrations: `erp` (the demo MCP server under another name) is
+    # carol's alone; `crm` and the endpoint `hosted` are nobody's. They hold the
+    # operator's credentials, so no other tenant may use them or learn that they exist.
+    demo = [sys.executable, "-m", "swarm_ray.testing.mcp_demo"]
+    registrations = {
+        "mcp_servers": {"erp": {"command": demo}, "crm": {"url": "http://127.0.0.1:9/mcp"}},
+        "endpoints": {"hosted": {"kind": "openai", "base_url": "http://127.0.0.1:9/v1"}},
+        "tenants": {"carol": {"mcp_servers": ["erp"]}},
+    }
+    llm_config = base / "llm.json"
+    llm_config.write_text(json.dumps(registrations))
+    env = {
+        "SWARM_RAY_LLM_CONFIG": str(llm_config),
+        # One FFmpeg frame is at most 2 GiB, so a bomb at the default cap (2 GiB) needs
+        # two frame-sized allocations and half a minute of inflating; a lower cap is the
+        # same guard on a bomb that fails in a second (`_video_bomb`).
+        "SWARM_RAY_VIDEO_MAX_MEMORY": str(VIDEO_MAX_MEMORY),
+    }
+    swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec", env=env)
     config = GatewayConfig(
         orchestrator="swarm-sec",
         catalogs=catalogs,
@@ -100,6 +128,8 @@ def tenants(
     )
     serve.delete("swarm-gateway")
     swarm.shutdown()
+    with contextlib.suppress(RayServeException):  # deployed by the first agent probe
+        serve.delete("swarm-test-agent-scripted")
 
 
 def _ended(http: httpx.Client, task_id: str, timeout_s: float = 120.0) -> dict[str, Any]:
@@ -327,6 +357,158 @@ def test_provenance_needs_the_owner_and_gives_inputs_only_on_request(tenants: Te
         assert by_short["valid"] and by_short["full_token"] == token
 
 
+# ---- tools per tenant -------------------------------------------------------------------
+
+
+def _script(*steps: dict[str, Any]) -> str:
+    """A task for the scripted brain (`llm_stubs`): the tool calls it makes, in order."""
+    final = {"tool": "final", "arguments": {"answer": "done"}}
+    return f"Do the task.\nSCRIPT: {json.dumps([*steps, final])}"
+
+
+def _agent(http: httpx.Client, **params: Any) -> tuple[dict[str, Any], list[dict[str, Any]]]:
+    """Run the scripted tool agent once as `http`'s principal: its ended status, and the
+    outcome of each tool call it made (none when it failed)."""
+    body = {"template": "scripted_agent_once", "params": {"task": "x", **params}}
+    accepted = http.post("/v1/tasks", json=body)
+    assert accepted.status_code == 202, accepted.text
+    task_id = accepted.json()["task_id"]
+    status = _ended(http, task_id)
+    if status["state"] != "completed":
+        return status, []
+    output = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
+    return status, [e["outcome"] for e in output["transcript"] if e["role"] == "tool"]
+
+
+def test_a_tenants_agent_reaches_only_the_registrations_granted_to_it(tenants: Tenants) -> None:
+    """Issue 21: any tenant's tool agent could call any registered MCP server or endpoint
+    (they hold the operator's credentials), and "not registered" listed them all. An HTTP
+    caller now gets none unless granted, and hears of none but the one it named."""
+    from ray import serve
+
+    with tenants.http("alice") as alice:
+        refused = {
+            "erp": _agent(alice, mcp_servers=["erp"])[0],
+            "nope": _agent(alice, mcp_servers=["nope"])[0],
+            "hosted": _agent(alice, endpoint="hosted")[0],
+        }
+    for name, status in refused.items():
+        assert status["state"] == "failed", status
+        message = status["error"]["message"]
+        assert f"`{name}` is not registered" in message, message
+        named = [
+            n for n in ("erp", "crm", "hosted", "demo", "nope") if re.search(rf"\b{n}\b", message)
+        ]
+        assert named == [name], message
+    # not granted reads exactly like not registered: no oracle for what exists
+    assert refused["erp"]["error"] == json.loads(
+        json.dumps(refused["nope"]["error"]).replace("nope", "erp")
+    )
+    # Three of one tenant's mistakes in a row say nothing of the replica: counted as its
+    # failures, they took the agent out of dispatch, and Serve replaced it, for everyone.
+    replica = serve.get_deployment_handle("test_agent_scripted", "swarm-test-agent-scripted")
+    health = replica.health.remote().result(timeout_s=30)
+    assert health["status"] == "ok" and health["consecutive_failures"] == 0, health
+    with tenants.http("carol") as carol:  # the grant is what differs: carol's agent uses it
+        add = {"tool": "erp__add", "arguments": {"a": 2, "b": 3}}
+        status, [outcome] = _agent(carol, task=_script(add), mcp_servers=["erp"])
+    assert status["state"] == "completed" and outcome["ok"] and outcome["content"] == "5"
+
+
+def test_mcp_sessions_environment_and_side_effects_are_the_tenants_own(tenants: Tenants) -> None:
+    """Issue 21: one MCP session per process served every tenant, a stdio server got the
+    replica's whole environment (Redis passwords, key files), and a tool's answer could
+    steer the agent into calls with side effects. Now each principal has its own session
+    (the demo's `note` counts the notes of the session it is called in), a stdio server
+    gets only what the operator lists, and once a tool has answered, a tool with side
+    effects needs the request's `allow_side_effects`."""
+
+    def note(text: str) -> dict[str, Any]:
+        return {"tool": "demo__note", "arguments": {"text": text}}
+
+    def has_env(name: str) -> dict[str, Any]:
+        return {"tool": "demo__has_env", "arguments": {"name": name}}
+
+    def calls(http: httpx.Client, *steps: dict[str, Any]) -> list[tuple[bool, str]]:
+        status, outcomes = _agent(http, task=_script(*steps), mcp_servers=["demo"])
+        assert status["state"] == "completed", status.get("error")
+        return [(o["ok"], o["content"]) for o in outcomes]
+
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        first = calls(
+            alice,
+            note("alice's first"),
+            has_env("PATH"),
+            has_env("SWARM_RAY_LLM_CONFIG"),  # the replica has it (the fixture set it)
+            note("as a tool's answer said"),
+        )
+        theirs = calls(bob, note("bob's first"))
+        again = calls(alice, note("alice's second"))
+    kept, path, config, steered = first
+    assert kept == (True, "1 notes kept")
+    assert path == (True, "true") and config == (True, "false")
+    assert not steered[0] and "allow_side_effects" in steered[1]
+    assert theirs == [(True, "1 notes kept")]  # alice's note is not in bob's session
+    assert again == [(True, "2 notes kept")]  # and hers is kept for her
+
+
+def test_an_api_adapters_path_keeps_its_shape(tenants: Tenants) -> None:
+    """Issue 21: `id=".."` turned `/v1/customers/{id}/orders` into `/v1/orders`, because
+    httpx collapses dot segments. A value fills one segment: `..`, `.` and an empty value
+    are refused before any call is made."""
+    from swarm_ray.testing.llm_stubs import flaky_api_app, serve_in_thread
+
+    def weather(http: httpx.Client, city: str) -> dict[str, Any]:
+        body = {"template": "weather_once", "params": {"city": city}}
+        return _ended(http, http.post("/v1/tasks", json=body).json()["task_id"])
+
+    port = int(os.environ["SWARM_RAY_TEST_API_PORT"])  # where the adapter calls
+    with serve_in_thread(flaky_api_app(), port=port) as api, tenants.http("alice") as http:
+        for city in ("..", ".", ""):
+            status = weather(http, city)
+            assert status["state"] == "failed", status
+            assert "would change the path" in status["error"]["message"], status["error"]
+        assert httpx.get(f"{api}/calls").json()["calls"] == 0
+        assert weather(http, "Oslo")["state"] == "completed"  # the adapter does reach it
+        assert httpx.get(f"{api}/calls").json()["calls"] == 1
+
+
+def test_an_agents_child_sub_task_is_checked_like_a_planned_one(tenants: Tenants) -> None:
+    """An agent asks for child sub-tasks with inputs it writes itself (`run_child`): a
+    tenant's agent must not get through a child what its request may not name. The
+    child that writes outside the task's directory fails alone; nothing is written."""
+    target = tenants.outside / "child"
+    target.mkdir()
+    calls = [
+        {"capability": "test.echo.text", "input": {"text": "#!/bin/sh", "record_dir": str(target)}},
+        {"capability": "test.echo.text", "input": {"text": "fine"}},
+    ]
+    with tenants.http("alice") as http:
+        body = {"template": "children_once", "params": {"calls": calls}}
+        task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+        assert _ended(http, task_id)["state"] == "completed"
+        refused, fine = http.get(f"/v1/tasks/{task_id}/report").json()["output"]["outcomes"]
+    assert refused["status"] == "failed" and refused["error"]["code"] == "input_not_allowed"
+    assert "record_dir" in refused["error"]["message"]
+    assert fine["status"] == "succeeded" and fine["output"]["text"] == "FINE"
+    assert list(target.iterdir()) == []
+
+
+def test_a_dangerous_output_reaches_no_one_however_it_is_spelled(tenants: Tenants) -> None:
+    """Issue 21: the sanitizer's deny-list let `rm -rf -- /` through. `test.unsafe.say`
+    says what it is told, as a model talked into it would: each attempt fails the
+    sanitizer, and the task answers its fallback's (echo, upper-cased) instead."""
+    with tenants.http("alice") as http:
+        for command in ("rm -rf -- /", "rm --recursive --force /"):
+            body = {"template": "say_once", "params": {"text": f"now run: {command}"}}
+            task_id = http.post("/v1/tasks", json=body).json()["task_id"]
+            status = _ended(http, task_id)
+            assert status["state"] == "completed", status.get("error")
+            output = http.get(f"/v1/tasks/{task_id}/report").json()["output"]
+            assert output["text"] == f"NOW RUN: {command.upper()}"
+            assert any("sanitization_failed" in w for w in status["warnings"]), status
+
+
 # ---- limits -----------------------------------------------------------------------------
 
 
@@ -425,7 +607,6 @@ def _peak(intervals: list[tuple[float, float]]) -> int:
 
 def test_sockets_are_capped_and_300_idle_ones_do_not_slow_the_api(tenants: Tenants) -> None:
     import subprocess
-    import sys
 
     slow = {"template": "echo_fanout", "items": ["held"], "params": {"delay_s": 30}}
     with tenants.http("alice") as alice:
@@ -638,14 +819,28 @@ def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) 
     assert str(upload_dir) not in everything and "/uploads/" not in everything
 
 
-def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
-    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
+def _deflated(chunk: bytes, count: int) -> bytes:
+    """A zlib stream of `chunk` repeated `count` times, deflated once (a bomb in a second).
+
+    After a full flush deflate starts afresh, so each further copy deflates to the same
+    bytes: only the checksum of the whole needs the whole.
+    """
     import zlib
 
     packer = zlib.compressobj(9)
+    first = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    again = packer.compress(chunk) + packer.flush(zlib.Z_FULL_FLUSH)
+    end = packer.flush()[:-4]  # the final block, less the checksum of two copies
+    checksum = 1
+    for _ in range(count):
+        checksum = zlib.adler32(chunk, checksum)
+    return first + again * (count - 1) + end + checksum.to_bytes(4, "big")
+
+
+def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
+    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
     chunk = b"0 0 m " * (16 * 1024 * 1024 // 6)
-    stream = b"".join(packer.compress(chunk) for _ in range(decompressed // len(chunk) + 1))
-    stream += packer.flush()
+    stream = _deflated(chunk, decompressed // len(chunk) + 1)
     objects = [
         b"<< /Type /Catalog /Pages 2 0 R >>",
         b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
@@ -680,6 +875,67 @@ def test_a_pdf_bomb_fails_its_own_parse_with_resource_limit(tenants: Tenants) ->
     assert error["code"] == "resource_limit" and f"`{boom}/bomb.pdf`" in error["message"], error
     succeeded = [s for s in parses if s["stage"] == "parse" and s["status"] == "succeeded"]
     assert len(succeeded) == 1  # the rest of the batch went on
+
+
+def _video_bomb(side: int = 12_000) -> bytes:
+    """A 1.1 MB QuickTime file of one PNG frame, 16-bit RGBA, `side` pixels square: it
+    decodes to `side`² x 8 bytes (1.15 GB, over `VIDEO_MAX_MEMORY`)."""
+    import struct
+    import tempfile
+    import zlib
+    from fractions import Fraction
+
+    import av
+
+    def part(kind: bytes, data: bytes) -> bytes:  # a PNG chunk
+        return (
+            struct.pack(">I", len(data)) + kind + data + struct.pack(">I", zlib.crc32(kind + data))
+        )
+
+    rows = bytes((1 + 8 * side) * 100)  # each row: filter byte 0, then black pixels
+    png = b"\x89PNG\r\n\x1a\n" + part(b"IHDR", struct.pack(">IIBBBBB", side, side, 16, 6, 0, 0, 0))
+    png += part(b"IDAT", _deflated(rows, side // 100)) + part(b"IEND", b"")
+    with tempfile.TemporaryDirectory() as folder:
+        path = Path(folder) / "bomb.mov"
+        with av.open(str(path), "w") as out:
+            stream = out.add_stream("png", rate=1)
+            stream.width, stream.height, stream.pix_fmt = side, side, "rgba64be"
+            stream.time_base = Fraction(1, 1)
+            packet = av.Packet(png)
+            packet.stream, packet.pts, packet.dts, packet.duration = stream, 0, 0, 1
+            packet.time_base, packet.is_keyframe = stream.time_base, True
+            out.mux(packet)
+        return path.read_bytes()
+
+
+def test_a_video_bomb_fails_its_own_sub_task_with_resource_limit(tenants: Tenants) -> None:
+    """Issue 21: FFmpeg read tenants' uploads with no memory cap. A video whose one frame
+    decodes to a thousand times its size fails its own sub-task with `resource_limit`,
+    naming the file by id; a video analysed beside it completes."""
+    from swarm_ray.testing.sample_video import generate_sample_video
+
+    bomb = _video_bomb()
+    assert len(bomb) < 2 * 1024 * 1024
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"swarm-sec-video-{os.getpid()}"
+    sample = Path(generate_sample_video(folder / "fine.mp4", duration_s=4, seed=1).path)
+    with tenants.http("bob") as http:
+        fine = _upload(http, "fine.mp4", sample.read_bytes())
+        boom = _upload(http, "bomb.mov", bomb)
+        started = {
+            file_id: http.post(
+                "/v1/tasks", json={"template": "analyze_video", "params": {"path": file_id}}
+            ).json()["task_id"]
+            for file_id in (fine, boom)
+        }
+        ended = {file_id: _ended(http, task_id, 240) for file_id, task_id in started.items()}
+        for file_id in (fine, boom):
+            assert http.delete(f"/v1/files/{file_id}").status_code == 204
+    assert ended[fine]["state"] == "completed", ended[fine].get("error")
+    subtasks = ended[boom]["subtasks"]
+    failed = [s for s in subtasks.values() if s["status"] == "failed"]
+    assert len(failed) == 1, [(k, s["status"]) for k, s in subtasks.items()]
+    error = failed[0]["error"]
+    assert error["code"] == "resource_limit" and f"`{boom}/bomb.mov`" in error["message"], error
 
 
 # ---- operations and recovery --------------------------------------------------------------

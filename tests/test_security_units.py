@@ -454,6 +454,57 @@ def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> 
     assert pickle.loads(pickle.dumps(bug)) == bug
 
 
+def misbehave(data: EchoIn) -> EchoIn:
+    """Fail as `data.text` says: the request's mistake (`mistake`) or the agent's own."""
+    from swarm_ray.core._errors import InvalidSpecError
+
+    if data.text == "mistake":
+        raise InvalidSpecError("MCP server `erp` is not registered")
+    raise RuntimeError("the engine is gone")
+
+
+def test_a_tenants_mistakes_do_not_make_a_replica_unhealthy() -> None:
+    """Three user errors in a row are the requests', not the replica's: counted, one
+    tenant's bad requests took a capability out of dispatch, and got Serve to replace
+    its replica, for every tenant. Three failures of its own still do."""
+    import time
+
+    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.runtime._serve_app import CapabilityDeployment
+    from tests.support import spec as spec_of
+
+    entrypoint = "tests.test_security_units:misbehave"
+    spec = spec_of(
+        "t.replica.health", input_model=EchoIn, output_model=EchoIn, entrypoint=entrypoint
+    )
+    replica = CapabilityDeployment.func_or_class(spec)  # type: ignore[attr-defined]
+
+    def run(text: str) -> None:
+        subtask = SubTask(
+            task_id="t",
+            subtask_id="s",
+            capability_id=spec.id,
+            attempt=1,
+            input={"text": text},
+            watermark="w",
+            trace_id="tr",
+            timeout_s=5,
+            queued_at=time.time(),
+            owner="alice",
+        )
+        result = replica.run(subtask)
+        assert result.error is not None
+        assert result.error.callers_mistake is (text == "mistake")
+
+    for _ in range(3):
+        run("mistake")
+    assert replica.health()["status"] == "ok"
+    replica.check_health()
+    for _ in range(3):
+        run("broken")
+    assert replica.health()["status"] == "unhealthy"
+
+
 # ---- HttpAdapter keeps its path's shape -------------------------------------------------
 
 

@@ -39,6 +39,7 @@ A value is a URI when it contains `://` (what the readers test too).
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import os
 import re
@@ -137,6 +138,25 @@ def _walk(annotation: Any, prefix: _Path, seen: frozenset[type]) -> Iterator[tup
 def access_fields(model: type[BaseModel]) -> tuple[tuple[_Path, Access], ...]:
     """The fields of `model` that name server resources (cached per model)."""
     return tuple(dict.fromkeys(_walk(model, (), frozenset())))
+
+
+def read_paths(model: type[BaseModel], data: Mapping[str, Any]) -> list[str]:
+    """The files and URIs an input of `model` reads (its `ReadPath` values), in field order.
+
+    What a failure names when the error it caught cannot say (a `MemoryError` in a bomb).
+    """
+    found: list[str] = []
+
+    def keep(value: Any, _where: str) -> Any:
+        if isinstance(value, str) and value and value not in found:
+            found.append(value)
+        return value
+
+    for path, access in access_fields(model):
+        if access is Access.READ:
+            with contextlib.suppress(InputNotAllowedError):  # a malformed input names none
+                _apply(data, path, "", keep)
+    return found
 
 
 _MARKERS = ("$from", "$task")

@@ -12,7 +12,7 @@ from typing import Any, Literal, Self
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarm_ray.core._errors import ErrorCode, SwarmError
+from swarm_ray.core._errors import ErrorCode, SwarmError, SwarmUserError, error_for_code
 
 __all__ = ["SubTaskResult", "TokenUsage"]
 
@@ -81,6 +81,15 @@ class SubTaskError(BaseModel):
     """What went wrong, naming the input or agent."""
     details: dict[str, Any] = Field(default_factory=dict)
     """Structured context (field errors, the file name, ...)."""
+
+    @property
+    def callers_mistake(self) -> bool:
+        """Whether the request is at fault, not the agent that reported the failure.
+
+        A `SwarmUserError`'s code (a bad input, a tool not granted to the tenant): such a
+        failure says nothing of the agent's health.
+        """
+        return issubclass(error_for_code(self.code), SwarmUserError)
 
     @classmethod
     def from_exception(cls, exc: BaseException) -> SubTaskError:

@@ -140,9 +140,14 @@ class LLMAgent:
     async def _in_thread(self, function: Callable[..., _T], *args: Any) -> _T:
         return await asyncio.get_running_loop().run_in_executor(self._threads, function, *args)
 
-    def _account(self, usage: TokenUsage, seconds: float, ok: bool, error: str | None) -> None:
+    def _account(
+        self, usage: TokenUsage, seconds: float, ok: bool | None, error: str | None
+    ) -> None:
+        """Count a call; `ok` None: an outcome that says nothing of this replica."""
         self._usage = self._usage + usage
         self._last_latency_s = seconds
+        if ok is None:
+            return
         self._failures += not ok
         self._consecutive_failures = 0 if ok else self._consecutive_failures + 1
         self._last_error = error if not ok else self._last_error
@@ -189,8 +194,12 @@ class LLMAgent:
             started = time.perf_counter()
             run = functools.partial(run_subtask, self._spec, subtask, agent=agent)
             result = await self._in_thread(run)
-        error = result.error.message if result.error else None
-        self._account(result.usage, time.perf_counter() - started, result.ok, error)
+        error = result.error
+        # A request's own mistake (a tool not granted to its tenant) is not the replica's:
+        # counted, one tenant's three bad requests would take it down for every tenant.
+        ok = None if error is not None and error.callers_mistake else result.ok
+        message = error.message if error else None
+        self._account(result.usage, time.perf_counter() - started, ok, message)
         return result
 
     def health(self) -> dict[str, Any]:
@@ -216,7 +225,11 @@ class LLMAgent:
         }
 
     def check_health(self) -> None:
-        """Raise (so Serve replaces the replica) after 3 failed calls in a row."""
+        """Raise (so Serve replaces the replica) after 3 failed calls in a row.
+
+        Only its own failures count: a sub-task failing for its request's mistake (a user
+        error) says nothing of the replica (`SubTaskError.callers_mistake`).
+        """
         if self._consecutive_failures >= 3:
             raise RuntimeError(
                 f"LLM replica of model `{self._engine.model}` failed "

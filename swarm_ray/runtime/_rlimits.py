@@ -17,7 +17,7 @@ child only:
 The child leads its own process group and dies with its agent (`PR_SET_PDEATHSIG`);
 when it ends, the whole group is killed, so nothing it started outlives the attempt.
 Only that attempt fails: the agent, its other sub-tasks and the rest of the swarm go on;
-a failure names the file the attempt was reading (its input's `path`).
+a failure names the files the attempt was reading (its input's `ReadPath` fields).
 The document and video workloads declare limits by default for untrusted principals'
 tasks (`declared_limits`): a PDF or decompression bomb in a tenant's upload fails its
 own sub-task with `resource_limit`.
@@ -37,6 +37,7 @@ import sys
 import time
 from typing import Any
 
+from swarm_ray.core._access import read_paths
 from swarm_ray.core._capability import CapabilitySpec, Resources
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._subtask import SubTask, SubTaskResult
@@ -99,7 +100,20 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
 
 
+def _naming_files(message: str, spec: CapabilitySpec, subtask: SubTask) -> str:
+    """`message`, saying which files the attempt was reading.
+
+    They are its input's `ReadPath` fields, nested ones too: a video's segment names its
+    file under `job.path`, a first pass under `metadata.path`.
+    """
+    named = [p for p in read_paths(spec.input_model, subtask.input) if p not in message]
+    if not named:
+        return message
+    return f"{message} (reading {', '.join(f'`{p}`' for p in named)})"
+
+
 def _failed(
+    spec: CapabilitySpec,
     subtask: SubTask,
     agent: str | None,
     started: float,
@@ -108,10 +122,7 @@ def _failed(
 ) -> SubTaskResult:
     from swarm_ray.runtime._agent import error_result
 
-    named = subtask.input.get("path")
-    if isinstance(named, str) and named:
-        message = f"{message} (reading `{named}`)"
-    result = error_result(subtask, code, message, agent)
+    result = error_result(subtask, code, _naming_files(message, spec, subtask), agent)
     return result.model_copy(
         update={"timings": result.timings.model_copy(update={"started_at": started})}
     )
@@ -139,7 +150,7 @@ def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) ->
             f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
             "in its limited process"
         )
-        return _failed(subtask, agent, started, message, ErrorCode.TIMEOUT)
+        return _failed(spec, subtask, agent, started, message, ErrorCode.TIMEOUT)
     finally:
         with contextlib.suppress(ProcessLookupError, PermissionError):
             os.killpg(child.pid, signal.SIGKILL)  # whatever it started goes with it
@@ -153,7 +164,7 @@ def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) ->
     else:
         tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         why = f"ended with status {code}: {tail[0][:300]}"
-    return _failed(subtask, agent, started, f"attempt of `{spec.id}` {why}")
+    return _failed(spec, subtask, agent, started, f"attempt of `{spec.id}` {why}")
 
 
 def _main() -> None:
@@ -181,8 +192,11 @@ def _main() -> None:
             f"attempt of `{spec.id}` hit its limit of {spec.resources.max_processes} "
             f"processes: {error.message}"
         )
-        update = {"code": ErrorCode.RESOURCE_LIMIT, "message": message}
-        result = result.model_copy(update={"error": error.model_copy(update=update)})
+        error = error.model_copy(update={"code": ErrorCode.RESOURCE_LIMIT, "message": message})
+    if error is not None and error.code is ErrorCode.RESOURCE_LIMIT:
+        # a limit met inside the attempt (a `MemoryError`): name the file that did it
+        message = _naming_files(error.message, spec, subtask)
+        result = result.model_copy(update={"error": error.model_copy(update={"message": message})})
     with os.fdopen(result_fd, "wb") as sink:
         sink.write(result.model_dump_json().encode())
     os._exit(0)

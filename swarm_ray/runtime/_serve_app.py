@@ -7,7 +7,8 @@ replicas on one GPU).
 Health: `health()` runs the spec's own `health_check` (if any) and reports status,
 version and latency; the orchestrator probes it and takes the capability out of
 dispatch after three failures in a row. Serve's own `check_health` raises on the same
-signs, so Serve replaces a sick replica.
+signs, so Serve replaces a sick replica. A failure that is the request's own mistake (a
+user error) does not count: one tenant's bad requests must not take a replica down.
 """
 
 from __future__ import annotations
@@ -41,7 +42,8 @@ class CapabilityDeployment:
         result = run_subtask(self._spec, subtask, agent=f"serve:{self._spec.id}")
         self._last_latency_s = time.perf_counter() - started
         self._calls += 1
-        self._consecutive_errors = 0 if result.ok else self._consecutive_errors + 1
+        if result.error is None or not result.error.callers_mistake:  # else not the replica's
+            self._consecutive_errors = 0 if result.ok else self._consecutive_errors + 1
         return result
 
     def _problem(self) -> str | None:

@@ -284,6 +284,7 @@ def agents_catalog() -> Catalog:
                     "task",
                     "tools",
                     "mcp_servers",
+                    "endpoint",
                     "output_schema",
                     "max_steps",
                     "tool_timeout_s",

@@ -10,11 +10,14 @@ assert exactly what an agent got back:
 - `slow(seconds)`: sleeps, then says so (per-tool timeouts are tested with it).
 - `note(text)`: keeps a note; the one tool not marked read-only (side effects are tested
   with it).
+- `has_env(name)`: whether the server's environment holds a variable (what a stdio
+  server is given is tested with it; the value is never told).
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import time
 from typing import Any
 
@@ -62,6 +65,11 @@ def build_server() -> Any:
         """Keep a note on the server (a tool with a side effect: not marked read-only)."""
         notes.append(text)
         return f"{len(notes)} notes kept"
+
+    @app.tool(annotations=reads)
+    def has_env(name: str) -> bool:
+        """Whether this server's environment holds the variable `name`."""
+        return name in os.environ
 
     @app.tool(annotations=reads)
     def slow(seconds: float) -> str:
