@@ -241,6 +241,26 @@ def test_a_labels_sub_rows_of_parts_are_read_under_the_tables_statistics() -> No
     )
 
 
+def test_the_tables_at_25_c_beat_the_same_table_over_the_temperature_range() -> None:
+    def table(condition: str, typ: str, most: str) -> str:
+        return f"ELECTRICAL CHARACTERISTICS (VCC = 15 V, {condition})\n" + _table(
+            ("Characteristics", "Symbol", "Min", "Typ", "Max", "Unit"),
+            ("Input Offset Voltage", "VIO", "-", typ, most, "mV"),
+        )
+
+    hot, room = table("TA = Tlow to Thigh", "-", "20"), table("TA = 25°C", "5.0", "15")
+    assert _facts(["input offset voltage:mV:typ,max"], hot, room) == {
+        ("input offset voltage", "typ", 5.0),
+        ("input offset voltage", "max", 15.0),
+    }
+    ranged = table("TA = -40 to +85°C", "-", "20")
+    assert ("input offset voltage", "max", 15.0) in _facts(
+        ["input offset voltage:mV:max"], ranged, room
+    )
+    alone = _facts(["input offset voltage:mV:max"], hot)  # no table at 25 °C: the one there is
+    assert alone == {("input offset voltage", "max", 20.0)}
+
+
 def test_a_span_is_no_value_of_a_field_asking_one_and_bullets_are_items() -> None:
     page = "Features\n• Output voltage range: 1.2 to 37 V\n• Output current in excess of 1.5 A\n"
     assert _facts(["output voltage:V", "output current:A:max"], page) == {

@@ -34,6 +34,7 @@ __all__ = [
     "is_chart_page",
     "is_dash",
     "is_diagram_page",
+    "over_temperature",
     "page_rows",
     "part_over",
     "parts_above",
@@ -245,6 +246,33 @@ def in_limits_table(page: Grid, index: int) -> bool:
         page.limits[start] = _titled_limits(page.rows[max(0, start - _TITLE_LOOKBACK) : start])
         page.limits[start] |= bool(_LIMITS_TABLE.search(header.cells[0].text))
     return page.limits[start]
+
+
+_FULL_RANGE = re.compile(
+    r"\bT[AJ]\s*=\s*T\s*(?:low|min|L)\b.{0,12}?\bT\s*(?:high|max|H)\b|"
+    r"\bover\s+(?:the\s+)?(?:full|entire|operating|specified)?\s*(?:ambient\s+)?"
+    r"(?:operating\s+)?temperature\s+range|"
+    r"\bT[AJ]\s*=\s*[-\u2212\u2013]\s*\d+\s*°?\s*C?\s*to\s*\+?\d+",
+    re.IGNORECASE,
+)
+"""A table's condition that its values hold over the whole temperature range (`TA = Tlow
+to Thigh`), where another table of the same parameters gives them at 25 °C."""
+_CONDITION_LOOKBACK = 3
+"""Rows above a table's header that state the conditions of the whole table."""
+
+
+def over_temperature(page: Grid, index: int) -> bool:
+    """Whether row `index` sits in a table whose values hold over the whole temperature range.
+
+    `ELECTRICAL CHARACTERISTICS (... TA = Tlow to Thigh)`: a datasheet states its
+    parameters at 25 °C and again, looser, over temperature; the first are the part's.
+    """
+    header = header_of(page, index)
+    if header is None:
+        return False
+    start = page.rows.index(header)
+    above = page.rows[max(0, start - _CONDITION_LOOKBACK) : start]
+    return any(_FULL_RANGE.search(" ".join(c.text for c in row.cells)) for row in above)
 
 
 _EXAMPLE = re.compile(

@@ -68,6 +68,7 @@ from swarm_ray.documents._grid import (
     is_chart_page,
     is_dash,
     is_diagram_page,
+    over_temperature,
     page_rows,
     part_over,
     parts_above,
@@ -130,6 +131,9 @@ _SPAN = re.compile(r"\s*(?:adjust(?:able|ment)\s+)?range\b", re.IGNORECASE)
 """`Output voltage range`: the span the quantity takes, for a field asking one value."""
 _BRACKETED_CONDITION = re.compile(r"\((?=[^()]*(?:[=≤≥<>]|\bnote\b))[^()]*\)", re.IGNORECASE)
 """`(RS ≤ 10 k, VCM = 0)`, `(Note 7)`: a label's test conditions or note, not its value."""
+_HOT_COST = 0.05
+"""What a value holding over the whole temperature range loses: less than a label's tier,
+more than a page, so the same row at 25 °C wins (`over_temperature`)."""
 _LABEL_WORDS = 6
 """A cell of more words is a sentence that happens to end in a label, not a row's label."""
 _OTHER_PARAMETER = re.compile(
@@ -253,6 +257,8 @@ class _Reader:
             # typical-characteristics graphs name fields, but state no specification; nor
             # does a block diagram's box (`SRAM 1.25 KB`). The first page summarises.
             found = [changed(c, bonus=c.bonus - CHART_COST) for c in found]
+        hot = {c.row for c in found if c.row < len(info.rows) and over_temperature(info, c.row)}
+        found = [changed(c, bonus=c.bonus - _HOT_COST) if c.row in hot else c for c in found]
         examples = {c.row for c in found if in_example_table(info, c.row)}
         found = [
             changed(c, bonus=c.bonus - EXAMPLE_COST) if c.row in examples else c for c in found
