@@ -235,6 +235,8 @@ def test_cross_check_disagreement_is_flagged_by_the_factuality_judge_and_reporte
     check = cross_check(CrossCheckIn(document=doc, extractions=[extraction], enabled=True)).output
     assert isinstance(check, CrossCheck)
     assert check.enabled and (check.checked, check.agreed) == (2, 1)
+    statuses = {r.field: r.status for r in check.readings}
+    assert statuses == {"battery.capacity": "differ", "battery.range": "agree"}
     (disagreement,) = check.disagreements
     assert disagreement.rules.value == 58.0 and disagreement.llm.value == 12.0
     assert disagreement.llm.method is ExtractionMethod.LLM
@@ -256,6 +258,44 @@ def test_cross_check_disagreement_is_flagged_by_the_factuality_judge_and_reporte
     judges = report[report.index("## Judges") :]
     assert "LLM cross-check: disagreements with the rules" in judges
     assert "Aero Nova: battery.capacity" in judges
+
+
+def test_llm_extract_reads_every_declared_field_and_the_report_lists_them(
+    tmp_path: Path,
+) -> None:
+    doc = document()
+    extraction = extract_facts(doc, [BATTERY])
+    engine = scripted(answer(capacity=58, range=[400], charging_power=[11], charge_time=[9]))
+    request = CrossCheckIn(
+        document=doc, extractions=[extraction], enabled=True, every_field=True,
+        dimensions=["battery"],
+    )  # fmt: skip
+    check = cross_check(request).output
+    assert isinstance(check, CrossCheck)
+    ((_, schema),) = engine.calls  # every unit field asked, found by the rules or not
+    assert schema is not None
+    assert list(schema["properties"]) == ["capacity", "range", "charging_power", "charge_time"]
+    readings = {r.field: (r.status, r.rules, r.llm) for r in check.readings}
+    assert readings == {
+        "battery.capacity": ("agree", ("58 kWh",), ("58 kWh",)),
+        "battery.range": ("rules only", ("420 km",), ()),  # 400 km is stated nowhere: dropped
+        "battery.charging_power": ("llm only", (), ("11 kW",)),
+        "battery.charge_time": ("neither", (), ()),
+    }
+    assert (check.checked, check.agreed) == (1, 1)
+    normalised = normalise_facts(extraction.facts)
+    files = render_markdown(
+        ReportIn(
+            comparison=compare_facts(normalised.facts),
+            results=[normalised],
+            llm_readings=[check],
+            out_dir=str(tmp_path),
+        )
+    )
+    report = Path(files.markdown_path).read_text()
+    section = report[report.index("## Rules and LLM, per field") :]
+    assert "| battery.charging_power | 0 | 0 | 0 | 1 | 0 |" in section
+    assert "| aero.pdf | battery.charging_power | - | 11 kW | llm only |" in section
 
 
 def test_a_label_field_the_rules_cannot_place_goes_to_the_llm_grounded() -> None:

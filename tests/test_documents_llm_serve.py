@@ -69,7 +69,7 @@ def test_low_confidence_rules_fall_back_to_the_llm_and_the_run_says_so(
         template="compare_documents",
         items=(path,),
         dimensions=("battery",),
-        params={"llm_cross_check": True, "out_dir": str(out)},
+        params={"llm_cross_check": True, "llm_extract": True, "out_dir": str(out)},
     )
     assert record.machine.state is TaskState.COMPLETED, record.error
     switched = [w for w in record.warnings if "fallback `document.extraction.llm`" in w]
@@ -94,5 +94,10 @@ def test_low_confidence_rules_fall_back_to_the_llm_and_the_run_says_so(
     assert "## Judges" in markdown and "document.extraction.llm" in markdown
     crosscheck = status["subtasks"]["crosscheck[0]"]
     assert crosscheck["status"] == "succeeded"
+    # `llm_extract`: every declared field read by the model too, listed beside the rules'
+    assert status["subtasks"]["llmextract[0]"]["status"] == "succeeded"
+    section = markdown[markdown.index("## Rules and LLM, per field") :]
+    for field in ("battery.capacity", "battery.range", "battery.charging_power"):
+        assert f"| aero.pdf | {field} |" in section
     judge = status["subtasks"]["judge"]
     assert judge["status"] == "succeeded"

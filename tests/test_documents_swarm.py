@@ -104,8 +104,8 @@ def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient
     parse = {sid: s for sid, s in status["subtasks"].items() if sid.startswith("parse[")}
     assert len(parse) == len(paths)
     assert {s["status"] for s in parse.values()} <= {"succeeded", "failed"}
-    # No `llm_cross_check`: the cross-check stage is left out, not run as no-ops.
-    assert not [sid for sid in status["subtasks"] if sid.startswith("crosscheck")]
+    # No `llm_cross_check` nor `llm_extract`: those stages are left out, not run as no-ops.
+    assert not [sid for sid in status["subtasks"] if sid.startswith(("crosscheck", "llmextract"))]
     reasons: Counter[str] = Counter()
     for sid, s in parse.items():
         if s["status"] == "failed":

@@ -84,6 +84,7 @@ from swarm_ray.documents._llm_extract import (
     RULES_CONFIDENCE_THRESHOLD,
     CrossCheck,
     Disagreement,
+    FieldReading,
     cross_check_facts,
     llm_fallback,
 )
@@ -150,6 +151,7 @@ __all__ = [
     "Fact",
     "FactKey",
     "FactSource",
+    "FieldReading",
     "FieldSpec",
     "GroundTruth",
     "GroundTruthConflict",

@@ -115,7 +115,12 @@ class CrossCheckIn(BaseModel):
     fields: tuple[FieldSpec, ...] = ()
     """The request's field declarations, inline (as for extraction)."""
     enabled: bool = False
-    """The request's `llm_cross_check` (the template runs the stage only when it is set)."""
+    """The request's `llm_cross_check` or `llm_extract` (the template runs the stage only
+    when it is set)."""
+    every_field: bool = False
+    """Ask for every declared unit field, not only those the rules found (`llm_extract`)."""
+    dimensions: list[str] = []
+    """The request's dimensions (`$params.dimensions`), for `every_field`."""
 
 
 class NormaliseIn(BaseModel):
@@ -152,6 +157,8 @@ class JudgeIn(BaseModel):
     """As for the comparison."""
     cross_checks: list[CrossCheck | None] = []
     """The LLM cross-check per document (`enabled` false when not asked for)."""
+    llm_readings: list[CrossCheck | None] = []
+    """The LLM's reading of every declared field per document (`llm_extract`)."""
     dimensions: list[str] = []
     """The request's dimensions (`$params.dimensions`): their fields are distinct names."""
     fields: list[FieldSpec] = []
@@ -184,6 +191,9 @@ class ReportIn(BaseModel):
     """Watermark of the sub-task that parsed each document (`$from.parse.@watermark`)."""
     judgement: Judgement | None = None
     """The judges' verdicts, appended to the report."""
+    llm_readings: list[CrossCheck | None] = []
+    """The LLM's reading of every declared field per document (`llm_extract`): listed per
+    field beside the rules'."""
     warnings: list[str] = []
     """Every degradation of the task so far (`$warnings`)."""
     dimensions: list[str] = []
@@ -274,10 +284,15 @@ def cross_check(data: CrossCheckIn) -> AgentReply:
     from swarm_ray.llm import current_engine
 
     extractions = [e for e in data.extractions if e is not None]
-    known = find_dimensions(data.fields)
-    found = {f.field for e in extractions for f in e.facts}
-    dimensions = [d for d in known.values() if any(f.key in found for f in d.fields)]
-    check = cross_check_facts(current_engine(), document, dimensions, extractions)
+    if data.every_field:
+        dimensions = declared_dimensions(data.dimensions, data.fields)
+    else:
+        known = find_dimensions(data.fields)
+        found = {f.field for e in extractions for f in e.facts}
+        dimensions = [d for d in known.values() if any(f.key in found for f in d.fields)]
+    check = cross_check_facts(
+        current_engine(), document, dimensions, extractions, every_field=data.every_field
+    )
     return AgentReply(output=check, usage=check.usage, warnings=check.notes)
 
 
@@ -328,7 +343,8 @@ def declared_dimensions(names: Sequence[str], fields: Sequence[FieldSpec]) -> li
 def judge_quality(data: JudgeIn) -> AgentReply:
     """Factuality, coherence and efficiency of the run; confidence is the lowest score."""
     facts = [f for r in data.results for f in r.facts]
-    checks = [c for c in data.cross_checks if c is not None and c.enabled]
+    readings = [*data.cross_checks, *data.llm_readings]
+    checks = [c for c in readings if c is not None and c.enabled]
     declared = declared_dimensions(data.dimensions, data.fields)
     judgement = Judgement(
         factuality=judge_factuality(facts, rel_tolerance=data.rel_tolerance, cross_checks=checks),
@@ -384,7 +400,33 @@ def render_markdown(data: ReportIn) -> ReportFiles:
             lines += [f"- **{f.subject}**: {' '.join(f.message.split())}" for f in crossed]
         with open(files.markdown_path, "a", encoding="utf-8") as handle:
             handle.write("\n".join(lines) + "\n")
+    if table := _readings_table([c for c in data.llm_readings if c is not None and c.enabled]):
+        with open(files.markdown_path, "a", encoding="utf-8") as handle:
+            handle.write("\n".join(table) + "\n")
     return files
+
+
+def _readings_table(checks: Sequence[CrossCheck]) -> list[str]:
+    """The report's `llm_extract` section: per field, where the rules and the LLM agree."""
+    rows = [(c.source, r) for c in checks for r in c.readings]
+    if not rows:
+        return []
+    tally: dict[str, dict[str, int]] = {}
+    for _, reading in rows:
+        counts = tally.setdefault(reading.field, {})
+        counts[reading.status] = counts.get(reading.status, 0) + 1
+    lines = ["", "## Rules and LLM, per field", "", "| field | " + " | ".join(_STATUSES) + " |"]
+    lines.append("| --- |" + " --- |" * len(_STATUSES))
+    for field, counts in tally.items():
+        lines.append(f"| {field} | " + " | ".join(str(counts.get(s, 0)) for s in _STATUSES) + " |")
+    lines += ["", "| document | field | rules | LLM | reading |", "| --- | --- | --- | --- | --- |"]
+    for source, r in rows:
+        rules, llm = ", ".join(r.rules) or "-", ", ".join(r.llm) or "-"
+        lines.append(f"| {source} | {r.field} | {rules} | {llm} | {r.status} |")
+    return lines
+
+
+_STATUSES = ("agree", "differ", "rules only", "llm only", "neither")
 
 
 _spec = capability_maker(__name__)
@@ -447,7 +489,7 @@ def _capabilities() -> Sequence[CapabilitySpec]:
         _spec(
             "document.extraction.crosscheck",
             "An LLM's reading of a document's unit fields against the rules' facts "
-            "(when the request sets `llm_cross_check`).",
+            "(when the request sets `llm_cross_check`, or `llm_extract` for every field).",
             "cross_check",
             CrossCheckIn,
             CrossCheck,
@@ -561,17 +603,26 @@ stages:
       watermark: $from.parse.@watermark
       embeddings: $from.embed.embeddings
       store: {path: $task_dir/index, url: $params.chroma_url}
-  - name: crosscheck
+  - &llm_reading
+    name: crosscheck
     capability: document.extraction.crosscheck
     fan_out: per_item
     when: $params.llm_cross_check
     depends_on: [parse, extract]
     partial_ok: true
-    input:
+    input: &llm_input
       document: $from.parse
       extractions: $from.extract
       fields: $params.fields
       enabled: $params.llm_cross_check
+  - <<: *llm_reading
+    name: llmextract
+    when: $params.llm_extract
+    input:
+      <<: *llm_input
+      dimensions: $params.dimensions
+      enabled: $params.llm_extract
+      every_field: true
   - name: compare
     capability: analysis.compare.entities
     depends_on: [normalize]
@@ -579,18 +630,19 @@ stages:
     input: {results: $from.normalize, rel_tolerance: $params.rel_tolerance}
   - name: judge
     capability: analysis.judge.quality
-    depends_on: [normalize, compare, crosscheck]
+    depends_on: [normalize, compare, crosscheck, llmextract]
     partial_ok: true
     input:
       results: $from.normalize
       costs: $costs
       rel_tolerance: $params.rel_tolerance
       cross_checks: $from.crosscheck
+      llm_readings: $from.llmextract
       dimensions: $params.dimensions
       fields: $params.fields
   - name: report
     capability: report.render.markdown
-    depends_on: [compare, judge, normalize, parse]
+    depends_on: [compare, judge, normalize, parse, llmextract]
     partial_ok: true
     input:
       comparison: $from.compare
@@ -598,6 +650,7 @@ stages:
       document_ids: $from.parse.document_id
       watermarks: $from.parse.@watermark
       judgement: $from.judge
+      llm_readings: $from.llmextract
       warnings: $warnings
       dimensions: $params.dimensions
       fields: $params.fields

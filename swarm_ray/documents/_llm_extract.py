@@ -17,13 +17,20 @@ Rule facts at or above the threshold are never touched.
 fields the rules found, and each rule field for which the LLM states a grounded value
 that matches none of the rules' values is a `Disagreement`, which the factuality judge
 lists and scores.
+
+**LLM extraction** (request parameter `llm_extract`, default off; meant for a real model
+behind `SWARM_RAY_LLM_URL`): the same reading, asked for every declared unit field, found
+by the rules or not. Each field gets a `FieldReading`: where rules and LLM agree, differ,
+or only one states it; the report lists them per field. The LLM's facts stay out of
+`facts.parquet`: they are a second opinion, not facts the rules missed (the fallback adds
+those).
 """
 
 from __future__ import annotations
 
 from collections import defaultdict
 from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -47,6 +54,7 @@ __all__ = [
     "RULES_CONFIDENCE_THRESHOLD",
     "CrossCheck",
     "Disagreement",
+    "FieldReading",
     "cross_check_facts",
     "llm_fallback",
 ]
@@ -69,6 +77,19 @@ class Disagreement(BaseModel):
     """What the LLM attributed to the same field (grounded in the text)."""
 
 
+class FieldReading(BaseModel):
+    """One declared field of one document as the rules and the LLM read it."""
+
+    model_config = ConfigDict(frozen=True, extra="forbid")
+
+    field: str
+    rules: tuple[str, ...] = ()
+    """The rules' values as written (`58 kWh`), none where they found nothing."""
+    llm: tuple[str, ...] = ()
+    """The LLM's grounded values as written, none where it stated nothing grounded."""
+    status: Literal["agree", "differ", "rules only", "llm only", "neither"]
+
+
 class CrossCheck(BaseModel):
     """The LLM's reading of one document against the rules' facts."""
 
@@ -83,6 +104,8 @@ class CrossCheck(BaseModel):
     agreed: int = Field(default=0, ge=0)
     """Of those, the fields where an LLM value matches a rule value."""
     disagreements: tuple[Disagreement, ...] = ()
+    readings: tuple[FieldReading, ...] = ()
+    """Per field asked: where rules and LLM agree (`llm_extract`: every declared field)."""
     notes: tuple[str, ...] = ()
     """Answers dropped as ungrounded, dimensions the LLM failed on."""
     model: str | None = None
@@ -168,11 +191,13 @@ def cross_check_facts(
     extractions: Sequence[ExtractionResult],
     *,
     rel_tolerance: float = 0.01,
+    every_field: bool = False,
 ) -> CrossCheck:
     """Ask the LLM for the unit fields the rules found, one call per dimension.
 
-    Facts an earlier LLM fallback produced are not checked against the LLM again. A
-    dimension whose answer fails the schema is noted and skipped, not fatal: the
+    With `every_field` (`llm_extract`), for every unit field of `dimensions`, found by the
+    rules or not. Facts an earlier LLM fallback produced are not checked against the LLM
+    again. A dimension whose answer fails the schema is noted and skipped, not fatal: the
     cross-check is advisory.
     """
     from swarm_ray.core._errors import InvalidOutputError
@@ -181,13 +206,14 @@ def cross_check_facts(
     entity = extractions[0].entity if extractions else document.file_name
     checked = agreed = 0
     disagreements: list[Disagreement] = []
+    readings: list[FieldReading] = []
     notes: list[str] = []
     usage = TokenUsage()
     model: str | None = None
     for dimension in dimensions:
         keys = {f.key for f in dimension.fields}
         mine = [f for f in rule_facts if f.field in keys]
-        fields = asked_fields(dimension, [f.field for f in mine])
+        fields = asked_fields(dimension, None if every_field else [f.field for f in mine])
         if not fields:
             continue
         try:
@@ -200,10 +226,12 @@ def cross_check_facts(
         for field in fields:
             llm = [f for f in answer.facts if f.field == field.key]
             rules = [f for f in mine if f.field == field.key]
-            if not llm:
+            same = any(_same(a, b, rel_tolerance) for a in llm for b in rules)
+            readings.append(_reading(field.key, rules, llm, same))
+            if not llm or not rules:
                 continue
             checked += 1
-            if any(_same(a, b, rel_tolerance) for a in llm for b in rules):
+            if same:
                 agreed += 1
                 continue
             best = max(rules, key=lambda f: f.confidence)
@@ -215,7 +243,22 @@ def cross_check_facts(
         checked=checked,
         agreed=agreed,
         disagreements=tuple(disagreements),
+        readings=tuple(readings),
         notes=tuple(notes),
         model=model,
         usage=usage,
+    )
+
+
+def _reading(field: str, rules: Sequence[Fact], llm: Sequence[Fact], same: bool) -> FieldReading:
+    status: Literal["agree", "differ", "rules only", "llm only", "neither"]
+    if rules and llm:
+        status = "agree" if same else "differ"
+    else:
+        status = "rules only" if rules else "llm only" if llm else "neither"
+    return FieldReading(
+        field=field,
+        rules=tuple(dict.fromkeys(f.value_text for f in rules)),
+        llm=tuple(dict.fromkeys(f.value_text for f in llm)),
+        status=status,
     )
