@@ -206,6 +206,23 @@ def test_a_labels_variant_is_the_one_whose_condition_names_the_parts_other_value
     assert _facts(["input voltage:V:max"], _variants("-12V")) == {("input voltage", "max", -25.0)}
 
 
+def _placed(
+    fields: list[str], rows: list[list[tuple[float, str]]], file_name: str
+) -> set[tuple[str | None, Statistic | None, float | str]]:
+    """Facts of a page of rows of cells placed at `x` (indentation kept), as a PDF's are."""
+    boxes = tuple(
+        TextBox(x0=x, top=20.0 * i, x1=x + 4.5 * len(text), bottom=20.0 * i + 8, size=8, text=text)
+        for i, row in enumerate(rows)
+        for x, text in row
+    )
+    text = "\n".join(" ".join(cell for _, cell in row) for row in rows)
+    document = _doc(file_name=file_name).model_copy(
+        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
+    )
+    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
+    return {(f.entity, f.statistic, f.value) for f in extract_facts(document, [dimension]).facts}
+
+
 def test_a_labels_sub_rows_of_parts_are_read_under_the_tables_statistics() -> None:
     rows = [  # the sub-rows' part names indented under the label
         [
@@ -221,19 +238,11 @@ def test_a_labels_sub_rows_of_parts_are_read_under_the_tables_statistics() -> No
         [(76, "XQ84C"), (399, "-"), (441, "4.0"), (488, "12")],
         [(76, "XQ8_AC"), (399, "-"), (441, "3.0"), (487, "6.0")],
     ]
-    boxes = tuple(
-        TextBox(x0=x, top=20.0 * i, x1=x + 4.5 * len(text), bottom=20.0 * i + 8, size=8, text=text)
-        for i, row in enumerate(rows)
-        for x, text in row
-    )
-    text = "\n".join(" ".join(cell for _, cell in row) for row in rows)
-    document = _doc(file_name="xq84c.pdf").model_copy(
-        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
-    )
     fields = ["input offset voltage:mV:typ,max"]
-    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
-    facts = {(f.entity, f.statistic, f.value) for f in extract_facts(document, [dimension]).facts}
-    assert facts == {("XQ84C", Statistic.TYP, 4.0), ("XQ84C", Statistic.MAX, 12.0)}
+    assert _placed(fields, rows, "xq84c.pdf") == {
+        ("XQ84C", Statistic.TYP, 4.0),
+        ("XQ84C", Statistic.MAX, 12.0),
+    }
     # The label's bracket holds its test conditions, not a value; the page is laid out.
     states = names_a_field([parse_field_arg(f) for f in fields])
     assert states is not None and states(
@@ -259,6 +268,25 @@ def test_the_tables_at_25_c_beat_the_same_table_over_the_temperature_range() -> 
     )
     alone = _facts(["input offset voltage:mV:max"], hot)  # no table at 25 °C: the one there is
     assert alone == {("input offset voltage", "max", 20.0)}
+
+
+def test_sub_rows_naming_runs_of_parts_under_a_bare_label_give_each_run_its_value() -> None:
+    rows = [  # no table header: the label alone, its sub-rows indented
+        [(53, "Electrical Characteristics @ 25°C Unless Otherwise Specified")],
+        [(62, "Forward Voltage")],
+        [(107, "XQ4001-4003"), (184, "VF"), (227, "1.0 V"), (265, "IFM = 1.0A")],
+        [(107, "XQ4004"), (227, "1.3 V")],
+        [(107, "XQ4005-4007"), (227, "1.7 V"), (265, "TA = 25°C")],
+        [(62, "Maximum DC Reverse Current")],
+    ]
+    assert _placed(["forward voltage:V:max"], rows, "xq4007.pdf") == {
+        ("XQ4005-4007", Statistic.MAX, 1.7)
+    }
+    said = [  # the label's row states its value in words: the next rows are not its own
+        [(62, "IO"), (90, "Output current"), (200, "Internally limited"), (300, "A")],
+        [(70, "XQ217"), (200, "- 25 to 150")],
+    ]
+    assert _placed(["output current:A:max"], said, "xq217.pdf") == set()
 
 
 def test_a_span_is_no_value_of_a_field_asking_one_and_bullets_are_items() -> None:

@@ -134,6 +134,8 @@ _BRACKETED_CONDITION = re.compile(r"\((?=[^()]*(?:[=≤≥<>]|\bnote\b))[^()]*\)
 _HOT_COST = 0.05
 """What a value holding over the whole temperature range loses: less than a label's tier,
 more than a page, so the same row at 25 °C wins (`over_temperature`)."""
+_SYMBOL_OR_UNIT = re.compile(r"[A-Za-z][A-Za-z0-9()/,]{0,9}|[µμΩ°%][A-Za-z/]{0,4}")
+"""A cell beside a label that is its symbol (`VF`, `IF(AV)`) or unit (`mV`, `°C`)."""
 _LABEL_WORDS = 6
 """A cell of more words is a sentence that happens to end in a label, not a row's label."""
 _OTHER_PARAMETER = re.compile(
@@ -610,16 +612,20 @@ class _Reader:
         condition, and the first variant comes first (`_variants` may choose another).
         """
         header = header_of(page, index)
-        if header is None or not any(role(c.text) in STAT_ROLES for c in header.cells):
-            return []
+        stats = header is not None and any(role(c.text) in STAT_ROLES for c in header.cells)
         row, label = page.rows[index], page.rows[index].cells[hit.cell]
+        if not stats and any(not _SYMBOL_OR_UNIT.fullmatch(c.text.strip()) for c in row.cells[1:]):
+            return []  # `Output current | Internally limited`: the label's row says its value
         unit = row_unit(row, header, hit.cell)
         out: list[Candidate] = []
         for k, below in enumerate(page.rows[index + 1 : index + 1 + _ROWS_BELOW]):
             first = below.cells[0]
-            if first.x1 > label.x1 or not names_variant(first, label):
+            parts = [p.strip() for p in first.text.split(",") if PART_NUMBER.match(p.strip())]
+            if not names_variant(first, label):
                 break
-            rest = tuple(c for c in below.cells[1:] if c.x0 >= label.x1)
+            if not parts and (not stats or first.x1 > label.x1):
+                break  # sub-rows of conditions only under a table's statistics
+            rest = tuple(c for c in below.cells[1:] if c.x0 >= max(label.x1, first.x1))
             if not rest:
                 break
             merged = Row(top=row.top, bottom=row.bottom, cells=(*row.cells[: hit.cell + 1], *rest))
@@ -630,7 +636,6 @@ class _Reader:
             )  # fmt: skip
             if not got:
                 break
-            parts = [p.strip() for p in first.text.split(",") if PART_NUMBER.match(p.strip())]
             entity = (file_part(self.source, parts) or parts[0]) if parts else None
             condition = "" if parts else strip_footnotes(first.text).strip()
             later = -LATER_TERM * k
