@@ -21,7 +21,8 @@ def test_all_is_sorted_and_resolves() -> None:
 
 def test_every_private_module_export_is_public() -> None:
     internal = {
-        "_mentions", "_values", "_labels", "_layout", "_grid", "_table", "_cells",  # extractor
+        "_mentions", "_values", "_labels", "_layout", "_grid",  # of the extractor
+        "_table", "_rows", "_cells",  # of the extractor's readers
         "_symbols", "_choice", "_links", "_counts", "_terms", "_series",  # of the links and choice
         "_variants", "_charts",  # of the choice, the report
         "_sample_plan", "_sample_text", "_sample_pdf", "_sample_datasheets",  # of the samples
