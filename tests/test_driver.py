@@ -12,11 +12,13 @@ from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import (
     Accepted,
     Arrived,
-    Begin,
+    AskPlanner,
     Broken,
     Cancel,
     Close,
     Halt,
+    PlanFailed,
+    Planned,
     Refused,
     Replan,
     Resume,
@@ -72,7 +74,7 @@ def _done(subtask: SubTask, **changes: object) -> SubTaskResult:
 
 def test_a_task_runs_to_completion_through_steps(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
-    step = driver.step(Begin(plan=_plan(deps, driver)))
+    step = driver.step(Planned(_plan(deps, driver)))
     runs = [c for c in step.commands if isinstance(c, Run)]
     assert [r.subtask.subtask_id for r in runs] == ["echo[0]", "echo[1]"]
     assert driver.state is TaskState.EXECUTING
@@ -89,7 +91,7 @@ def test_a_forged_or_replayed_result_is_refused_and_changes_nothing(
     deps: dict[str, object],
 ) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
-    [run, *_] = driver.step(Begin(plan=_plan(deps, driver))).commands
+    [run, *_] = driver.step(Planned(_plan(deps, driver))).commands
     assert isinstance(run, Run)
     forged = driver.step(Arrived(_done(run.subtask, watermark=run.subtask.watermark[:-4] + "AAAA")))
     assert forged.notices == [Refused("forged")] and forged.commands == []
@@ -100,7 +102,7 @@ def test_a_forged_or_replayed_result_is_refused_and_changes_nothing(
 
 def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(query="shout", items=("hi",), planner="test.planning.good"))
-    [ask] = driver.step(Begin(planner="test.planning.good")).commands
+    [ask] = driver.step(AskPlanner("test.planning.good", driver.record.request)).commands
     assert isinstance(ask, Run) and ask.subtask.subtask_id == "plan"
     assert ask.subtask.capability_id == "test.planning.good" and ask.subtask.watermark
     assert ask.subtask.input["request"]["items"] == ["hi"]
@@ -120,7 +122,7 @@ def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
 
 def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(query="anything", planner="test.planning.good"))
-    [ask] = driver.step(Begin(planner="test.planning.good")).commands
+    [ask] = driver.step(AskPlanner("test.planning.good", driver.record.request)).commands
     assert isinstance(ask, Run)
     cancelled = driver.step(Cancel("changed my mind"))
     assert cancelled.commands == [Halt(("plan",)), Close()]
@@ -143,7 +145,8 @@ def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follow
     router = deps["router"]
     plain = TaskRequest(template="echo_fanout", items=("hi",))
     plan = expand(router.route(plain), plain, task_id=reloaded.task_id)  # type: ignore[attr-defined]
-    for late in (Begin(planner="test.planning.good"), Begin(plan=plan)):
+    failed = PlanFailed(InvalidPlanError("no way to plan `this`"))
+    for late in (AskPlanner("test.planning.good", request), Planned(plan), failed):
         step = reloaded.step(late)
         assert step.commands == [] and reloaded.state is TaskState.CANCELLED
         assert reloaded.planner is None and reloaded.scheduler is None
@@ -154,7 +157,7 @@ def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follow
 
 def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
-    step = driver.step(Begin(refusal=InvalidPlanError("no way to plan `this`")))
+    step = driver.step(PlanFailed(InvalidPlanError("no way to plan `this`")))
     assert step.commands == [Close()] and driver.state is TaskState.FAILED
     assert isinstance(driver.error, InvalidPlanError) and "`this`" in driver.error.message
 
@@ -163,7 +166,7 @@ def test_a_broken_input_halts_the_running_attempts_and_names_the_cause(
     deps: dict[str, object],
 ) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
-    driver.step(Begin(plan=_plan(deps, driver)))
+    driver.step(Planned(_plan(deps, driver)))
     step = driver.step(Broken(StateStoreError("disk full while storing `echo[0]`")))
     assert step.commands == [Halt(("echo[0]", "echo[1]")), Close()]
     assert driver.state is TaskState.FAILED and "disk full" in str(driver.error)
@@ -175,7 +178,7 @@ def test_a_restarted_driver_plans_again_or_resends_what_was_out(deps: dict[str, 
     reloaded = TaskDriver.load(unplanned.task_id, **driver_deps)
     assert reloaded is not None and reloaded.step(Resume()).commands == [Replan()]
     planned = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
-    [first] = planned.step(Begin(plan=_plan(deps, planned))).commands
+    [first] = planned.step(Planned(_plan(deps, planned))).commands
     again = TaskDriver.load(planned.task_id, **driver_deps)
     assert again is not None
     [resent] = [c for c in again.step(Resume()).commands if isinstance(c, Run)]
@@ -191,7 +194,7 @@ def test_the_request_and_plan_are_logged_once_and_left_out_of_snapshots(
     assert isinstance(store, SQLiteStateStore)
     items = tuple(f"item-{i}" for i in range(50))
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=items))
-    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    runs = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     for run in runs[:10]:
         driver.step(Arrived(_done(run.subtask)))
     specs = [e for e in store.read_log(driver.task_id) if e.kind == "spec"]
@@ -212,7 +215,7 @@ def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, 
     store = deps["store"]
     assert isinstance(store, SQLiteStateStore)
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a", "b")))
-    driver.step(Begin(plan=_plan(deps, driver)))
+    driver.step(Planned(_plan(deps, driver)))
     # The layout before the request and plans moved to the log: one whole-record snapshot.
     store.put_task(
         driver.task_id,
@@ -244,7 +247,7 @@ def test_a_task_past_its_budget_fails_and_halts_what_still_runs(
     items = tuple(f"i{n}" for n in range(5))
     request = TaskRequest(template="echo_fanout", items=items, budget=budget)
     driver = _driver(deps, request)
-    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    runs = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     *within, last = spent
     for run, usage in zip(runs, within, strict=False):  # up to the budget: it goes on
         step = driver.step(Arrived(_done(run.subtask, usage=usage)))
@@ -263,7 +266,7 @@ def test_a_task_past_its_budget_fails_and_halts_what_still_runs(
 def test_spending_exactly_its_budget_a_task_completes(deps: dict[str, object]) -> None:
     request = TaskRequest(template="echo_fanout", items=("a",), budget=Budget(max_tokens=10))
     driver = _driver(deps, request)
-    step = driver.step(Begin(plan=_plan(deps, driver)))
+    step = driver.step(Planned(_plan(deps, driver)))
     [echo] = [c for c in step.commands if isinstance(c, Run)]
     step = driver.step(Arrived(_done(echo.subtask, usage=TokenUsage(prompt_tokens=10))))
     [join] = [c for c in step.commands if isinstance(c, Run)]
@@ -287,7 +290,7 @@ def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
     Path(record).mkdir()
     request = TaskRequest(template="echo_effect", items=("done", "doubt", "fresh"), params=params)
     driver = _driver(deps, request)
-    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    runs = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     done, doubt, fresh = (r.subtask for r in runs)
     assert all(s.record_effects for s in (done, doubt, fresh))
     assert done.idempotency_key != doubt.idempotency_key
@@ -318,7 +321,7 @@ def test_an_owner_may_decline_to_rerun_a_side_effect_in_doubt(deps: dict[str, ob
     from swarm_ray.core._commands import Answer
 
     driver = _driver(deps, TaskRequest(template="echo_effect", items=("only",)))
-    [run] = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    [run] = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     started, _ = effects_keys(run.subtask.task_id, run.subtask.subtask_id, 1)
     deps["results"].put_bytes(started, b"")  # type: ignore[attr-defined]
     again = TaskDriver.load(driver.task_id, **deps)
@@ -344,7 +347,7 @@ def test_past_a_finish_budget_what_spends_stops_and_the_task_ends_with_what_it_h
     budget = Budget(max_tokens=50, on_exceeded="finish")
     request = TaskRequest(template="echo_fanout", items=items, budget=budget)
     driver = _driver(deps, request)
-    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    runs = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     spent = TokenUsage(prompt_tokens=30)
     driver.step(Arrived(_done(runs[0].subtask, usage=spent)))
     step = driver.step(Arrived(_done(runs[1].subtask, usage=spent)))  # 60 > 50
@@ -374,7 +377,7 @@ def test_an_operators_price_per_compute_second_is_part_of_the_cost_and_the_budge
     request = TaskRequest(template="echo_fanout", items=("a", "b", "c"), budget=budget)
     driver = _driver(deps, request)
     driver.compute_prices = {"test.echo.text": 1.0}  # a unit a second; each echo runs 0.1 s
-    runs = [c for c in driver.step(Begin(plan=_plan(deps, driver))).commands if isinstance(c, Run)]
+    runs = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
     driver.step(Arrived(_done(runs[0].subtask, usage=TokenUsage(cost=0.05))))  # its model too
     assert driver.usage().cost == pytest.approx(0.15)
     driver.step(Arrived(_done(runs[1].subtask)))
@@ -384,3 +387,36 @@ def test_an_operators_price_per_compute_second_is_part_of_the_cost_and_the_budge
     assert driver.error.details["limit"] == "budget.max_cost"
     reloaded = TaskDriver.load(driver.task_id, **deps)  # the priced results are the logged ones
     assert reloaded is not None and reloaded.usage().cost == pytest.approx(0.35)
+
+
+def test_plan_request_is_the_one_way_a_request_becomes_a_start(deps: dict[str, object]) -> None:
+    """`plan_request` answers with the driver input that starts the task: a validated
+    plan, the planner to ask, or why no plan can be made; a refused planner raises."""
+    from swarm_ray.core._errors import NoTemplateMatchedError, UnknownCapabilityError
+    from swarm_ray.core._registry import Registry
+    from swarm_ray.core._request_plan import plan_request
+
+    registry, router = deps["registry"], deps["router"]
+    assert isinstance(registry, Registry)
+
+    def start(request: TaskRequest, known: Registry = registry) -> object:
+        return plan_request(
+            request, registry=known, router=router, policy=None, task_id="t1", workdir="/w"
+        )  # type: ignore[arg-type]
+
+    planned = start(TaskRequest(template="echo_fanout", items=("a", "b")))
+    assert isinstance(planned, Planned) and planned.plan.workdir == "/w"
+    assert [s.id for s in planned.plan.subtasks][:2] == ["echo[0]", "echo[1]"]
+    asked = start(TaskRequest(query="anything", planner="test.planning.good"))
+    assert asked == AskPlanner(
+        "test.planning.good", TaskRequest(query="anything", planner="test.planning.good")
+    )
+    unmatched = start(TaskRequest(query="no template has these words"))
+    assert isinstance(unmatched, PlanFailed)
+    assert isinstance(unmatched.error, NoTemplateMatchedError)
+    # A template whose capability the registry lacks: refused by the one validation.
+    lacking = Registry()
+    invalid = start(TaskRequest(template="echo_fanout", items=("a",)), lacking)
+    assert isinstance(invalid, PlanFailed) and "test.echo" in invalid.error.message
+    with pytest.raises(UnknownCapabilityError):
+        start(TaskRequest(query="anything", planner="test.planning.nowhere"))

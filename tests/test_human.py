@@ -13,7 +13,7 @@ import pytest
 
 from swarm_ray import AnswerRefusedError, InvalidInputError, TaskRequest, TaskState
 from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import Answer, Arrived, Begin, Resume, Run, Wake, WakeAt
+from swarm_ray.core._commands import Answer, Arrived, Planned, Resume, Run, Wake, WakeAt
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._plan import expand
 from swarm_ray.core._principal import LOCAL, Principal
@@ -53,7 +53,7 @@ def _start(deps: dict[str, object], template: str) -> tuple[TaskDriver, list[Sub
     request = TaskRequest(template=template)
     driver = TaskDriver.create(request, owner="alice", **deps)
     plan = expand(deps["router"].route(request), request, task_id=driver.task_id)  # type: ignore[attr-defined]
-    step = driver.step(Begin(plan=plan))
+    step = driver.step(Planned(plan))
     return driver, [c.subtask for c in step.commands if isinstance(c, Run)]
 
 

@@ -163,7 +163,7 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
     """States left within one step (routing, executing, finalizing) are not saved on their
     own; a driver reloaded from the last save (`dispatching`) must still finish."""
     from swarm_ray.core._catalog import load_catalogs
-    from swarm_ray.core._commands import Arrived, Begin, Close, Resume, Run
+    from swarm_ray.core._commands import Arrived, Close, Planned, Resume, Run
     from swarm_ray.core._driver import TaskDriver
     from swarm_ray.core._plan import expand
     from swarm_ray.core._record import SCHEMA_VERSION
@@ -184,7 +184,7 @@ def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> N
     request = TaskRequest(template="noop_fanout", items=(1,))
     driver = TaskDriver.create(request, **deps)
     plan = expand(router.route(request), request, task_id=driver.task_id)
-    [first] = [c for c in driver.step(Begin(plan=plan)).commands if isinstance(c, Run)]
+    [first] = [c for c in driver.step(Planned(plan)).commands if isinstance(c, Run)]
     assert driver.state is TaskState.EXECUTING
     reloaded = TaskDriver.load(driver.task_id, **deps)
     assert reloaded is not None and reloaded.state is TaskState.DISPATCHING

@@ -15,6 +15,7 @@ import pytest
 from swarm_ray import InputNotAllowedError, LimitExceededError, TaskConflictError, TaskRequest
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._commands import Planned
 from swarm_ray.core._limits import RequestLimits, json_depth
 from swarm_ray.core._principal import LOCAL, Principal, scoped_task_id
 from swarm_ray.documents._capabilities import ParseIn
@@ -279,7 +280,7 @@ def test_intake_refuses_server_paths_for_http_callers(intake_env: dict[str, obje
     with pytest.raises(InputNotAllowedError, match=r"sub-task `parse\[0\]`.*may not read"):
         take_in(compare, ALICE, **intake_env)  # type: ignore[arg-type]
     trusted = take_in(compare, LOCAL, **intake_env)  # type: ignore[arg-type]
-    assert trusted.plan is not None and trusted.owner is None
+    assert isinstance(trusted.start, Planned) and trusted.owner is None
     echo = TaskRequest(template="echo_fanout", items=("x",), params={"record_dir": "/some/dir"})
     with pytest.raises(InputNotAllowedError, match="may not write"):
         take_in(echo, ALICE, **intake_env)  # type: ignore[arg-type]
@@ -293,9 +294,9 @@ def test_intake_puts_outputs_in_the_tasks_own_directory(
 ) -> None:
     request = TaskRequest(template="compare_documents", items=(), params={"out_dir": "/tmp/x"})
     intake = take_in(request, ALICE, **intake_env)  # type: ignore[arg-type]
-    assert intake.plan is not None
+    assert isinstance(intake.start, Planned)
     assert intake.workdir == os.fspath(tmp_path / "tasks" / intake.task_id)
-    report = next(s for s in intake.plan.subtasks if s.stage == "report")
+    report = next(s for s in intake.start.plan.subtasks if s.stage == "report")
     assert report.input["out_dir"] == intake.workdir  # not the caller's `/tmp/x`
     trusted = take_in(request, LOCAL, **intake_env)  # type: ignore[arg-type]
     assert trusted.workdir == "/tmp/x"
@@ -399,7 +400,6 @@ def test_a_failing_log_write_is_named_not_lost(tmp_path: Path) -> None:
     """The driver logs before it acts; a write that fails (after the store's own retries:
     SQLite's busy timeout, Redis's connection retries) raises by name, and the scheduler
     never sees the event."""
-    from swarm_ray.core._commands import Begin
     from swarm_ray.core._driver import TaskDriver
     from swarm_ray.core._errors import StateStoreError
     from swarm_ray.core._plan import expand
@@ -418,7 +418,7 @@ def test_a_failing_log_write_is_named_not_lost(tmp_path: Path) -> None:
     plan = expand(router.route(request), request, task_id=driver.task_id)
     store.failures = 1  # the scheduler's first event is the one that fails
     with pytest.raises(StateStoreError, match="disk I/O error"):
-        driver.step(Begin(plan=plan))
+        driver.step(Planned(plan))
     assert driver.scheduler is not None and driver.scheduler.log == []
     assert [e.kind for e in store.read_log(driver.task_id)].count("sched") == 0
 

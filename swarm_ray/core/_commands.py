@@ -3,10 +3,10 @@
 The driver (`_driver.TaskDriver`) owns everything about one task and decides what
 happens next; the orchestrator actor only feeds it inputs and carries out what it says:
 
-    orchestrator                          driver.step(input) -> Step
-      Begin / Planned / PlanFailed   ->     commands: Run, Halt, WakeAt, Replan, Close
-      Arrived / Cancel / Wake / AddChild    notices:  Accepted, Retrying, BreakerMoved,
-      Answer / Resume / Broken                        Refused
+    orchestrator                           driver.step(input) -> Step
+      Planned / AskPlanner / PlanFailed  ->    commands: Run, Halt, WakeAt, Replan, Close
+      Arrived / Cancel / Wake / AddChild       notices:  Accepted, Retrying, BreakerMoved,
+      Answer / Resume / Broken                           Refused
 
 Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
 wake the task's waiters); notices only inform (metrics, health, audit). Both are closed
@@ -33,26 +33,24 @@ __all__: list[str] = []
 
 
 @dataclass(frozen=True, slots=True)
-class Begin:
-    """A new task: its template's plan, a planner to ask, or why it cannot be planned."""
-
-    plan: Plan | None = None
-    planner: str | None = None
-    refusal: SwarmError | None = None
-    resolved: TaskRequest | None = None
-    """For a planner: the request with its file ids resolved (what the plan expands)."""
-
-
-@dataclass(frozen=True, slots=True)
 class Planned:
-    """A plan made again from the templates after a restart (`Replan`)."""
+    """A new task's plan, validated (`_request_plan.plan_request`), or a stored one's."""
 
     plan: Plan
 
 
 @dataclass(frozen=True, slots=True)
+class AskPlanner:
+    """A new task is planned by a planning capability, as its first sub-task."""
+
+    planner: str
+    request: TaskRequest
+    """What to plan: the request with its file ids resolved."""
+
+
+@dataclass(frozen=True, slots=True)
 class PlanFailed:
-    """No plan can be made (the planner and the templates both refused)."""
+    """No plan can be made (no template fits, or the planner and the templates refused)."""
 
     error: SwarmError
 
@@ -110,7 +108,16 @@ class Broken:
 
 
 DriverInput = (
-    Begin | Planned | PlanFailed | Arrived | Cancel | Wake | Resume | AddChild | Answer | Broken
+    Planned
+    | AskPlanner
+    | PlanFailed
+    | Arrived
+    | Cancel
+    | Wake
+    | Resume
+    | AddChild
+    | Answer
+    | Broken
 )
 """Everything the orchestrator tells a driver."""
 

@@ -30,7 +30,7 @@ from swarm_ray.core._commands import (
     AddChild,
     Answer,
     Arrived,
-    Begin,
+    AskPlanner,
     BreakerMoved,
     Broken,
     Cancel,
@@ -62,7 +62,7 @@ from swarm_ray.core._errors import (
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
 from swarm_ray.core._human import HumanWait, check_answer
 from swarm_ray.core._journal import Blobs, StateStore, should_offload
-from swarm_ray.core._plan import Plan, validate_plan
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
 from swarm_ray.core._principal import Principal
 from swarm_ray.core._record import TaskRecord
@@ -332,18 +332,12 @@ class TaskDriver:
         """
         out = Step()
         match event:
-            case Begin() if self.state.terminal:
+            case Planned() | AskPlanner() | PlanFailed() if self.state.terminal:
                 pass  # ended while its plan was being made (a cancel during re-planning)
-            case Begin(plan=plan, planner=planner, refusal=refusal, resolved=resolved):
-                if refusal is not None:
-                    self._fail(refusal, out)
-                elif planner is not None:
-                    self._ask(planner, resolved or self.record.request, out)
-                elif plan is not None:
-                    self._start(plan, out)
             case Planned(plan=plan):
-                if not self.state.terminal:
-                    self._start(plan, out)
+                self._start(plan, out)
+            case AskPlanner(planner=planner, request=request):
+                self._ask(planner, request, out)
             case PlanFailed(error=error):
                 self._fail(error, out)
             case Arrived(result=result):
@@ -672,11 +666,10 @@ class TaskDriver:
     # ---- planning and feeding --------------------------------------------------------
 
     def _plan(self, plan: Plan) -> list[Intent]:
-        """Validate `plan`, then start the scheduler. Raises user errors."""
+        """Start the scheduler on `plan`, validated where it was made. Raises user errors."""
         self._move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan.workdir is None:
             plan = plan.model_copy(update={"workdir": self.record.workdir})
-        validate_plan(plan, self.registry)
         self.record = self.record.model_copy(update={"plan": plan})
         self._move(
             TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"

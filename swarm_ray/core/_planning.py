@@ -162,6 +162,7 @@ def plan_from_output(
         plan = plan_from_draft(draft, model, request, task_id, registry)
     except (SwarmError, ValidationError) as exc:
         plan = fallback_plan(router, request, task_id, exc)
+        validate_plan(plan, registry)
     return plan.model_copy(update={"workdir": planning.workdir})
 
 

@@ -9,11 +9,9 @@ refused (422) with nothing saved:
 2. the task id, scoped to the caller (`_principal.scoped_task_id`); a reused id returns
    the existing task when the request is the same and `TaskConflictError` when it is not;
 3. file ids (`file-...`) among the items become the caller's own uploads (`_uploads`);
-4. the plan, from a template, with the task's directory for `$task_dir`; for an untrusted
-   caller, every server path or URL in the plan's inputs is checked (`_access`).
-
-A request planned by a planning capability (the LLM planner) is planned later, in the
-background; its plan is checked the same way when it arrives.
+4. what starts the task: `core._request_plan.plan_request` makes a template's plan (with
+   the task's directory for `$task_dir`, and for an untrusted caller every server path
+   or URL in its inputs checked by `_access`) or chooses the planning capability to ask.
 """
 
 from __future__ import annotations
@@ -26,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swarm_ray.core._access import AccessPolicy, input_roots
+from swarm_ray.core._commands import AskPlanner, PlanFailed, Planned
 from swarm_ray.core._errors import (
     SwarmError,
     SwarmRuntimeError,
@@ -34,11 +33,10 @@ from swarm_ray.core._errors import (
 )
 from swarm_ray.core._journal import StateStore
 from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._plan import Plan, expand, validate_plan
-from swarm_ray.core._planning import check_planner, planner_for
 from swarm_ray.core._principal import Principal, scoped_task_id
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
+from swarm_ray.core._request_plan import plan_request
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._tasklog import read_record
@@ -97,14 +95,8 @@ class Intake:
     workdir: str
     existing: bool = False
     """The id already names this caller's same request: answer it, create nothing."""
-    resolved: TaskRequest | None = None
-    """The request with its file ids resolved (what a planner plans for)."""
-    planner: str | None = None
-    """A planning capability to ask in the background (no plan yet)."""
-    plan: Plan | None = None
-    """The template's plan, checked."""
-    refusal: SwarmUserError | None = None
-    """Why no template could plan it (recorded against a failed task, as before)."""
+    start: Planned | AskPlanner | PlanFailed | None = None
+    """What starts the task (`plan_request`); None for an existing one."""
 
 
 def take_in(
@@ -133,21 +125,15 @@ def take_in(
             )
         return Intake(task_id, request, owner, record.workdir or "", existing=True)
     workdir = layout.workdir(task_id, request, owner)
-    resolved = layout.resolve(request, owner)
-    planner = planner_for(request, router)
-    if planner is not None:
-        check_planner(registry, planner)
-        return Intake(task_id, request, owner, workdir, planner=planner, resolved=resolved)
-    try:
-        plan = expand(router.route(resolved), resolved, task_id=task_id, workdir=workdir)
-        validate_plan(plan, registry)
-    except SwarmUserError as exc:
-        return Intake(task_id, request, owner, workdir, refusal=exc)
-    if untrusted:
-        policy = layout.policy(owner, workdir)
-        if policy is not None:
-            policy.check_plan(plan, registry)
-    return Intake(task_id, request, owner, workdir, plan=plan)
+    start = plan_request(
+        layout.resolve(request, owner),
+        registry=registry,
+        router=router,
+        policy=layout.policy(owner, workdir),
+        task_id=task_id,
+        workdir=workdir,
+    )
+    return Intake(task_id, request, owner, workdir, start=start)
 
 
 def failure_of(exc: Exception, what: str) -> SwarmRuntimeError:
@@ -235,20 +221,21 @@ def _resolve_files(request: TaskRequest, principal: Principal, uploads: Uploads)
 
 def plan_again(
     record: TaskRecord, *, registry: Registry, router: TemplateRouter, layout: Layout
-) -> Plan | str:
-    """A stored task's plan made as `take_in` made it, or the planner to ask for one.
+) -> Planned | AskPlanner | PlanFailed:
+    """A stored task's start made as `take_in` made it (`plan_request`).
 
-    For a task that was stored before its plan (a restart in between). Raises user
-    errors (no template fits, a refused path).
+    For a task that was stored before its plan (a restart in between). A request
+    refused outright (a refused path) becomes `PlanFailed`: the task exists already.
     """
-    planner = planner_for(record.request, router)
-    if planner is not None:
-        return planner
-    resolved = layout.resolve(record.request, record.owner)
     workdir = record.workdir or str(layout.state_dir / "tasks" / record.task_id)
-    plan = expand(router.route(resolved), resolved, task_id=record.task_id, workdir=workdir)
-    validate_plan(plan, registry)
-    policy = layout.policy(record.owner, workdir)
-    if policy is not None:
-        policy.check_plan(plan, registry)
-    return plan
+    try:
+        return plan_request(
+            layout.resolve(record.request, record.owner),
+            registry=registry,
+            router=router,
+            policy=layout.policy(record.owner, workdir),
+            task_id=record.task_id,
+            workdir=workdir,
+        )
+    except SwarmError as exc:
+        return PlanFailed(exc)

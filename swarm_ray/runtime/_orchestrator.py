@@ -33,7 +33,6 @@ from swarm_ray.core._commands import (
     AddChild,
     Answer,
     Arrived,
-    Begin,
     BreakerMoved,
     Broken,
     Cancel,
@@ -41,7 +40,6 @@ from swarm_ray.core._commands import (
     DriverInput,
     Halt,
     PlanFailed,
-    Planned,
     Refused,
     Replan,
     Resume,
@@ -344,40 +342,24 @@ class Orchestrator:
             **self._deps(),
         )
         self._track(driver)
-        self._step(
-            driver,
-            Begin(
-                plan=intake.plan,
-                planner=intake.planner,
-                refusal=intake.refusal,
-                resolved=intake.resolved,
-            ),
-        )
-        if intake.refusal is not None:
-            raise intake.refusal
+        assert intake.start is not None
+        self._step(driver, intake.start)
+        if isinstance(intake.start, PlanFailed):
+            raise intake.start.error
         if driver.state.terminal and isinstance(driver.error, SwarmUserError):
-            raise driver.error  # a plan the driver refused (validation)
+            raise driver.error  # the plan could not start
         return driver.task_id
 
     async def _replan(self, driver: TaskDriver) -> None:
         """Carry out `Replan`: plan a stored task again as a new request would be planned."""
-        record = driver.record
-        try:
-            found = await asyncio.to_thread(
-                plan_again,
-                record,
-                registry=self._registry,
-                router=self._router,
-                layout=self._layout,
-            )
-        except SwarmError as exc:
-            self._step(driver, PlanFailed(exc))
-            return
-        if isinstance(found, str):
-            resolved = self._layout.resolve(record.request, record.owner)
-            self._step(driver, Begin(planner=found, resolved=resolved))
-        else:
-            self._step(driver, Planned(found))
+        start = await asyncio.to_thread(
+            plan_again,
+            driver.record,
+            registry=self._registry,
+            router=self._router,
+            layout=self._layout,
+        )
+        self._step(driver, start)
 
     async def wait(
         self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
