@@ -420,3 +420,43 @@ def test_plan_request_is_the_one_way_a_request_becomes_a_start(deps: dict[str, o
     assert isinstance(invalid, PlanFailed) and "test.echo" in invalid.error.message
     with pytest.raises(UnknownCapabilityError):
         start(TaskRequest(query="anything", planner="test.planning.nowhere"))
+
+
+def test_the_driver_decides_child_sub_tasks_and_says_when_they_settle(
+    deps: dict[str, object],
+) -> None:
+    """`AskChild` is answered by the driver: refused for a watermark that is not the
+    running attempt's, admitted otherwise (dispatched like any sub-task); `ChildSettled`
+    follows when the child's result is taken in, and asking again finds the outcome."""
+    from swarm_ray.core._commands import AskChild, ChildAdmitted, ChildRefused, ChildSettled
+    from swarm_ray.core._errors import WatermarkRejectedError
+
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    [parent, *_] = [
+        c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)
+    ]
+    sid, mark = parent.subtask.subtask_id, parent.subtask.watermark
+
+    forged = driver.step(AskChild(sid, "not-it", "test.noop.run", {"n": 1}, "a1-1"))
+    [refused] = forged.notices
+    assert isinstance(refused, ChildRefused) and forged.commands == []
+    assert isinstance(refused.error, WatermarkRejectedError)
+    own = driver.step(AskChild(sid, mark, "test.echo.text", {"text": "x"}, "a1-1"))
+    assert (
+        isinstance(own.notices[0], ChildRefused)
+        and "own capability" in own.notices[0].error.message
+    )
+
+    asked = driver.step(AskChild(sid, mark, "test.noop.run", {"n": 1}, "a1-2"))
+    [child_run] = [c for c in asked.commands if isinstance(c, Run)]
+    assert child_run.subtask.subtask_id == f"{sid}>a1-2"
+    assert [n for n in asked.notices if isinstance(n, ChildAdmitted)] == [
+        ChildAdmitted(f"{sid}>a1-2", None)
+    ]
+    arrived = driver.step(Arrived(_done(child_run.subtask, output={"n": 1})))
+    [settled] = [n for n in arrived.notices if isinstance(n, ChildSettled)]
+    assert settled.child_id == f"{sid}>a1-2" and settled.outcome.ok
+    again = driver.step(AskChild(sid, mark, "test.noop.run", {"n": 1}, "a1-2"))
+    [admitted] = again.notices
+    assert isinstance(admitted, ChildAdmitted) and admitted.outcome == settled.outcome
+    assert not any(isinstance(c, Run) for c in again.commands)  # not run twice

@@ -5,8 +5,9 @@ happens next; the orchestrator actor only feeds it inputs and carries out what i
 
     orchestrator                           driver.step(input) -> Step
       Planned / AskPlanner / PlanFailed  ->    commands: Run, Halt, WakeAt, Replan, Close
-      Arrived / Cancel / Wake / AddChild       notices:  Accepted, Retrying, BreakerMoved,
-      Answer / Resume / Broken                           Refused
+      Arrived / Cancel / Wake / AskChild       notices:  Accepted, Retrying, BreakerMoved,
+      Answer / Resume / Broken                           Refused, ChildAdmitted,
+                                                         ChildRefused, ChildSettled
 
 Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
 wake the task's waiters); notices only inform (metrics, health, audit). Both are closed
@@ -20,9 +21,9 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+from swarm_ray.core._children import ChildOutcome
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.core._plan import Plan
-from swarm_ray.core._signals import ChildAdded
 from swarm_ray.core._subtask import SubTask, SubTaskResult
 from swarm_ray.core._task import TaskRequest
 
@@ -80,10 +81,20 @@ class Resume:
 
 
 @dataclass(frozen=True, slots=True)
-class AddChild:
-    """A running attempt's agent asked for a child sub-task (see `_children`)."""
+class AskChild:
+    """A running attempt's agent asks to run a child sub-task (see `_children`).
 
-    event: ChildAdded
+    The driver answers with `ChildAdmitted` or `ChildRefused`, and later `ChildSettled`.
+    """
+
+    parent: str
+    """The asking attempt's sub-task."""
+    parent_watermark: str
+    """Its attempt's watermark: only the running attempt may ask."""
+    capability_id: str
+    input: dict[str, Any]
+    key: str
+    """The agent's own name for the call: asked again (a retry), it finds its child."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -115,7 +126,7 @@ DriverInput = (
     | Cancel
     | Wake
     | Resume
-    | AddChild
+    | AskChild
     | Answer
     | Broken
 )
@@ -196,7 +207,30 @@ class Refused:
     reason: str
 
 
-Notice = Accepted | Retrying | BreakerMoved | Refused
+@dataclass(frozen=True, slots=True)
+class ChildAdmitted:
+    """An `AskChild` was admitted: the child's id, and its outcome if settled already."""
+
+    child_id: str
+    outcome: ChildOutcome | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class ChildRefused:
+    """An `AskChild` was refused (task ended, not the running attempt, a child rule)."""
+
+    error: SwarmError
+
+
+@dataclass(frozen=True, slots=True)
+class ChildSettled:
+    """A child sub-task an agent asked for settled (or its task ended): wake the agent."""
+
+    child_id: str
+    outcome: ChildOutcome
+
+
+Notice = Accepted | Retrying | BreakerMoved | Refused | ChildAdmitted | ChildRefused | ChildSettled
 """What a driver tells the orchestrator without asking anything of it."""
 
 

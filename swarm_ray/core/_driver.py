@@ -24,16 +24,19 @@ from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._announce import announce
-from swarm_ray.core._children import ChildOutcome, admit_child, child_outcome
+from swarm_ray.core._children import admit_child, child_outcome
 from swarm_ray.core._commands import (
     Accepted,
-    AddChild,
     Answer,
     Arrived,
+    AskChild,
     AskPlanner,
     BreakerMoved,
     Broken,
     Cancel,
+    ChildAdmitted,
+    ChildRefused,
+    ChildSettled,
     Close,
     DriverInput,
     Halt,
@@ -76,7 +79,6 @@ from swarm_ray.core._signals import (
     BreakerOpened,
     CancelRequested,
     CancelSubTasks,
-    ChildAdded,
     Dispatch,
     FailTask,
     Fallback,
@@ -157,6 +159,8 @@ class TaskDriver:
         self.planner: Scheduler | None = None
         """The planning phase's scheduler, while a planning capability makes the plan."""
         self._issued: dict[str, tuple[int, str]] = {}
+        self._watched: set[str] = set()
+        """Child sub-tasks an agent waits on: each settling one becomes `ChildSettled`."""
         self.orchestrator: str | None = None
         """`namespace/name` of the orchestrator actor driving this task (set by it)."""
         self.compute_prices: Mapping[str, float] = {}
@@ -368,9 +372,8 @@ class TaskDriver:
                     )
             case Resume():
                 self._resume(out)
-            case AddChild(event=added):
-                if self.scheduler is not None and not self.state.terminal:
-                    self._carry(self._feed(added), out)
+            case AskChild():
+                self._ask_child(event, out)
             case Answer(subtask_id=sid, answer=answer, principal=who):
                 if self.scheduler is not None and not self.state.terminal:
                     wait = self.scheduler.wait_of(sid)
@@ -387,6 +390,8 @@ class TaskDriver:
                 self._broken(error, subtask_id, out)
             case _:
                 assert_never(event)
+        if self._watched:
+            self._settle_children(out)
         return out
 
     def _start(self, plan: Plan, out: Step) -> None:
@@ -778,55 +783,49 @@ class TaskDriver:
             return "unknown"
         return str(self.scheduler.status(subtask_id))
 
-    def admit_child(
-        self,
-        parent: str,
-        parent_watermark: str,
-        capability_id: str,
-        data: dict[str, Any],
-        key: str,
-    ) -> tuple[str, ChildAdded | None]:
-        """Whether the running attempt of `parent` may add a child sub-task.
-
-        Returns the child's id and the event that adds it (feed it as `AddChild`; None
-        when the child exists already: a call retried after a restart).
-
-        Raises:
-            AgentUnavailableError: the task has ended.
-            WatermarkRejectedError: `parent` has no running attempt with that watermark.
-            UnknownCapabilityError: `capability_id` is not registered.
-            InvalidPlanError: a bad key, the parent's own capability, too deep, too many.
-        """
-        if self.state.terminal or self.scheduler is None or self.record.plan is None:
-            raise AgentUnavailableError(
-                f"task `{self.task_id}` is {self.state}: it takes no child sub-tasks"
+    def _ask_child(self, ask: AskChild, out: Step) -> None:
+        """Admit a child sub-task of a running attempt (`core._children`), or refuse it."""
+        try:
+            if self.state.terminal or self.scheduler is None or self.record.plan is None:
+                raise AgentUnavailableError(
+                    f"task `{self.task_id}` is {self.state}: it takes no child sub-tasks"
+                )
+            issued = self._issued.get(ask.parent)
+            if not ask.parent_watermark or issued is None or issued[1] != ask.parent_watermark:
+                raise WatermarkRejectedError(
+                    f"sub-task `{ask.parent}` of task `{self.task_id}` has no running attempt "
+                    "with that watermark; only a running attempt may ask for child sub-tasks",
+                    reason="not_outstanding",
+                    subtask_id=ask.parent,
+                )
+            child_id, added = admit_child(
+                self.scheduler,
+                self.record.plan,
+                self.registry,
+                ask.parent,
+                ask.capability_id,
+                ask.input,
+                ask.key,
+                at=self._clock(),
             )
-        if not parent_watermark or self.outstanding_watermark(parent) != parent_watermark:
-            raise WatermarkRejectedError(
-                f"sub-task `{parent}` of task `{self.task_id}` has no running attempt with "
-                "that watermark; only a running attempt may ask for child sub-tasks",
-                reason="not_outstanding",
-                subtask_id=parent,
-            )
-        return admit_child(
-            self.scheduler,
-            self.record.plan,
-            self.registry,
-            parent,
-            capability_id,
-            data,
-            key,
-            at=self._clock(),
-        )
+        except SwarmError as exc:
+            out.notices.append(ChildRefused(exc))
+            return
+        if added is not None:
+            self._carry(self._feed(added), out)
+        outcome = child_outcome(self.scheduler, child_id)
+        out.notices.append(ChildAdmitted(child_id, outcome))
+        if outcome is None:
+            self._watched.add(child_id)
 
-    def child_outcome(self, child_id: str) -> ChildOutcome | None:
-        """How a child sub-task ended (None while it runs, or with no plan yet)."""
-        return None if self.scheduler is None else child_outcome(self.scheduler, child_id)
-
-    def outstanding_watermark(self, subtask_id: str) -> str | None:
-        """The watermark of the attempt of `subtask_id` now running, if one is."""
-        issued = self._issued.get(subtask_id)
-        return None if issued is None else issued[1]
+    def _settle_children(self, out: Step) -> None:
+        """Tell of each watched child that settled (its task's end settles every one)."""
+        assert self.scheduler is not None
+        for child_id in sorted(self._watched):
+            outcome = child_outcome(self.scheduler, child_id)
+            if outcome is not None:
+                self._watched.discard(child_id)
+                out.notices.append(ChildSettled(child_id, outcome))
 
     def _accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.

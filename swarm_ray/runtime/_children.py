@@ -11,11 +11,12 @@ Two sides:
   input)` finds its own attempt (`current_subtask()`), calls the orchestrator that
   dispatched it and blocks until the child settles; it returns a `ChildOutcome`.
 - In the orchestrator: `Orchestrator.run_child(task_id, parent_subtask_id,
-  parent_watermark, capability_id, input, key)` asks the task's driver whether the child
-  may be added (`TaskDriver.admit_child`: the parent's watermark must be the one of its
-  running attempt; the rules are in `core._children`), adds it to the plan (a
-  `ChildAdded` scheduler event, persisted and replayed like every event), and answers
-  when the scheduler settles it. `ChildBook` here does the waiting.
+  parent_watermark, capability_id, input, key)` hands the task's driver an `AskChild`.
+  The driver decides: the parent's watermark must be the one of its running attempt,
+  and the rules are in `core._children`. It adds the child to the plan (a `ChildAdded`
+  scheduler event, persisted and replayed like every event) and answers `ChildAdmitted`
+  or `ChildRefused`, then `ChildSettled` when the child settles. `ChildBook` here keeps
+  only the agents' waiting futures.
 """
 
 from __future__ import annotations
@@ -33,40 +34,28 @@ from swarm_ray.core._views import UsageView
 from swarm_ray.runtime._agent import current_subtask
 
 if TYPE_CHECKING:
-    from swarm_ray.core._driver import TaskDriver
+    pass
 
 __all__ = ["ChildOutcome", "run_child"]
 
 
 class ChildBook:
-    """The orchestrator's side: wakes agents waiting on children when they settle."""
+    """The orchestrator's side: the agents' futures, woken by the driver's notices."""
 
     def __init__(self) -> None:
-        self._waiting: dict[str, dict[str, list[asyncio.Future[ChildOutcome]]]] = {}
+        self._waiting: dict[tuple[str, str], list[asyncio.Future[ChildOutcome]]] = {}
 
-    async def wait(self, driver: TaskDriver, child_id: str) -> ChildOutcome:
-        """The child's outcome once it settles (at once if it has)."""
-        outcome = driver.child_outcome(child_id)
-        if outcome is not None:
-            return outcome
+    def wait(self, task_id: str, child_id: str) -> asyncio.Future[ChildOutcome]:
+        """A future of the child's outcome, set by `settle` (`ChildSettled`)."""
         future: asyncio.Future[ChildOutcome] = asyncio.get_running_loop().create_future()
-        self._waiting.setdefault(driver.task_id, {}).setdefault(child_id, []).append(future)
-        return await future
+        self._waiting.setdefault((task_id, child_id), []).append(future)
+        return future
 
-    def settle(self, driver: TaskDriver) -> None:
-        """Wake the agents waiting on children of `driver`'s task that have settled."""
-        waiting = self._waiting.get(driver.task_id)
-        if not waiting:
-            return
-        for child_id in list(waiting):
-            outcome = driver.child_outcome(child_id)
-            if outcome is None:
-                continue
-            for future in waiting.pop(child_id):
-                if not future.done():
-                    future.set_result(outcome)
-        if not waiting:
-            del self._waiting[driver.task_id]
+    def settle(self, task_id: str, child_id: str, outcome: ChildOutcome) -> None:
+        """Wake the agents waiting on this child."""
+        for future in self._waiting.pop((task_id, child_id), []):
+            if not future.done():
+                future.set_result(outcome)
 
 
 # ---- the agent's side ----------------------------------------------------------------

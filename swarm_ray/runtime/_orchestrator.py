@@ -30,12 +30,15 @@ from swarm_ray.core._capability import ExecutorKind
 from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import (
     Accepted,
-    AddChild,
     Answer,
     Arrived,
+    AskChild,
     BreakerMoved,
     Broken,
     Cancel,
+    ChildAdmitted,
+    ChildRefused,
+    ChildSettled,
     Close,
     DriverInput,
     Halt,
@@ -487,13 +490,18 @@ class Orchestrator:
         """
         await self.recover()
         driver = self._driver(task_id)
-        child_id, event = driver.admit_child(
-            parent_subtask_id, parent_watermark, capability_id, data, key
-        )
-        if event is not None:
-            self._step(driver, AddChild(event))
-            await self._turns.committed()
-        return await self._children.wait(driver, child_id)
+        ask = AskChild(parent_subtask_id, parent_watermark, capability_id, data, key)
+        for notice in self._step(driver, ask).notices:
+            match notice:
+                case ChildRefused(error=error):
+                    raise error
+                case ChildAdmitted(outcome=outcome) if outcome is not None:
+                    return outcome  # settled already: a call asked again
+                case ChildAdmitted(child_id=child_id):
+                    settled = self._children.wait(driver.task_id, child_id)
+                    await self._turns.committed()
+                    return await settled
+        raise AssertionError("an AskChild is always admitted or refused")
 
     async def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters of this orchestrator."""
@@ -660,6 +668,10 @@ class Orchestrator:
                     self._metrics.breaker(cid, state)
                 case Refused(reason=reason):
                     self._metrics.rejection(reason)
+                case ChildSettled(child_id=child_id, outcome=outcome):
+                    self._children.settle(driver.task_id, child_id, outcome)
+                case ChildAdmitted() | ChildRefused():
+                    pass  # answered by `run_child`, which asked
                 case _:
                     assert_never(notice)
         batches: dict[tuple[str, float], list[Any]] = defaultdict(list)
@@ -685,7 +697,6 @@ class Orchestrator:
             spec = self._registry.get(cid)
             for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
                 self._inflight.spawn(driver.task_id, ids, self._after(delay, driver, run, gate))
-        self._children.settle(driver)  # agents waiting on children that settled
         self._drivers.notify(driver.task_id)
 
     async def _after(
