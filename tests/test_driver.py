@@ -29,6 +29,7 @@ from swarm_ray.core._errors import InvalidInputError, InvalidPlanError, StateSto
 from swarm_ray.core._plan import expand
 from swarm_ray.core._principal import LOCAL
 from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings, TokenUsage, effects_keys
+from swarm_ray.core._views import waiting_of
 from swarm_ray.core._watermark import WatermarkKey
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
@@ -279,7 +280,7 @@ def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
 ) -> None:
     """Three side-effecting attempts out at a crash: one finished (its result is recorded
     and taken), one started (held for its owner's review), one never started (sent)."""
-    from swarm_ray.core._commands import Answer
+    from swarm_ray.core._commands import Answer, AnswerRejected
     from swarm_ray.runtime._agent import run_subtask
     from swarm_ray.testing import count_effects
 
@@ -305,13 +306,13 @@ def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
     [resent] = [c.subtask for c in step.commands if isinstance(c, Run)]
     assert resent.subtask_id == "echo[2]"
     assert resent.idempotency_key == fresh.idempotency_key  # the same key, a new attempt
-    [wait] = again.waiting()
+    [wait] = waiting_of(again)
     assert wait.subtask_id == "echo[1]" and wait.review_of == 1
     assert again.scheduler is not None and again.scheduler.status("echo[1]") == "waiting"
     assert count_effects(record) == ["done"]  # nothing ran twice
-    with pytest.raises(InvalidInputError):
-        again.check_answer("echo[1]", {"rerun": "maybe"}, LOCAL)
-    step = again.step(Answer(subtask_id="echo[1]", answer={"rerun": True}, principal="ops"))
+    [refused] = again.step(Answer("echo[1]", {"rerun": "maybe"}, LOCAL)).notices
+    assert isinstance(refused, AnswerRejected) and isinstance(refused.error, InvalidInputError)
+    step = again.step(Answer(subtask_id="echo[1]", answer={"rerun": True}, principal=LOCAL))
     [rerun] = [c.subtask for c in step.commands if isinstance(c, Run)]
     assert rerun.subtask_id == "echo[1]" and rerun.attempt == 2
     assert rerun.idempotency_key == doubt.idempotency_key
@@ -328,14 +329,14 @@ def test_an_owner_may_decline_to_rerun_a_side_effect_in_doubt(deps: dict[str, ob
     assert again is not None and not [
         c for c in again.step(Resume()).commands if isinstance(c, Run)
     ]
-    step = again.step(Answer(subtask_id="echo[0]", answer={"rerun": False}, principal="ops"))
+    step = again.step(Answer(subtask_id="echo[0]", answer={"rerun": False}, principal=LOCAL))
     assert again.scheduler is not None and again.scheduler.status("echo[0]") == "failed"
     assert not [
         c for c in step.commands if isinstance(c, Run) and c.subtask.subtask_id == "echo[0]"
     ]
     reloaded = TaskDriver.load(driver.task_id, **deps)  # the review and its answer replay
     assert reloaded is not None and reloaded.scheduler is not None
-    assert reloaded.scheduler.status("echo[0]") == "failed" and not reloaded.waiting()
+    assert reloaded.scheduler.status("echo[0]") == "failed" and not waiting_of(reloaded)
 
 
 def test_past_a_finish_budget_what_spends_stops_and_the_task_ends_with_what_it_has(

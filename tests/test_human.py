@@ -11,9 +11,18 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray import AnswerRefusedError, InvalidInputError, TaskRequest, TaskState
+from swarm_ray import AnswerRefusedError, InvalidInputError, SwarmError, TaskRequest, TaskState
 from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import Answer, Arrived, Planned, Resume, Run, Wake, WakeAt
+from swarm_ray.core._commands import (
+    Answer,
+    AnswerRejected,
+    Arrived,
+    Planned,
+    Resume,
+    Run,
+    Wake,
+    WakeAt,
+)
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._plan import expand
 from swarm_ray.core._principal import LOCAL, Principal
@@ -24,6 +33,14 @@ from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
 
 ALICE = Principal(id="alice")
+
+
+def _rejected(driver: TaskDriver, subtask_id: str, answer: object, who: Principal) -> SwarmError:
+    """Why the driver refused `who`'s answer (it must refuse it, and change nothing)."""
+    step = driver.step(Answer(subtask_id, answer, who))
+    [rejected] = step.notices
+    assert isinstance(rejected, AnswerRejected) and step.commands == []
+    return rejected.error
 
 
 class Clock:
@@ -95,20 +112,16 @@ def test_a_waiting_branch_survives_a_reload_and_runs_with_its_owners_answer(
     assert reloaded is not None
     step = reloaded.step(Resume())
     assert WakeAt(1600.0) in step.commands and not any(isinstance(c, Run) for c in step.commands)
-    with pytest.raises(AnswerRefusedError) as refused:
-        reloaded.check_answer("ask", {"text": "gamma"}, Principal(id="mallory", admin=True))
-    assert refused.value.details["reason"] == "not_owner"
-    with pytest.raises(InvalidInputError):
-        reloaded.check_answer("ask", {"text": ""}, ALICE)
-    with pytest.raises(AnswerRefusedError):
-        reloaded.check_answer("first", {"text": "x"}, ALICE)
-    answer = reloaded.check_answer("ask", {"text": "gamma"}, ALICE)
-    step = reloaded.step(Answer("ask", answer, "alice"))
+    refused = _rejected(reloaded, "ask", {"text": "gamma"}, Principal(id="mallory", admin=True))
+    assert isinstance(refused, AnswerRefusedError) and refused.details["reason"] == "not_owner"
+    assert isinstance(_rejected(reloaded, "ask", {"text": ""}, ALICE), InvalidInputError)
+    assert isinstance(_rejected(reloaded, "first", {"text": "x"}, ALICE), AnswerRefusedError)
+    step = reloaded.step(Answer("ask", {"text": "gamma"}, ALICE))
     [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
     assert run.subtask_id == "ask" and run.input["text"] == "gamma"
     assert any(e.summary == "answered by `alice`" for e in reloaded.events)
-    with pytest.raises(AnswerRefusedError):  # answered already
-        reloaded.check_answer("ask", answer, LOCAL)
+    answered = _rejected(reloaded, "ask", {"text": "gamma"}, LOCAL)  # answered already
+    assert isinstance(answered, AnswerRefusedError)
     _finish(reloaded, [run])
     assert reloaded.state is TaskState.COMPLETED
     assert reloaded.output() == {"text": "ALPHA BETA GAMMA", "count": 3}
@@ -154,8 +167,8 @@ def test_with_no_default_the_sub_task_fails_with_human_timeout(deps: dict[str, o
     clock = deps["clock"]
     assert isinstance(clock, Clock)
     clock.now += 2.5
-    with pytest.raises(AnswerRefusedError):  # past the deadline, even before the timer
-        driver.check_answer("ask", {"text": "late"}, ALICE)
+    late = _rejected(driver, "ask", {"text": "late"}, ALICE)  # past it, before the timer
+    assert isinstance(late, AnswerRefusedError)
     driver.step(Wake())
     _finish(driver, runs)
     assert driver.state is TaskState.COMPLETED  # `join` is partial_ok: the task degrades
@@ -268,14 +281,12 @@ def test_an_agent_asks_mid_run_and_goes_on_from_its_state_with_the_answer(
     assert driver.scheduler is not None and str(driver.scheduler.status("first")) == "waiting"
     waiting = {w.subtask_id: w for w in status_view(driver, brief=True).waiting}
     assert waiting["first"].prompt == "Shout or not?" and waiting["first"].deadline == 1060.0
-    with pytest.raises(InvalidInputError):
-        driver.check_answer("first", {"answer": 3}, ALICE)
+    assert isinstance(_rejected(driver, "first", {"answer": 3}, ALICE), InvalidInputError)
 
     reloaded = TaskDriver.load(driver.task_id, **deps)  # the wait is in the log
     assert reloaded is not None
     reloaded.step(Resume())
-    answer = reloaded.check_answer("first", {"answer": "yes"}, ALICE)
-    step = reloaded.step(Answer("first", answer, "alice"))
+    step = reloaded.step(Answer("first", {"answer": "yes"}, ALICE))
     [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
     assert run.subtask_id == "first" and run.attempt == first.attempt + 1
     assert run.resume == {"answer": {"answer": "yes"}, "state": {"seen": first.attempt}}
@@ -284,12 +295,12 @@ def test_an_agent_asks_mid_run_and_goes_on_from_its_state_with_the_answer(
     # it may ask again; the second question is a wait of its own, answered on its own
     step = reloaded.step(Arrived(_asked(run, "Really?")))
     assert not any(isinstance(c, Run) for c in step.commands)
-    step = reloaded.step(Answer("first", reloaded.check_answer("first", {}, ALICE), "alice"))
+    step = reloaded.step(Answer("first", {}, ALICE))
     [again] = [c.subtask for c in step.commands if isinstance(c, Run)]
     assert again.resume == {"answer": {}, "state": {"seen": run.attempt}}
     assert reloaded.usage().calls == 2  # what the asking attempts spent is accounted
     _finish(reloaded, [again, *[r for r in runs if r.subtask_id != "first"]])
-    step = reloaded.step(Answer("ask", {"text": "gamma"}, "alice"))  # the stage's own wait
+    step = reloaded.step(Answer("ask", {"text": "gamma"}, ALICE))  # the stage's own wait
     _finish(reloaded, [c.subtask for c in step.commands if isinstance(c, Run)])
     assert reloaded.state is TaskState.COMPLETED
     assert reloaded.output() == {"text": "ALPHA BETA GAMMA", "count": 3}
@@ -313,7 +324,7 @@ def test_an_agents_question_takes_its_default_and_a_sub_task_asks_a_bounded_numb
     assert run.resume == {"answer": {"go": True}, "state": {"seen": second.attempt}}
     for _ in range(MAX_ASKS - 1):  # it keeps asking; each question is answered at once
         driver.step(Arrived(_asked(run, "And now?")))
-        step = driver.step(Answer("second", {}, "alice"))
+        step = driver.step(Answer("second", {}, ALICE))
         [run] = [c.subtask for c in step.commands if isinstance(c, Run)]
     step = driver.step(Arrived(_asked(run, "One more?")))  # past the bound: it fails
     assert driver.scheduler is not None

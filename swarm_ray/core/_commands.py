@@ -6,8 +6,9 @@ happens next; the orchestrator actor only feeds it inputs and carries out what i
     orchestrator                           driver.step(input) -> Step
       Planned / AskPlanner / PlanFailed  ->    commands: Run, Halt, WakeAt, Replan, Close
       Arrived / Cancel / Wake / AskChild       notices:  Accepted, Retrying, BreakerMoved,
-      Answer / Resume / Broken                           Refused, ChildAdmitted,
-                                                         ChildRefused, ChildSettled
+      Answer / Resume / Broken                           Refused, AnswerRejected,
+                                                         ChildAdmitted, ChildRefused,
+                                                         ChildSettled
 
 Commands change the world (run attempts on agents, stop them, arm a timer, ask a planner,
 wake the task's waiters); notices only inform (metrics, health, audit). Both are closed
@@ -24,6 +25,7 @@ from typing import Any
 from swarm_ray.core._children import ChildOutcome
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.core._plan import Plan
+from swarm_ray.core._principal import Principal
 from swarm_ray.core._subtask import SubTask, SubTaskResult
 from swarm_ray.core._task import TaskRequest
 
@@ -99,12 +101,13 @@ class AskChild:
 
 @dataclass(frozen=True, slots=True)
 class Answer:
-    """A person answered a waiting sub-task (checked first: `TaskDriver.check_answer`)."""
+    """A person answers a waiting sub-task; the driver checks it (`AnswerRejected`)."""
 
     subtask_id: str
-    answer: dict[str, Any]
-    principal: str
-    """Who answered, for the audit trail."""
+    answer: Any
+    """As given: the driver checks it against the sub-task's answer schema."""
+    principal: Principal
+    """Who answers: only the task's owner (or a trusted caller) may."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -208,6 +211,13 @@ class Refused:
 
 
 @dataclass(frozen=True, slots=True)
+class AnswerRejected:
+    """An `Answer` was refused: not the owner, not waiting, or not matching its schema."""
+
+    error: SwarmError
+
+
+@dataclass(frozen=True, slots=True)
 class ChildAdmitted:
     """An `AskChild` was admitted: the child's id, and its outcome if settled already."""
 
@@ -230,7 +240,16 @@ class ChildSettled:
     outcome: ChildOutcome
 
 
-Notice = Accepted | Retrying | BreakerMoved | Refused | ChildAdmitted | ChildRefused | ChildSettled
+Notice = (
+    Accepted
+    | Retrying
+    | BreakerMoved
+    | Refused
+    | AnswerRejected
+    | ChildAdmitted
+    | ChildRefused
+    | ChildSettled
+)
 """What a driver tells the orchestrator without asking anything of it."""
 
 

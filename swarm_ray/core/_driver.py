@@ -1,7 +1,10 @@
 """One task's owner: it decides everything that happens to its task.
 
-`TaskDriver.step(input) -> Step` is the one entry point (see `_commands`): a new task's
-plan or planner, a result, a cancel, a timer, a restart, a failure to take an input in.
+`TaskDriver.step(input) -> Step` is its one method (see `_commands`); the rest is read-only
+facts (state, error, output, usage). Its inputs: what starts the task (`plan_request`'s
+answer), a result, a cancel, a timer, a restart, a person's answer, an agent's child
+sub-task, a failure to take an input in. The driver checks every one itself: answers and
+children are refused by notice, never half taken.
 The driver runs the state machine and the scheduler, issues watermarks, announces events,
 and answers with commands (run these attempts, stop those, arm a timer, ask a planner,
 close) and notices (for metrics and audit). The orchestrator actor carries the commands
@@ -28,6 +31,7 @@ from swarm_ray.core._children import admit_child, child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
+    AnswerRejected,
     Arrived,
     AskChild,
     AskPlanner,
@@ -63,11 +67,10 @@ from swarm_ray.core._errors import (
     error_for_code,
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
-from swarm_ray.core._human import HumanWait, check_answer
+from swarm_ray.core._human import check_answer
 from swarm_ray.core._journal import Blobs, StateStore, should_offload
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
-from swarm_ray.core._principal import Principal
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -263,11 +266,6 @@ class TaskDriver:
                 total = total + scheduler.usage()
         return total
 
-    def view(self) -> TaskRecord:
-        """The record with its scheduler log filled in (for `show`)."""
-        log = tuple(self.scheduler.log) if self.scheduler else ()
-        return self.record.model_copy(update={"log": log})
-
     # ---- persistence -----------------------------------------------------------------
 
     def _save(self) -> None:
@@ -374,18 +372,8 @@ class TaskDriver:
                 self._resume(out)
             case AskChild():
                 self._ask_child(event, out)
-            case Answer(subtask_id=sid, answer=answer, principal=who):
-                if self.scheduler is not None and not self.state.terminal:
-                    wait = self.scheduler.wait_of(sid)
-                    answered = HumanAnswered(
-                        at=self._clock(),
-                        subtask_id=sid,
-                        answer=answer,
-                        principal=who,
-                        review_of=wait.review_of if wait is not None else None,
-                        asked_in=wait.asked_in if wait is not None else None,
-                    )
-                    self._carry(self._feed(answered), out)
+            case Answer():
+                self._answer(event, out)
             case Broken(error=error, subtask_id=subtask_id):
                 self._broken(error, subtask_id, out)
             case _:
@@ -736,47 +724,51 @@ class TaskDriver:
             else None,
         )
 
-    def waiting(self) -> list[HumanWait]:
-        """Sub-tasks waiting for a person, with who may answer (the task's owner)."""
-        if self.scheduler is None or self.state.terminal:
-            return []
-        owner = self.record.owner
-        return [w.model_copy(update={"owner": owner}) for w in self.scheduler.waiting()]
-
-    def check_answer(self, subtask_id: str, answer: Any, principal: Principal) -> dict[str, Any]:
-        """`answer` if `principal` may give it to `subtask_id` now; else why not.
+    def _answer(self, given: Answer, out: Step) -> None:
+        """Take a person's answer to a waiting sub-task, or say why not (`AnswerRejected`).
 
         Only the task's owner answers (a trusted caller, holding the cluster, may answer
-        any task; an admin key that is not the owner's may not). Feed `Answer` after.
-
-        Raises:
-            AnswerRefusedError: the sub-task does not wait for an answer (`not_waiting`:
-                never asked, answered already, past its deadline, or the task ended), or
-                `principal` is not the task's owner (`not_owner`).
-            InvalidInputError: the answer does not match the sub-task's schema (fields
-                in `errors`).
+        any task; an admin key that is not the owner's may not). Refused with
+        `AnswerRefusedError` when the sub-task does not wait for an answer (`not_waiting`:
+        never asked, answered already, past its deadline, or the task ended) or the
+        principal is not the owner (`not_owner`); with `InvalidInputError` when the
+        answer does not match the sub-task's schema (fields in `errors`).
         """
-        owner = self.record.owner
-        if not principal.trusted and principal.id != owner:
-            raise AnswerRefusedError(
-                f"only the owner of task `{self.task_id}` answers its sub-tasks, "
-                f"not `{principal.id}`",
-                task_id=self.task_id,
-                subtask_id=subtask_id,
-                reason="not_owner",
-            )
-        wait = self.scheduler.wait_of(subtask_id) if self.scheduler is not None else None
-        late = wait is not None and wait.deadline is not None and wait.deadline <= self._clock()
-        if wait is None or late or self.state.terminal:
-            why = "past its deadline" if late else f"state {self._status_of(subtask_id)}"
-            raise AnswerRefusedError(
-                f"sub-task `{subtask_id}` of task `{self.task_id}` is not waiting for an "
-                f"answer ({why})",
-                task_id=self.task_id,
-                subtask_id=subtask_id,
-                reason="not_waiting",
-            )
-        return check_answer(wait, answer)
+        sid, who = given.subtask_id, given.principal
+        try:
+            if not who.trusted and who.id != self.record.owner:
+                raise AnswerRefusedError(
+                    f"only the owner of task `{self.task_id}` answers its sub-tasks, "
+                    f"not `{who.id}`",
+                    task_id=self.task_id,
+                    subtask_id=sid,
+                    reason="not_owner",
+                )
+            wait = self.scheduler.wait_of(sid) if self.scheduler is not None else None
+            late = wait is not None and wait.deadline is not None and wait.deadline <= self._clock()
+            if wait is None or late or self.state.terminal:
+                why = "past its deadline" if late else f"state {self._status_of(sid)}"
+                raise AnswerRefusedError(
+                    f"sub-task `{sid}` of task `{self.task_id}` is not waiting for an "
+                    f"answer ({why})",
+                    task_id=self.task_id,
+                    subtask_id=sid,
+                    reason="not_waiting",
+                )
+            checked = check_answer(wait, given.answer)
+        except SwarmError as exc:
+            out.notices.append(AnswerRejected(exc))
+            return
+        assert self.scheduler is not None
+        answered = HumanAnswered(
+            at=self._clock(),
+            subtask_id=sid,
+            answer=checked,
+            principal=who.id,
+            review_of=wait.review_of,
+            asked_in=wait.asked_in,
+        )
+        self._carry(self._feed(answered), out)
 
     def _status_of(self, subtask_id: str) -> str:
         if self.scheduler is None or subtask_id not in {s.id for s in self.scheduler.specs()}:

@@ -14,12 +14,27 @@ from swarm_ray.core._attempts import SubTaskHistory, critical_path, histories
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._human import HumanWait
+from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._subtask import SubTaskSpec
 
 __all__ = ["TaskStatus"]
 
 _VIEW = ConfigDict(frozen=True, extra="forbid")
+
+
+def record_view(driver: TaskDriver) -> TaskRecord:
+    """The task's record with its scheduler log filled in (for `show`)."""
+    log = tuple(driver.scheduler.log) if driver.scheduler else ()
+    return driver.record.model_copy(update={"log": log})
+
+
+def waiting_of(driver: TaskDriver) -> list[HumanWait]:
+    """Sub-tasks waiting for a person, with who may answer (the task's owner)."""
+    if driver.scheduler is None or driver.state.terminal:
+        return []
+    owner = driver.record.owner
+    return [w.model_copy(update={"owner": owner}) for w in driver.scheduler.waiting()]
 
 
 class SubTaskView(BaseModel):
@@ -172,7 +187,7 @@ def status_view(driver: TaskDriver, *, brief: bool = False) -> TaskStatus:
         "updated_at": record.updated_at,
         "warnings": list(record.warnings or (scheduler.warnings if scheduler else ())),
         "error": record.error.model_dump(mode="json") if record.error else None,
-        "waiting": driver.waiting(),
+        "waiting": waiting_of(driver),
     }
     if brief or scheduler is None:
         return TaskStatus(**status)

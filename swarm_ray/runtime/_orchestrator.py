@@ -31,6 +31,7 @@ from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
+    AnswerRejected,
     Arrived,
     AskChild,
     BreakerMoved,
@@ -71,7 +72,7 @@ from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray.core._subtask import SubTaskResult
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._trace import trace_tokens
-from swarm_ray.core._views import TaskStatus, status_view
+from swarm_ray.core._views import TaskStatus, record_view, status_view
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._children import ChildBook, ChildOutcome
 from swarm_ray.runtime._config import compute_prices, secure_state_dir, tune_gc, watermark_key
@@ -372,12 +373,12 @@ class Orchestrator:
         driver = self._driver(task_id, principal)
         await self._drivers.until_ended(task_id, timeout_s)
         await self._turns.committed()
-        return driver.view()
+        return record_view(driver)
 
     async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
         """The task's record: request, plan, state, audit log and scheduler log."""
         await self.recover()
-        return self._driver(task_id, principal).view()
+        return record_view(self._driver(task_id, principal))
 
     async def output(
         self, task_id: str, principal: Principal | None = None
@@ -439,7 +440,7 @@ class Orchestrator:
         driver = self._driver(task_id, principal)
         self._step(driver, Cancel(reason))
         await self._turns.committed()
-        return driver.view()
+        return record_view(driver)
 
     async def answer(
         self,
@@ -462,8 +463,9 @@ class Orchestrator:
         await self.recover()
         who = principal or LOCAL
         driver = self._driver(task_id, who)
-        checked = driver.check_answer(subtask_id, answer, who)
-        self._step(driver, Answer(subtask_id, checked, who.id))
+        for notice in self._step(driver, Answer(subtask_id, answer, who)).notices:
+            if isinstance(notice, AnswerRejected):
+                raise notice.error
         await self._turns.committed()
         return status_view(driver)
 
@@ -670,8 +672,8 @@ class Orchestrator:
                     self._metrics.rejection(reason)
                 case ChildSettled(child_id=child_id, outcome=outcome):
                     self._children.settle(driver.task_id, child_id, outcome)
-                case ChildAdmitted() | ChildRefused():
-                    pass  # answered by `run_child`, which asked
+                case AnswerRejected() | ChildAdmitted() | ChildRefused():
+                    pass  # answered by `answer` and `run_child`, which asked
                 case _:
                     assert_never(notice)
         batches: dict[tuple[str, float], list[Any]] = defaultdict(list)
