@@ -213,6 +213,40 @@ def test_metrics_render_round_trips_through_the_prometheus_parser() -> None:
     assert families["swarm_health_score"].samples[0].value == 1.0
 
 
+def test_counters_reach_ray_as_increases_since_the_last_flush() -> None:
+    """Ray's counters are handed the tallies' increases once a flush, never twice."""
+    handed: list[tuple[str, float, dict[str, str]]] = []
+
+    class Sink:
+        def __init__(self, name: str) -> None:
+            self.name = name
+
+        def inc(self, value: float, tags: dict[str, str]) -> None:
+            handed.append((self.name, value, tags))
+
+    metrics = SwarmMetrics()
+    metrics._m = {n: Sink(n) for n in ("errors", "transitions", "retries", "cost")}  # type: ignore[misc]
+    for _ in range(3):
+        metrics.transition("created", "routing")
+    metrics.cost("a.b.c", 0.25)
+    assert handed == []  # nothing per call
+    metrics.flush()
+    assert sorted(handed) == [
+        ("cost", 0.25, {"agent": "a.b.c"}),
+        ("transitions", 3.0, {"from_state": "created", "to_state": "routing"}),
+    ]
+    handed.clear()
+    metrics.flush()
+    assert handed == []  # the same totals are not handed again
+    metrics.transition("created", "routing")
+    metrics.error("a.b.c", "timeout")
+    metrics.flush()
+    assert sorted(handed) == [
+        ("errors", 1.0, {"agent": "a.b.c", "error_type": "timeout"}),
+        ("transitions", 1.0, {"from_state": "created", "to_state": "routing"}),
+    ]
+
+
 class _NullRayMetrics(dict):  # type: ignore[type-arg]
     def __missing__(self, _key: str) -> _NullRayMetrics:
         return self

@@ -11,28 +11,27 @@ is complete. `SWARM_RAY_AUDIT_DEBUG_SAMPLE` sets the share of traces (default 0.
 all, 0 for none); `SWARM_RAY_AUDIT=0` turns the trail off.
 
 The audit trail is for people and tools reading history; the state store, not this
-trail, is what recovery relies on, so lines go through Python's file buffers and are
-flushed by `flush()` (the orchestrator calls it about once a second) rather than one
-system call per line: the trail must not slow the dispatch of small sub-tasks.
+trail, is what recovery relies on, so lines are queued in memory and written out about
+once a second, on a thread, each file opened once for all its lines (`take`, then
+`write_out`; `flush` does both): the trail must not slow the dispatch of small sub-tasks,
+and opening a new task's file on the event loop was a few percent of its CPU per task.
 """
 
 from __future__ import annotations
 
-import contextlib
 import json
 import logging
 import os
 import re
-from collections import OrderedDict
 from pathlib import Path
-from typing import IO, Any
+from typing import Any
 
 __all__: list[str] = []
 
 logger = logging.getLogger(__name__)
 
-_MAX_OPEN = 128
-"""Files kept open at once (least recently used are closed)."""
+Lines = dict[tuple[str, str], list[str]]
+"""Queued lines by file: (`tasks` or `agents`, name) -> lines."""
 _SAFE = re.compile(r"[^A-Za-z0-9_.\-]")
 
 
@@ -57,7 +56,7 @@ class AuditTrail:
             raise ValueError(f"`debug_sample` must be in [0, 1], got {debug_sample!r}")
         self.root = Path(root)
         self.debug_sample = debug_sample
-        self._files: OrderedDict[tuple[str, str], IO[str]] = OrderedDict()
+        self._pending: Lines = {}
         self._made: set[str] = set()
         self.failures = 0
         """Lines or flushes that could not be written (a full disk, a lost mount)."""
@@ -71,22 +70,6 @@ class AuditTrail:
             return None
         rate = float(os.environ.get("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "0.01"))
         return cls(Path(state_dir) / "audit", debug_sample=rate)
-
-    def _file(self, kind: str, name: str) -> IO[str]:
-        key = (kind, name)
-        handle = self._files.get(key)
-        if handle is not None:
-            self._files.move_to_end(key)
-            return handle
-        path = self.root / kind / f"{_SAFE.sub('_', name)}.jsonl"
-        if kind not in self._made:
-            path.parent.mkdir(parents=True, exist_ok=True)
-            self._made.add(kind)
-        handle = path.open("a", encoding="utf-8")
-        while len(self._files) >= _MAX_OPEN:
-            self._files.popitem(last=False)[1].close()
-        self._files[key] = handle
-        return handle
 
     def write(
         self,
@@ -123,30 +106,40 @@ class AuditTrail:
     def _put(
         self, level: str, body: str, *, task_id: str, trace_id: str, agent: str | None
     ) -> bool:
-        """Write the line: the level, trace, task and agent, then `body`'s fields."""
+        """Queue the line: the level, trace, task and agent, then `body`'s fields."""
         head = {"level": level, "trace_id": trace_id, "task_id": task_id, "agent": agent}
         line = json.dumps(head, separators=(",", ":"))
         if body != "{}":
             line = f"{line[:-1]},{body[1:]}"
-        targets = [("tasks", task_id)] + ([("agents", agent)] if agent else [])
-        for kind, name in targets:
-            try:
-                self._file(kind, name).write(line + "\n")
-            except OSError as exc:
-                self._failed(f"cannot write `{kind}/{name}`", exc)
-                return False
+        self._pending.setdefault(("tasks", task_id), []).append(line)
+        if agent:
+            self._pending.setdefault(("agents", agent), []).append(line)
         return True
 
-    def flush(self) -> None:
-        """Push buffered lines to the files (a failure is counted, never raised)."""
-        for key, handle in list(self._files.items()):
+    def take(self) -> Lines:
+        """The lines queued so far, by file; the queue starts again empty."""
+        taken, self._pending = self._pending, {}
+        return taken
+
+    def write_out(self, lines: Lines) -> None:
+        """Append `lines` (from `take`) to their files; a failure is counted, never raised.
+
+        Safe on a thread of its own while the event loop queues more lines.
+        """
+        for (kind, name), queued in lines.items():
+            path = self.root / kind / f"{_SAFE.sub('_', name)}.jsonl"
             try:
-                handle.flush()
+                if kind not in self._made:
+                    path.parent.mkdir(parents=True, exist_ok=True)
+                    self._made.add(kind)
+                with open(path, "a", encoding="utf-8") as handle:
+                    handle.write("\n".join(queued) + "\n")
             except OSError as exc:
-                self._failed(f"cannot flush `{key[0]}/{key[1]}`", exc)
-                with contextlib.suppress(OSError):
-                    handle.close()
-                self._files.pop(key, None)
+                self._failed(f"cannot write `{kind}/{name}`", exc)
+
+    def flush(self) -> None:
+        """Write every queued line out now."""
+        self.write_out(self.take())
 
     def _failed(self, what: str, exc: OSError) -> None:
         """The trail is for people; a full disk must not stop the tasks it describes."""
@@ -157,6 +150,5 @@ class AuditTrail:
             logger.error("audit trail failing, tasks go on: %s", self.last_error)
 
     def close(self) -> None:
-        """Close every open file."""
-        while self._files:
-            self._files.popitem()[1].close()
+        """Write every queued line out (no file stays open between writes)."""
+        self.flush()

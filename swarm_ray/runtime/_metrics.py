@@ -4,10 +4,13 @@ Ray exports them with a `ray_` prefix (counters gain `_total`). They are created
 inside the process that records them (the orchestrator actor), which owns the
 swarm-level numbers: one process, so every reader sees the same counts.
 
-The same numbers are also tallied in plain Python (`snapshot()`), which the gateway's
-`GET /metrics` renders in the Prometheus text format: whichever gateway replica answers,
-it asks the one orchestrator, so the numbers agree (a `prometheus_client` registry inside
-a replica would only see that replica).
+The numbers are tallied in plain Python (`snapshot()`), which the gateway's `GET /metrics`
+renders in the Prometheus text format: whichever gateway replica answers, it asks the one
+orchestrator, so the numbers agree (a `prometheus_client` registry inside a replica would
+only see that replica). Counters reach Ray from the tallies, as the increase since the
+last `flush()`, which the orchestrator's upkeep calls once a second: Ray exports every few
+seconds anyway, and a `ray.util.metrics` call per task transition was a tenth of the
+orchestrator's CPU per gateway request.
 """
 
 from __future__ import annotations
@@ -23,6 +26,15 @@ DURATION_BOUNDARIES = [0.001, 0.005, 0.01, 0.05, 0.1, 0.5, 1, 5, 10, 30, 60, 300
 
 Labels = tuple[tuple[str, str], ...]
 
+_RAY_COUNTERS = {
+    "agent_error": "errors",
+    "swarm_task_transitions": "transitions",
+    "swarm_watermark_rejections": "rejections",
+    "swarm_retries": "retries",
+    "swarm_cost": "cost",
+}
+"""Each tallied counter's `ray.util.metrics` counter (in `SwarmMetrics._m`)."""
+
 
 class SwarmMetrics:
     """The orchestrator's metrics, recorded with tags (and tallied for `snapshot()`)."""
@@ -32,6 +44,8 @@ class SwarmMetrics:
         self._gauges: dict[str, dict[Labels, float]] = defaultdict(dict)
         # per agent: bucket counts (one per boundary, then +Inf), sum
         self._durations: dict[str, tuple[list[int], list[float]]] = {}
+        self._flushed: dict[tuple[str, Labels], float] = {}
+        """Each counter series' total as last handed to Ray (`flush`)."""
 
     def _count(self, name: str, **labels: str) -> None:
         self._counters[name][tuple(sorted(labels.items()))] += 1
@@ -60,6 +74,16 @@ class SwarmMetrics:
             },
             "boundaries": list(DURATION_BOUNDARIES),
         }
+
+    def flush(self) -> None:
+        """Hand Ray each counter's increase since the last flush."""
+        for name, series in self._counters.items():
+            metric = self._m[_RAY_COUNTERS[name]]
+            for labels, total in series.items():
+                increase = total - self._flushed.get((name, labels), 0.0)
+                if increase > 0:
+                    metric.inc(increase, tags=dict(labels))
+                    self._flushed[(name, labels)] = total
 
     @functools.cached_property
     def _m(self) -> dict[str, Any]:
@@ -115,27 +139,22 @@ class SwarmMetrics:
 
     def error(self, agent: str, error_type: str) -> None:
         """Count a failed attempt."""
-        self._m["errors"].inc(tags={"agent": agent, "error_type": error_type})
         self._count("agent_error", agent=agent, error_type=error_type)
 
     def transition(self, from_state: str, to_state: str) -> None:
         """Count a task state transition."""
-        self._m["transitions"].inc(tags={"from_state": from_state, "to_state": to_state})
         self._count("swarm_task_transitions", from_state=from_state, to_state=to_state)
 
     def rejection(self, reason: str) -> None:
         """Count a refused result."""
-        self._m["rejections"].inc(tags={"reason": reason})
         self._count("swarm_watermark_rejections", reason=reason)
 
     def retry(self, agent: str, kind: str) -> None:
         """Count a retry or a fallback."""
-        self._m["retries"].inc(tags={"agent": agent, "kind": kind})
         self._count("swarm_retries", agent=agent, kind=kind)
 
     def cost(self, agent: str, amount: float) -> None:
         """Add what an accepted attempt cost."""
-        self._m["cost"].inc(amount, tags={"agent": agent})
         self._counters["swarm_cost"][(("agent", agent),)] += amount
 
     def breaker(self, agent: str, state: int) -> None:

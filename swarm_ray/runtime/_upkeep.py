@@ -3,7 +3,7 @@
 `Observer` records what happens (metric tallies, capability health, the audit trail,
 OpenTelemetry traces when an endpoint is set) in one place; `start_upkeep` runs the
 background loops: releasing idle agents, probing the Serve capabilities' health, and
-flushing the audit trail.
+flushing the metrics to Ray and the audit trail to its files.
 """
 
 from __future__ import annotations
@@ -127,10 +127,19 @@ async def _reap_idle_agents(pool: ActorPoolExecutor, idle_s: float) -> None:
 
 
 async def _flush_audit(audit: AuditTrail) -> None:
-    """Write the audit trail's buffered lines out about once a second."""
+    """Write the audit trail's queued lines out about once a second, off the event loop."""
     while True:
         await asyncio.sleep(1.0)
-        audit.flush()
+        lines = audit.take()
+        if lines:
+            await asyncio.to_thread(audit.write_out, lines)
+
+
+async def _flush_metrics(metrics: SwarmMetrics) -> None:
+    """Hand Ray the counters' increases about once a second (see `_metrics`)."""
+    while True:
+        await asyncio.sleep(1.0)
+        metrics.flush()
 
 
 async def _probe_deployments(serve: ServeExecutor, observer: Observer, interval_s: float) -> None:
@@ -161,6 +170,7 @@ def start_upkeep(
     tasks = [
         loop.create_task(_reap_idle_agents(pool, agent_idle_s)),
         loop.create_task(_probe_deployments(serve, observer, health_interval_s)),
+        loop.create_task(_flush_metrics(observer.metrics)),
     ]
     if observer.audit is not None:
         tasks.append(loop.create_task(_flush_audit(observer.audit)))
