@@ -20,6 +20,7 @@ import logging
 import os
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any, assert_never
 
@@ -90,7 +91,7 @@ from swarm_ray.runtime._intake import (
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
 from swarm_ray.runtime._results import ResultStore
-from swarm_ray.runtime._rollout import RolloutWriter, record_rollout
+from swarm_ray.runtime._rollout import RolloutWriter
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._store import open_state_store
 from swarm_ray.runtime._tasks import InFlight, TaskTable
@@ -150,6 +151,13 @@ class Orchestrator:
         self._recovered: asyncio.Task[int] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._children = ChildBook()
+        self._on_end: tuple[Callable[[TaskDriver], None], ...] = (
+            self._observer.ended,  # its root span
+            self._count_spend,  # on its owner's daily tally
+            self._ended,  # its waiters woken, its uploads freed if it asked
+            self._rollouts.record,  # its rollout, Parquet under the result store
+        )
+        """What happens when a task ends, in order; each keeps its own failures."""
         context = ray.get_runtime_context()
         self._name = f"{context.namespace}/{context.get_actor_name()}"
         self.started_at = time.time()
@@ -689,10 +697,8 @@ class Orchestrator:
                 case Replan():
                     self._inflight.spawn(driver.task_id, [PLAN_SUBTASK], self._replan(driver))
                 case Close():
-                    self._observer.ended(driver.record, driver.usage())
-                    self._count_spend(driver)
-                    self._ended(driver)
-                    record_rollout(driver, self._rollouts)  # Parquet under the result store
+                    for observer in self._on_end:
+                        observer(driver)
                 case _:
                     assert_never(command)
         for (cid, delay), subtasks in batches.items():

@@ -440,6 +440,22 @@ class RolloutWriter:
         if not self._busy:
             self._schedule()
 
+    def record(self, driver: TaskDriver) -> None:
+        """An observer of task ends: build the ended task's rollout and queue it.
+
+        The rows are built here, on the event loop, while nothing else touches the
+        scheduler; Arrow and Parquet encoding and the store write run on the writer's
+        thread, once per batch. A failure is logged, never raised.
+        """
+        if not enabled() or driver.scheduler is None:
+            return
+        try:
+            rows = rollout_rows(driver.record, driver.scheduler, self.results)
+        except Exception:
+            log.exception("could not build the rollout of task `%s`", driver.task_id)
+            return
+        self.add(driver.task_id, rows)
+
     async def drain(self) -> None:
         """Wait until every rollout added so far is written (or failed and logged)."""
         while self._busy:
@@ -476,21 +492,3 @@ def _write_logged(results: ResultStore, batch: list[tuple[str, tuple[pa.Table, p
     except Exception:  # a rollout is a by-product: losing one must not hurt the task
         ids = ", ".join(f"`{task_id}`" for task_id, _ in batch)
         log.exception("could not write the rollouts of tasks %s under %r", ids, results)
-
-
-def record_rollout(driver: TaskDriver, writer: RolloutWriter) -> None:
-    """The orchestrator's hook when a task ends: build its rollout, queue it for writing.
-
-    The rows are built here, on the event loop, while nothing else touches the
-    scheduler; Arrow and Parquet encoding and the store write run on the writer's
-    thread, once per batch. A
-    failure is logged, never raised.
-    """
-    if not enabled() or driver.scheduler is None:
-        return
-    try:
-        rows = rollout_rows(driver.record, driver.scheduler, writer.results)
-    except Exception:
-        log.exception("could not build the rollout of task `%s`", driver.task_id)
-        return
-    writer.add(driver.task_id, rows)

@@ -16,9 +16,9 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
+from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._errors import ErrorCode, SwarmError
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core._subtask import SubTaskResult
 from swarm_ray.core._task import TaskEvent
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._executors import ActorPoolExecutor, ServeExecutor
@@ -103,11 +103,11 @@ class Observer:
                 agent=result.agent or result.capability_id,
             )
 
-    def ended(self, record: TaskRecord, usage: TokenUsage) -> None:
+    def ended(self, driver: TaskDriver) -> None:
         """A task ended (completed, failed or cancelled): its root span."""
         if self.traces is not None:
-            with _traced(f"task `{record.task_id}`'s root span"):
-                self.traces.ended(record, usage)
+            with _traced(f"task `{driver.task_id}`'s root span"):
+                self.traces.ended(driver.record, driver.usage())
 
 
 @contextlib.contextmanager
