@@ -205,28 +205,41 @@ def test_uploads_expire_count_and_delete(tmp_path: Path, monkeypatch: pytest.Mon
     monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "0")
     with pytest.raises(Exception, match="no upload"):
         uploads.resolve(ALICE, ids[1], where="items[0]")
-    assert uploads.list(ALICE) == []  # and its bytes are gone
+    assert uploads.list(ALICE) == [] and uploads.usage(ALICE) == (0, 0)  # not counted
+    assert uploads.sweep() == 1  # and the sweep frees its bytes
     monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
     assert uploads.usage(ALICE) == (0, 0)
     assert not (tmp_path / "results" / "uploads" / ALICE.tag / ids[1]).exists()
 
 
-def test_every_owners_expired_uploads_are_swept_at_most_once_a_minute(
+def test_the_sweep_frees_expired_uploads_but_those_open_tasks_name(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    """An upload past its TTL that a running task still reads is kept until the task
+    ends (a long job must not lose its input mid-run); an owner who never comes back
+    has theirs freed all the same."""
     now = [1000.0]
     uploads = Uploads(ResultStore(str(tmp_path / "results")), clock=lambda: now[0])
-    writer = uploads.writer(BOB, "b.pdf", max_bytes=10_000)
-    writer.write(b"%PDF-1.4\n" + b"x" * 1000)
-    bobs = tmp_path / "results" / "uploads" / BOB.tag / writer.commit().id
+
+    def upload(who: Principal) -> tuple[str, Path]:
+        writer = uploads.writer(who, "b.pdf", max_bytes=10_000)
+        writer.write(b"%PDF-1.4\n" + b"x" * 1000)
+        file_id = writer.commit().id
+        return file_id, tmp_path / "results" / "uploads" / who.tag / file_id
+
+    _, bobs = upload(BOB)
+    alices_id, alices = upload(ALICE)
     monkeypatch.setenv("SWARM_RAY_UPLOAD_TTL", "30")
-    assert uploads.list(ALICE) == [] and bobs.exists()  # a sweep, nothing expired yet
-    now[0] = 1040.0  # bob's upload has expired, and bob does not come back
-    assert uploads.list(ALICE) == [] and bobs.exists()  # swept 40 s ago: not again yet
-    now[0] = 1061.0
-    assert uploads.usage(ALICE) == (0, 0) and not bobs.exists()  # alice's count swept it
+    assert uploads.sweep() == 0 and bobs.exists() and alices.exists()  # nothing expired
+    now[0] = 1040.0  # both expired; alice's is named by an open task
+    in_use = {(ALICE.tag, alices_id)}
+    assert uploads.info(ALICE, alices_id) is None  # a new task may not name it
+    assert uploads.sweep(in_use) == 1 and not bobs.exists() and alices.exists()
+    assert uploads.sweep(set()) == 1 and not alices.exists()  # its task ended
     monkeypatch.delenv("SWARM_RAY_UPLOAD_TTL")
-    assert not uploads.sweep()  # no TTL: nothing expires, nothing to sweep
+    upload(BOB)
+    now[0] = 1e9
+    assert uploads.sweep() == 0  # no TTL: nothing expires
 
 
 def test_http_callers_see_uploads_and_task_files_by_id_never_by_server_path(

@@ -180,6 +180,8 @@ class Orchestrator:
             self._observer,
             agent_idle_s=float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60")),
             health_interval_s=float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10")),
+            uploads=self._layout.uploads,
+            uploads_in_use=self._uploads_in_use,
         )
         resumed = 0
         for n, task_id in enumerate(self._store.list_tasks(open_only=True)):
@@ -261,6 +263,15 @@ class Orchestrator:
             self._spend.ended(driver.record.owner, driver.task_id, driver.usage())
         except StateStoreError as exc:  # the task's own end is stored; the tally waits
             _log.warning("task %s: its spend was not counted: %s", driver.task_id, exc)
+
+    def _uploads_in_use(self) -> set[tuple[str, str]]:
+        """(principal tag, file id) of every upload an open task names: never swept."""
+        return {
+            (Principal(id=d.record.owner).tag, file_id)
+            for d in self._drivers
+            if d.record.owner is not None and not d.state.terminal
+            for file_id in named_uploads(d.record.request)
+        }
 
     def _free_uploads(self, record: TaskRecord) -> None:
         """Delete the owner's uploads an ended task names, when its request asks to."""

@@ -2,8 +2,9 @@
 
 `Observer` records what happens (metric tallies, capability health, the audit trail,
 OpenTelemetry traces when an endpoint is set) in one place; `start_upkeep` runs the
-background loops: releasing idle agents, probing the Serve capabilities' health, and
-flushing the metrics to Ray and the audit trail to its files.
+background loops: releasing idle agents, probing the Serve capabilities' health,
+flushing the metrics to Ray and the audit trail to its files, and sweeping expired
+uploads that no open task names.
 """
 
 from __future__ import annotations
@@ -13,7 +14,7 @@ import contextlib
 import json
 import logging
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from typing import Any
 
 from swarm_ray.core._driver import TaskDriver
@@ -25,6 +26,7 @@ from swarm_ray.runtime._executors import ActorPoolExecutor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
+from swarm_ray.runtime._uploads import SWEEP_EVERY_S, Uploads
 
 __all__: list[str] = []
 
@@ -142,6 +144,17 @@ async def _flush_metrics(metrics: SwarmMetrics) -> None:
         metrics.flush()
 
 
+async def _sweep_uploads(uploads: Uploads, in_use: Callable[[], set[tuple[str, str]]]) -> None:
+    """Remove expired uploads no open task names, once a `SWEEP_EVERY_S` (see `_uploads`)."""
+    while True:
+        await asyncio.sleep(SWEEP_EVERY_S)
+        keep = in_use()  # on the event loop, where the drivers are
+        try:
+            await asyncio.to_thread(uploads.sweep, keep)
+        except Exception:  # a store that failed this once: the next sweep tries again
+            _log.exception("sweeping expired uploads failed")
+
+
 async def _probe_deployments(serve: ServeExecutor, observer: Observer, interval_s: float) -> None:
     """Health-check every deployed Serve capability; see `swarm_ray.runtime._health`."""
     health = observer.health
@@ -164,6 +177,8 @@ def start_upkeep(
     *,
     agent_idle_s: float,
     health_interval_s: float,
+    uploads: Uploads,
+    uploads_in_use: Callable[[], set[tuple[str, str]]],
 ) -> list[asyncio.Task[None]]:
     """Start the background loops on the running event loop; returns their tasks."""
     loop = asyncio.get_running_loop()
@@ -171,6 +186,7 @@ def start_upkeep(
         loop.create_task(_reap_idle_agents(pool, agent_idle_s)),
         loop.create_task(_probe_deployments(serve, observer, health_interval_s)),
         loop.create_task(_flush_metrics(observer.metrics)),
+        loop.create_task(_sweep_uploads(uploads, uploads_in_use)),
     ]
     if observer.audit is not None:
         tasks.append(loop.create_task(_flush_audit(observer.audit)))

@@ -13,9 +13,10 @@ first bytes must be a PDF or one of the video containers the video workload read
 
 An upload lives until its owner deletes it (`DELETE /v1/files/{id}`) or, when the
 operator sets `SWARM_RAY_UPLOAD_TTL` (seconds), until it is that old: an expired upload
-is no longer found (a task naming it is refused) and its bytes are removed the next
-time any caller's uploads are listed or counted (every upload counts them, for its quota):
-then every principal's expired uploads are swept, at most once a `SWEEP_EVERY_S`.
+is no longer found (a new task naming it is refused, it is not listed nor counted toward
+the quota). Its bytes are removed by the orchestrator's sweep, once a `SWEEP_EVERY_S`,
+which keeps every upload an open task names: a long job never loses its input because
+the file outlived its TTL mid-run (it is freed at the next sweep after the task ends).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ import os
 import re
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
@@ -44,7 +45,7 @@ FILE_ID = re.compile(r"^file-[0-9a-f]{24}$")
 """What a file id looks like (OpenAI's files API uses the same prefix)."""
 _META = ".upload.json"
 SWEEP_EVERY_S = 60.0
-"""The shortest time between two sweeps of every principal's expired uploads."""
+"""How often the orchestrator sweeps every principal's expired uploads."""
 _SAFE = re.compile(r"[^A-Za-z0-9._\-]+")
 
 _KINDS: dict[str, tuple[str, ...]] = {
@@ -213,7 +214,6 @@ class Uploads:
         self._root = f"{store.root}/uploads"
         self.clock = clock
         """The time uploads are made and expire by (a fake one in tests)."""
-        self._swept = float("-inf")
 
     def directory(self, principal: Principal, file_id: str) -> str:
         """Filesystem path of one upload's folder."""
@@ -291,47 +291,48 @@ class Uploads:
             )
         return self._location(f"{self.directory(principal, file_id)}/{info.filename}")
 
-    def sweep(self) -> bool:
-        """Remove every principal's expired uploads, unless swept under `SWEEP_EVERY_S` ago.
+    def sweep(self, in_use: Collection[tuple[str, str]] = ()) -> int:
+        """Remove every principal's expired uploads but those `in_use`; how many went.
 
-        Returns whether it swept (never without `SWARM_RAY_UPLOAD_TTL`).
+        `in_use` holds (principal tag, file id) of the uploads open tasks name. Nothing
+        expires without `SWARM_RAY_UPLOAD_TTL`.
         """
-        now = self.clock()
-        if self.ttl_s() is None or now - self._swept < SWEEP_EVERY_S:
-            return False
-        self._swept = now
+        if self.ttl_s() is None:
+            return 0
         with self.guard("sweep"):
             owners = self.fs.get_file_info(pafs.FileSelector(self._root, allow_not_found=True))
+        removed = 0
         for owner in owners:
-            if owner.type == pafs.FileType.Directory:
-                self._live(owner.path)
-        return True
+            if owner.type != pafs.FileType.Directory:
+                continue
+            for entry, info in self._entries(owner.path):
+                if self._expired(info) and (owner.base_name, info.id) not in in_use:
+                    with contextlib.suppress(OSError, pa.ArrowException):
+                        self.fs.delete_dir(entry)
+                        removed += 1
+        return removed
 
-    def _live(self, owner_dir: str) -> list[UploadInfo]:
-        """The live uploads in one principal's folder; expired ones are removed."""
+    def _entries(self, owner_dir: str) -> list[tuple[str, UploadInfo]]:
+        """Every upload in one principal's folder (expired ones too), with its folder."""
         selector = pafs.FileSelector(owner_dir, allow_not_found=True)
-        found = []
         with self.guard("list"):
             entries = self.fs.get_file_info(selector)
+        found = []
         for entry in entries:
             if entry.type != pafs.FileType.Directory or not FILE_ID.match(entry.base_name):
                 continue
             info = self._meta(entry.path)
-            if info is not None and not self._expired(info):
-                found.append(info)
-            elif info is not None:
-                with contextlib.suppress(OSError, pa.ArrowException):
-                    self.fs.delete_dir(entry.path)
+            if info is not None:
+                found.append((entry.path, info))
         return found
 
     def list(self, principal: Principal, limit: int | None = 100) -> list[UploadInfo]:
-        """The principal's live uploads, newest first; expired ones are removed here.
-
-        Every principal's expired uploads are swept first, at most once a `SWEEP_EVERY_S`,
-        so the bytes of an owner who never comes back are freed too.
-        """
-        self.sweep()
-        found = self._live(f"{self._root}/{principal.tag}")
+        """The principal's live uploads, newest first (expired ones are left out)."""
+        found = [
+            info
+            for _, info in self._entries(f"{self._root}/{principal.tag}")
+            if not self._expired(info)
+        ]
         found.sort(key=lambda i: i.created_at, reverse=True)
         return found if limit is None else found[:limit]
 
