@@ -2,10 +2,12 @@
 
 A real multi-node Ray cluster on this machine (`ray.cluster_utils.Cluster`: a head and two
 workers, each its own raylet), a swarm on it, and a job; once some of the job's sub-tasks
-have finished and others are running, one worker node is removed. Prints one JSON line
-per job: the state, every sub-task's attempts and the retry events, for the test to judge.
+have finished and others are running, one worker node is removed. Each job named runs in
+turn on the same cluster and swarm, a fresh worker joining before the next one (one
+cluster's start-up for all). Prints one JSON line per job: the state, every sub-task's
+attempts and the retry events, for the test to judge.
 
-    python tests/node_loss.py video|documents STATE_DIR
+    python tests/node_loss.py STATE_DIR video [documents ...]
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 
-def main(job: str, state_dir: str) -> int:
+def main(state_dir: str, jobs: list[str]) -> int:
     import ray
     from ray.cluster_utils import Cluster
 
@@ -34,7 +36,7 @@ def main(job: str, state_dir: str) -> int:
         },
     )
     try:
-        return _scenario(cluster, job, state_dir)
+        return _scenarios(cluster, jobs, state_dir)
     finally:
         # Also when the scenario fails: the cluster's shutdown removes the address it
         # wrote to /tmp/ray/ray_current_cluster, which a later plain `ray.init()` joins.
@@ -42,13 +44,13 @@ def main(job: str, state_dir: str) -> int:
         cluster.shutdown()
 
 
-def _scenario(cluster: Any, job: str, state_dir: str) -> int:
+def _scenarios(cluster: Any, jobs: list[str], state_dir: str) -> int:
     import ray
 
     import swarm_ray
-    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
 
-    workers = [cluster.add_node(num_cpus=2) for _ in range(2)]
+    for _ in range(2):
+        cluster.add_node(num_cpus=2)
     ray.init(address=cluster.address, log_to_driver=False)
     cluster.wait_for_nodes()
     work = Path(state_dir)
@@ -57,6 +59,23 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
         state_dir=work / "state",
         name="swarm-node-loss",
     )
+    for n, job in enumerate(jobs):
+        if n:  # the node lost last time is replaced, as an autoscaler would
+            cluster.add_node(num_cpus=2)
+            cluster.wait_for_nodes()
+        _scenario(cluster, swarm, job, work / job)
+    swarm.shutdown()
+    return 0
+
+
+def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
+    """Run `job`, remove a worker mid-way, print the outcome as a JSON line."""
+    import ray
+
+    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
+
+    workers = sorted(cluster.worker_nodes, key=lambda w: w.unique_id)
+    work.mkdir(parents=True)
     if job == "video":
         from swarm_ray.video import generate_sample_video
 
@@ -145,9 +164,7 @@ def _scenario(cluster: Any, job: str, state_dir: str) -> int:
         ),
         flush=True,
     )
-    swarm.shutdown()
-    return 0
 
 
 if __name__ == "__main__":
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(sys.argv[1], sys.argv[2:]))

@@ -24,26 +24,36 @@ pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
 SCENARIO = Path(__file__).with_name("node_loss.py")
 
 
-def _run(job: str, tmp_path: Path) -> dict[str, Any]:
+JOBS = ("video", "documents")
+
+
+@pytest.fixture(scope="module")
+def outcomes(tmp_path_factory: pytest.TempPathFactory) -> dict[str, dict[str, Any]]:
+    """Both jobs, one after the other on one cluster (`node_loss.py`), by job."""
     env = {**os.environ, "SWARM_RAY_AGENT_IDLE_S": "30", "RAY_DEDUP_LOGS": "0"}
     env.pop("RAY_ADDRESS", None)
     done = subprocess.run(
-        [sys.executable, str(SCENARIO), job, str(tmp_path)],
+        [sys.executable, str(SCENARIO), str(tmp_path_factory.mktemp("node-loss")), *JOBS],
         capture_output=True,
         text=True,
         timeout=800,
         env=env,
         cwd=Path(__file__).resolve().parent.parent,
     )
-    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
-    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
-    outcome: dict[str, Any] = json.loads(lines[-1])
-    return outcome
+    found = {}
+    for line in done.stdout.splitlines():
+        if line.startswith("{"):
+            outcome = json.loads(line)
+            found[outcome["job"]] = outcome
+    assert done.returncode == 0 and set(found) == set(JOBS), (
+        done.stdout[-3000:] + done.stderr[-3000:]
+    )
+    return found
 
 
-@pytest.mark.parametrize("job", ["video", "documents"])
-def test_a_job_survives_losing_a_worker_node(job: str, tmp_path: Path) -> None:
-    outcome = _run(job, tmp_path)
+@pytest.mark.parametrize("job", JOBS)
+def test_a_job_survives_losing_a_worker_node(job: str, outcomes: dict[str, dict[str, Any]]) -> None:
+    outcome = outcomes[job]
     assert outcome["state"] == "completed", outcome["error"]
     assert outcome["removed"].get("node"), "the worker was never removed mid-job"
     assert not outcome["removed_alive"]  # the control store saw the node go
