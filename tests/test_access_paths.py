@@ -23,8 +23,8 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._limits import RequestLimits
 from swarm_ray.core._principal import Principal
-from swarm_ray.documents._capabilities import ParseIn
 from swarm_ray.documents._parse import locate
+from swarm_ray.documents._stage_inputs import ParseIn
 from swarm_ray.runtime._intake import Layout, take_in
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore

@@ -30,9 +30,6 @@ from swarm_ray.documents import (
     normalise_facts,
 )
 from swarm_ray.documents._capabilities import (
-    CrossCheckIn,
-    JudgeIn,
-    ReportIn,
     cross_check,
     extract_llm,
     judge_quality,
@@ -41,6 +38,7 @@ from swarm_ray.documents._capabilities import (
 from swarm_ray.documents._llm_extract import RULES_CONFIDENCE_THRESHOLD, CrossCheck
 from swarm_ray.documents._llm_facts import keyword_window
 from swarm_ray.documents._parse import DocumentMetadata, PageText
+from swarm_ray.documents._stage_inputs import CrossCheckIn, JudgeIn, ReportIn
 from swarm_ray.llm import ScriptedEngine, use_engine
 from tests.support import done
 

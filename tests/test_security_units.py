@@ -18,8 +18,8 @@ from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import Planned
 from swarm_ray.core._limits import RequestLimits, json_depth
 from swarm_ray.core._principal import LOCAL, Principal, scoped_task_id
-from swarm_ray.documents._capabilities import ParseIn
 from swarm_ray.documents._index import IndexRequest
+from swarm_ray.documents._stage_inputs import ParseIn
 from swarm_ray.gateway._limits import json_nesting
 from swarm_ray.runtime._intake import Layout, take_in
 from swarm_ray.runtime._results import ResultStore

@@ -19,17 +19,7 @@ model and matplotlib are likewise imported on first use, not with the package.
 
 from __future__ import annotations
 
-from swarm_ray.documents._capabilities import (
-    CompareIn,
-    CrossCheckIn,
-    ExtractIn,
-    JudgeIn,
-    Judgement,
-    NormaliseIn,
-    ParseIn,
-    ReportIn,
-    documents_catalog,
-)
+from swarm_ray.documents._capabilities import documents_catalog
 from swarm_ray.documents._compare import (
     CellStatus,
     Comparison,
@@ -99,6 +89,16 @@ from swarm_ray.documents._parse import (
     parse_pdf,
 )
 from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
+from swarm_ray.documents._stage_inputs import (
+    CompareIn,
+    CrossCheckIn,
+    ExtractIn,
+    JudgeIn,
+    Judgement,
+    NormaliseIn,
+    ParseIn,
+    ReportIn,
+)
 from swarm_ray.documents._units import (
     NormalisationResult,
     Unit,
