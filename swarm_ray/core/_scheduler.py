@@ -4,12 +4,13 @@ A sub-task is dispatched as soon as its own dependencies have settled (partial r
 no barrier between stages). Only failed sub-tasks are retried, with backoff; when the
 retries run out, or an output's confidence is under the capability's threshold, the
 sub-task switches to the capability's fallback. Each capability has a circuit breaker.
-Dynamic rules add sub-tasks when an output matches; feedback loops rerun a stage with
-its judge's feedback. A stage that asks a person (`await_human`) holds each ready sub-task
-as `waiting` until an answer event, or its deadline, comes (`core._human`). Everything
-is decided from the events alone, so replaying a task's event log through a fresh
-scheduler rebuilds the same state. What is known of one sub-task sits in one record
-(`core._node`).
+Everything is decided from the events alone, so replaying a task's event log through a
+fresh scheduler rebuilds the same state.
+
+A stage that asks a person (`await_human`) holds each ready sub-task as `waiting` until
+an answer event, or its deadline, comes (`core._human`). Beside it, a module each: what is
+known of one sub-task (`core._node`, one record each) and the work an accepted result
+adds (`core._expand`: `for_each`, dynamic rules, feedback loops).
 """
 
 from __future__ import annotations
@@ -21,29 +22,12 @@ from pydantic import TypeAdapter
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
-from swarm_ray.core._dynamic import (
-    next_round,
-    output_path,
-    result_field,
-    rule_matches,
-    rule_subtask,
-)
-from swarm_ray.core._errors import (
-    ErrorCode,
-    InputNotAllowedError,
-    InvalidInputError,
-    InvalidPlanError,
-)
+from swarm_ray.core._dynamic import output_path, result_field
+from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
+from swarm_ray.core._expand import Expansion
 from swarm_ray.core._human import ANSWER_MARKER, REVIEW_SCHEMA, HumanAsk, HumanWait
 from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
-from swarm_ray.core._plan import (
-    FROM_MARKER,
-    TASK_MARKER,
-    Plan,
-    each_elements,
-    nesting_depth,
-    stage_subtask,
-)
+from swarm_ray.core._plan import FROM_MARKER, TASK_MARKER, Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import (
     AwaitHuman,
@@ -56,8 +40,6 @@ from swarm_ray.core._signals import (
     Dispatch,
     FailTask,
     Fallback,
-    FannedOut,
-    FeedbackRoundStarted,
     FinishTask,
     HumanAnswered,
     HumanSettled,
@@ -65,7 +47,6 @@ from swarm_ray.core._signals import (
     ResultRejected,
     Retry,
     ReviewRequested,
-    RuleFired,
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
@@ -78,7 +59,6 @@ from swarm_ray.core._signals import (
     Warn,
 )
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
-from swarm_ray.core._template import FOR_EACH
 
 __all__: list[str] = []
 
@@ -100,7 +80,7 @@ _BREAKER_CODES = frozenset(
 _S = SubTaskStatus
 
 
-class Scheduler:
+class Scheduler(Expansion):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -816,129 +796,6 @@ class Scheduler:
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
-
-    def _expand_each(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output.
-
-        Stages depending on such a stage waited on `sid` until now; they wait on the new
-        sub-tasks too. A value that is not a list, or a list over the stage's `max_each`,
-        fails the task naming the stage.
-        """
-        source = self._nodes[sid].spec
-        out: list[Intent] = []
-        for stage in self.plan.template.stages:
-            found = FOR_EACH.match(stage.for_each or "")
-            if found is None or found.group("stage") != source.stage:
-                continue
-            try:
-                elements = each_elements(
-                    stage,
-                    output_path(result.output, found.group("path")),
-                    where=f"`{stage.for_each}` (the output of `{sid}`)",
-                )
-            except InvalidPlanError as exc:
-                return out + self._end(exc.message, ErrorCode.INVALID_PLAN, sid)
-            added = []
-            for index, element in enumerate(elements):
-                spec = stage_subtask(
-                    stage,
-                    request=self.plan.request,
-                    item=None,
-                    dimension=None,
-                    depends_on={source.stage: ([sid], False)},
-                    workdir=self.plan.workdir,
-                    each=element,
-                    each_index=index,
-                )
-                self._add(spec, origin="each")
-                added.append(spec.id)
-            waiting = {s.name for s in self.plan.template.stages if stage.name in s.depends_on}
-            for other in self._nodes.values():
-                if other.spec.stage in waiting and other.status is _S.PENDING:
-                    other.spec = other.spec.model_copy(
-                        update={"depends_on": (*other.spec.depends_on, *added)}
-                    )
-                    for new in added:
-                        self._nodes[new].dependents.append(other.spec.id)
-            out.append(FannedOut(stage=stage.name, source=sid, added=tuple(added)))
-        return out
-
-    def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Add the stage of each dynamic rule that `sid`'s output matches (once per rule)."""
-        out: list[Intent] = []
-        source = self._nodes[sid].spec
-        template = self.plan.template
-        for rule in template.rules:
-            if rule.when_stage != source.stage or not rule_matches(rule, result.output):
-                continue
-            spec = rule_subtask(self.plan, rule, source)
-            if spec.id in self._nodes:
-                continue
-            specs = {k: node.spec for k, node in self._nodes.items()}
-            depth = nesting_depth({**specs, spec.id: spec}, spec.id)
-            if depth > template.max_depth:
-                out.append(
-                    self._warn(
-                        f"rule `{rule.name}` matched `{sid}` but `{spec.id}` would nest "
-                        f"{depth} deep, over the limit of {template.max_depth}; not run",
-                        sid,
-                    )
-                )
-                continue
-            self._add(spec, origin="rule")
-            for other in self._nodes.values():
-                if (
-                    other.spec.partial_ok
-                    and other.status is _S.PENDING
-                    and self._depends_on(other.spec.id, sid)
-                ):
-                    deps = (*other.spec.depends_on, spec.id)
-                    other.spec = other.spec.model_copy(update={"depends_on": deps})
-                    self._nodes[spec.id].dependents.append(other.spec.id)
-            out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
-        return out
-
-    def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Start the next round of the loop whose judge `sid` is, if its verdict finds fault."""
-        judge = self._nodes[sid].spec
-        for loop in self.plan.template.loops:
-            if loop.judge != judge.stage or output_path(result.output, loop.verdict_field):
-                continue
-            if judge.round >= loop.max_rounds:
-                message = (
-                    f"judge `{sid}` still finds fault after {judge.round} round(s); "
-                    "kept the last version"
-                )
-                return [self._warn(message, sid)]
-            gen_id = next(d for d in judge.depends_on if self._nodes[d].spec.stage == loop.stage)
-            new_gen, new_judge = next_round(loop, judge, self._nodes[gen_id].spec, result.output)
-            for spec in (new_gen, new_judge):
-                self._add(spec, origin="feedback")
-            self._nodes[gen_id].replaced_by = new_gen.id
-            self._nodes[sid].replaced_by = new_judge.id
-            self._nodes[new_gen.id].previous = gen_id
-            self._nodes[new_judge.id].previous = sid
-            return [
-                FeedbackRoundStarted(
-                    stage=loop.stage,
-                    judge_subtask=sid,
-                    round=new_judge.round,
-                    added=(new_gen.id, new_judge.id),
-                )
-            ]
-        return []
-
-    def _depends_on(self, sid: str, target: str) -> bool:
-        """Whether `sid` depends on `target`, directly or through other sub-tasks."""
-        stack, seen = [sid], set()
-        while stack:
-            for dep in self._nodes[stack.pop()].spec.depends_on:
-                if dep == target:
-                    return True
-                if dep not in seen:
-                    seen.add(dep)
-                    stack.append(dep)
-        return False
 
     def _cool(self, at: float) -> list[Intent]:
         out: list[Intent] = []
