@@ -9,8 +9,9 @@ fresh scheduler rebuilds the same state.
 
 A stage that asks a person (`await_human`) holds each ready sub-task as `waiting` until
 an answer event, or its deadline, comes (`core._human`). Beside it, a module each: what is
-known of one sub-task (`core._node`, one record each) and the work an accepted result
-adds (`core._expand`: `for_each`, dynamic rules, feedback loops).
+known of one sub-task (`core._node`, one record each), its input as filled at dispatch
+(`core._inputs`) and the work an accepted result adds (`core._expand`: `for_each`,
+dynamic rules, feedback loops).
 """
 
 from __future__ import annotations
@@ -22,12 +23,12 @@ from pydantic import TypeAdapter
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
-from swarm_ray.core._dynamic import output_path, result_field
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray.core._expand import Expansion
-from swarm_ray.core._human import ANSWER_MARKER, REVIEW_SCHEMA, HumanAsk, HumanWait
+from swarm_ray.core._human import REVIEW_SCHEMA, HumanAsk, HumanWait
+from swarm_ray.core._inputs import resolve
 from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
-from swarm_ray.core._plan import FROM_MARKER, TASK_MARKER, Plan
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import (
     AwaitHuman,
@@ -252,7 +253,8 @@ class Scheduler(Expansion):
         earlier attempt was sent, which the caller tells by the watermark's input digest.
         """
         node = self._nodes[subtask_id]
-        model = self._registry.validate_input(node.capability, self._resolve(node.spec))
+        data = resolve(node.spec, self._nodes, self._results, self.warnings)
+        model = self._registry.validate_input(node.capability, data)
         return model.model_dump(mode="json")
 
     def error(self, subtask_id: str) -> SubTaskError | None:
@@ -368,60 +370,6 @@ class Scheduler(Expansion):
 
     # ---- dispatch --------------------------------------------------------------------
 
-    def _resolve(self, spec: SubTaskSpec) -> dict[str, Any]:
-        nodes, results = self._nodes, self._results
-        deps = [self.current(d) for d in spec.depends_on]
-
-        def fill(value: Any) -> Any:
-            if isinstance(value, dict):
-                if FROM_MARKER in value and value.get("path") == "@outcome":
-                    found = [
-                        self._outcome(d) for d in deps if nodes[d].spec.stage == value[FROM_MARKER]
-                    ]
-                    return found if value.get("many") else (found[0] if found else None)
-                if FROM_MARKER in value:
-                    outputs = [
-                        result_field(results[d], value.get("path"))
-                        for d in deps
-                        if nodes[d].spec.stage == value[FROM_MARKER] and d in results
-                    ]
-                    return outputs if value.get("many") else (outputs[0] if outputs else None)
-                if TASK_MARKER in value:
-                    return self._task_value(value[TASK_MARKER])
-                if ANSWER_MARKER in value:
-                    return output_path(nodes[spec.id].answer, value[ANSWER_MARKER])
-                return {k: fill(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [fill(v) for v in value]
-            return value
-
-        return fill(spec.input)  # type: ignore[no-any-return]
-
-    def _outcome(self, sid: str) -> dict[str, Any]:
-        """How one sub-task ended, for `$from.STAGE.@outcome` (failures included)."""
-        node, result = self._nodes[sid], self._results.get(sid)
-        return {
-            "subtask_id": sid,
-            "each": node.spec.each,
-            "status": str(node.status),
-            "output": None if result is None else result.output,
-            "error": None if node.error is None else node.error.message,
-            "watermark": None if result is None else result.watermark,
-            "attempts": node.attempt,
-        }
-
-    def _task_value(self, name: str) -> Any:
-        if name == "warnings":
-            return list(self.warnings)
-        return [
-            {
-                "sub_task_id": sid,
-                "seconds": result.timings.duration_s,
-                "calls": self._nodes[sid].attempt,
-            }
-            for sid, result in self._results.items()
-        ]
-
     def _spends(self, capability_id: str) -> bool:
         """Whether attempts of `capability_id` cost (an `llm` tag, or spending seen here)."""
         tagged = "llm" in self._registry.get(capability_id).tags
@@ -465,7 +413,8 @@ class Scheduler(Expansion):
             return []
         spec = node.spec
         try:
-            model = self._registry.validate_input(capability_id, self._resolve(spec))
+            data = resolve(spec, self._nodes, self._results, self.warnings)
+            model = self._registry.validate_input(capability_id, data)
             checked = model.model_dump(mode="json")
             if self._access is not None:  # dispatch the canonical form that was checked
                 checked = self._access.check(type(model), checked, where=f"{sid}.input")
