@@ -7,11 +7,10 @@ sub-task switches to the capability's fallback. Each capability has a circuit br
 Everything is decided from the events alone, so replaying a task's event log through a
 fresh scheduler rebuilds the same state.
 
-A stage that asks a person (`await_human`) holds each ready sub-task as `waiting` until
-an answer event, or its deadline, comes (`core._human`). Beside it, a module each: what is
-known of one sub-task (`core._node`, one record each), its input as filled at dispatch
-(`core._inputs`) and the work an accepted result adds (`core._expand`: `for_each`,
-dynamic rules, feedback loops).
+Beside it, a module each: what is known of one sub-task (`core._node`, one record each),
+its input as filled at dispatch (`core._inputs`), the work an accepted result adds
+(`core._expand`: `for_each`, dynamic rules, feedback loops) and the sub-tasks held for a
+person (`core._waits`; the questions and answers are `core._human`'s).
 """
 
 from __future__ import annotations
@@ -25,13 +24,12 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray.core._expand import Expansion
-from swarm_ray.core._human import REVIEW_SCHEMA, HumanAsk, HumanWait
+from swarm_ray.core._human import HumanAsk, HumanWait
 from swarm_ray.core._inputs import resolve
 from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import (
-    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -43,7 +41,6 @@ from swarm_ray.core._signals import (
     Fallback,
     FinishTask,
     HumanAnswered,
-    HumanSettled,
     Intent,
     ResultRejected,
     Retry,
@@ -60,14 +57,13 @@ from swarm_ray.core._signals import (
     Warn,
 )
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
+from swarm_ray.core._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
+from swarm_ray.core._waits import Waiting
 
 __all__: list[str] = []
 
 EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 """Serialises scheduler events to and from JSON (the persisted log)."""
-
-MAX_ASKS = 8
-"""Questions one sub-task's agent may ask a person, over all its attempts."""
 
 _BREAKER_CODES = frozenset(
     {
@@ -81,7 +77,7 @@ _BREAKER_CODES = frozenset(
 _S = SubTaskStatus
 
 
-class Scheduler(Expansion):
+class Scheduler(Expansion, Waiting):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -181,22 +177,8 @@ class Scheduler(Expansion):
                 if spec.id not in self._nodes:  # asked twice (a retried call): once
                     self._add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
-            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=None):
-                wait = self._waits.get(sid)  # None: it was settled meanwhile, nothing to do
-                if wait is not None and wait.asked_in == event.asked_in:
-                    del self._waits[sid]
-                    out += [
-                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
-                        *self._answered(sid, answer, event.at, by_agent=wait.asked_in is not None),
-                    ]
-            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=attempt):
-                wait = self._waits.get(sid)
-                if wait is not None and wait.review_of == attempt:
-                    del self._waits[sid]
-                    out += [
-                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
-                        *self._reviewed(sid, bool(answer.get("rerun")), who, event.at),
-                    ]
+            case HumanAnswered():
+                out += self._on_answer(event)
             case SpendingStopped():
                 out += self._stop_spending(event)
             case ReviewRequested(subtask_id=sid, attempt=attempt):
@@ -494,141 +476,6 @@ class Scheduler(Expansion):
             out += self._launch(sid, at, Dispatch, reason=node.origin)
             if self.outcome is not None:
                 return out
-        return out
-
-    # ---- a person in the loop ---------------------------------------------------------
-
-    def _wait(self, sid: str, at: float, asked_in: int | None = None) -> AwaitHuman:
-        """Hold a sub-task until it is answered.
-
-        It is ready in an `await_human` stage, or paused by its agent's question
-        (`asked_in`, the attempt that asked).
-        """
-        ask = self._ask_of(sid, asked_in)
-        deadline = None if ask.timeout_s is None else at + ask.timeout_s
-        self._waits[sid] = HumanWait(
-            subtask_id=sid,
-            prompt=ask.prompt,
-            answer_schema=ask.answer_schema,
-            since=at,
-            deadline=deadline,
-            has_default=ask.default is not None,
-            asked_in=asked_in,
-        )
-        self._set(self._nodes[sid], _S.WAITING)
-        return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
-
-    def _ask_of(self, sid: str, asked_in: int | None) -> HumanAsk:
-        """What `sid` waits for: its agent's question (`asked_in`), else its stage's."""
-        node = self._nodes[sid]
-        if asked_in is None:
-            return self._asks[node.spec.stage]
-        assert node.asked is not None  # kept while it waits for the answer
-        return node.asked[0]
-
-    def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
-        """An agent paused its attempt to ask a person: hold the sub-task for the answer.
-
-        A question is not a failed try (it spends no retry), but a sub-task asks at most
-        `MAX_ASKS` times, and a question that is not a valid `HumanAsk` fails the attempt
-        as `invalid_output`.
-        """
-        sid = result.subtask_id
-        node = self._nodes[sid]
-        assert result.error is not None
-        self._running.pop(sid, None)
-        asks = node.asks_made + 1
-        try:
-            if asks > MAX_ASKS:
-                raise ValueError(f"it asked {asks} times, at most {MAX_ASKS}")
-            ask = HumanAsk.model_validate(result.error.details.get("ask"))
-        except ValueError as exc:  # a pydantic ValidationError included
-            error = SubTaskError(
-                code=ErrorCode.INVALID_OUTPUT,
-                message=f"sub-task `{sid}` asked a person a question it may not ask: {exc}",
-            )
-            return self._on_failure(sid, error, at)
-        node.cap_attempts -= 1
-        node.asks_made = asks
-        node.asked = (ask, result.error.details.get("state"))
-        return [self._wait(sid, at, asked_in=result.attempt)]
-
-    def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
-        """Hold a side-effecting attempt that was in flight at a crash, for a person."""
-        del self._running[sid]
-        node = self._nodes[sid]
-        prompt = (
-            f"sub-task `{sid}` on `{node.capability}` (which has side effects) was "
-            f"running attempt {attempt} when the orchestrator stopped, and nothing records "
-            'whether it finished. Run it again? Answer {"rerun": true} or {"rerun": false}.'
-        )
-        self._waits[sid] = HumanWait(
-            subtask_id=sid,
-            prompt=prompt,
-            answer_schema=REVIEW_SCHEMA,
-            since=at,
-            deadline=None,
-            has_default=False,
-            review_of=attempt,
-        )
-        self._set(node, _S.WAITING)
-        return AwaitHuman(subtask_id=sid, prompt=prompt, deadline=None)
-
-    def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
-        if rerun:
-            self._set(self._nodes[sid], _S.PENDING)
-            return self._launch(sid, at, Dispatch, reason="reviewed")
-        error = SubTaskError(
-            code=ErrorCode.NEEDS_REVIEW,
-            message=f"sub-task `{sid}` has side effects and was in flight at a crash; "
-            f"`{who}` chose not to run it again",
-        )
-        return self._settle_failed(sid, error, at)
-
-    def _answered(
-        self, sid: str, answer: dict[str, Any], at: float, *, by_agent: bool
-    ) -> list[Intent]:
-        node = self._nodes[sid]
-        if by_agent:  # the agent goes on from what it saved, with the answer
-            assert node.asked is not None
-            node.resume = {"answer": answer, "state": node.asked[1]}
-            node.asked = None
-        else:  # the stage's input reads it (`$answer`)
-            node.answer = answer
-        self._set(node, _S.PENDING)
-        return self._launch(sid, at, Dispatch, reason="answered")
-
-    def _expire(self, at: float) -> list[Intent]:
-        """Settle the waits whose deadline passed: the default applies, or `human_timeout`."""
-        out: list[Intent] = []
-        for sid, wait in list(self._waits.items()):
-            if wait.deadline is None or wait.deadline > at:
-                continue
-            del self._waits[sid]
-            by_agent = wait.asked_in is not None
-            default = self._ask_of(sid, wait.asked_in).default
-            if default is not None:
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="default"),
-                    self._warn(
-                        f"sub-task `{sid}`: nobody answered by its deadline; the "
-                        "default answer applied",
-                        sid,
-                    ),
-                    *self._answered(sid, default, at, by_agent=by_agent),
-                ]
-            else:
-                error = SubTaskError(
-                    code=ErrorCode.HUMAN_TIMEOUT,
-                    message=f"sub-task `{sid}` waited for an answer until its deadline and "
-                    "got none (no default declared)",
-                )
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="timed_out"),
-                    *self._settle_failed(sid, error, at),
-                ]
-            if self.outcome is not None:
-                break
         return out
 
     def _next_fallback(self, sid: str) -> str | None:
