@@ -1,7 +1,7 @@
 """Work added at run time: sub-tasks of dynamic rules and of feedback rounds.
 
 Pure functions that build the new `SubTaskSpec`s from a finished sub-task and its output;
-the scheduler decides when to call them and does the bookkeeping (dependencies, aliases).
+`core._expand` decides when to call them and does the bookkeeping (dependencies, rounds).
 """
 
 from __future__ import annotations

@@ -4,48 +4,32 @@ A sub-task is dispatched as soon as its own dependencies have settled (partial r
 no barrier between stages). Only failed sub-tasks are retried, with backoff; when the
 retries run out, or an output's confidence is under the capability's threshold, the
 sub-task switches to the capability's fallback. Each capability has a circuit breaker.
-Dynamic rules add sub-tasks when an output matches; feedback loops rerun a stage with
-its judge's feedback. A stage that asks a person (`await_human`) holds each ready sub-task
-as `waiting` until an answer event, or its deadline, comes (`core._human`). Everything
-is decided from the events alone, so replaying a task's event log through a fresh
-scheduler rebuilds the same state.
+Everything is decided from the events alone, so replaying a task's event log through a
+fresh scheduler rebuilds the same state.
+
+Beside it, a module each: what is known of one sub-task (`core._node`, one record each),
+its input as filled at dispatch (`core._inputs`), the work an accepted result adds
+(`core._expand`: `for_each`, dynamic rules, feedback loops) and the sub-tasks held for a
+person (`core._waits`; the questions and answers are `core._human`'s).
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
-from enum import StrEnum
 from typing import Any, assert_never, cast
 
 from pydantic import TypeAdapter
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
-from swarm_ray.core._dynamic import (
-    next_round,
-    output_path,
-    result_field,
-    rule_matches,
-    rule_subtask,
-)
-from swarm_ray.core._errors import (
-    ErrorCode,
-    InputNotAllowedError,
-    InvalidInputError,
-    InvalidPlanError,
-)
-from swarm_ray.core._human import ANSWER_MARKER, REVIEW_SCHEMA, HumanAsk, HumanWait
-from swarm_ray.core._plan import (
-    FROM_MARKER,
-    TASK_MARKER,
-    Plan,
-    each_elements,
-    nesting_depth,
-    stage_subtask,
-)
+from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
+from swarm_ray.core._expand import Expansion
+from swarm_ray.core._human import HumanAsk, HumanWait
+from swarm_ray.core._inputs import resolve
+from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import (
-    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -55,16 +39,12 @@ from swarm_ray.core._signals import (
     Dispatch,
     FailTask,
     Fallback,
-    FannedOut,
-    FeedbackRoundStarted,
     FinishTask,
     HumanAnswered,
-    HumanSettled,
     Intent,
     ResultRejected,
     Retry,
     ReviewRequested,
-    RuleFired,
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
@@ -77,15 +57,14 @@ from swarm_ray.core._signals import (
     Warn,
 )
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
-from swarm_ray.core._template import FOR_EACH
+from swarm_ray.core._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
+from swarm_ray.core._waits import Waiting
 
 __all__: list[str] = []
 
 EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 """Serialises scheduler events to and from JSON (the persisted log)."""
 
-MAX_ASKS = 8
-"""Questions one sub-task's agent may ask a person, over all its attempts."""
 _BREAKER_CODES = frozenset(
     {
         ErrorCode.TIMEOUT,
@@ -95,27 +74,10 @@ _BREAKER_CODES = frozenset(
         ErrorCode.SANITIZATION_FAILED,
     }
 )
-
-
-class SubTaskStatus(StrEnum):
-    """Where a sub-task is."""
-
-    PENDING = "pending"
-    RUNNING = "running"
-    HELD = "held"
-    WAITING = "waiting"
-    """Ready, and waiting for a person's answer (`await_human`)."""
-    SUCCEEDED = "succeeded"
-    FAILED = "failed"
-    SKIPPED = "skipped"
-    CANCELLED = "cancelled"
-
-
 _S = SubTaskStatus
-_SETTLED = frozenset({_S.SUCCEEDED, _S.FAILED, _S.SKIPPED, _S.CANCELLED})
 
 
-class Scheduler:
+class Scheduler(Expansion, Waiting):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -125,25 +87,16 @@ class Scheduler:
         self._registry = registry
         self._access = access
         """What an untrusted task's inputs may name (None: a trusted task, anything)."""
-        self._specs: dict[str, SubTaskSpec] = {}
-        self._status: dict[str, SubTaskStatus] = {}
-        self._origin: dict[str, str] = {}
-        self._capability: dict[str, str] = {}
-        self._tried: dict[str, list[str]] = {}
-        self._attempt: dict[str, int] = {}
-        self._cap_attempts: dict[str, int] = {}
+        self._nodes: dict[str, _Node] = {}
+        """Every sub-task, the dynamically added ones included, in the order added."""
         self._results: dict[str, SubTaskResult] = {}
-        self._low: dict[str, SubTaskResult] = {}
-        self._errors: dict[str, SubTaskError] = {}
-        self._alias: dict[str, str] = {}
+        """Accepted results, in the order accepted (`$costs` and `final_results` keep it)."""
         self._running: dict[str, Dispatch | Retry | Fallback] = {}
+        """Attempts in flight, in the order dispatched (`outstanding()` keeps it)."""
         self._held: list[str] = []
         self._breakers: dict[str, Breaker] = {}
         self._settled = 0
-        self._index: dict[str, int] = {}
         self._fresh: list[str] = []
-        self._dependents: dict[str, list[str]] = {}
-        self._previous: dict[str, str] = {}
         self._received: list[SubTaskResult] = []
         self._spenders: set[str] = set()
         """Capabilities whose attempts spent tokens or money in this task."""
@@ -154,17 +107,14 @@ class Scheduler:
             s.name: s.await_human for s in plan.template.stages if s.await_human is not None
         }
         self._waits: dict[str, HumanWait] = {}
-        self._answers: dict[str, dict[str, Any]] = {}
-        self._asked: dict[str, tuple[HumanAsk, Any]] = {}
-        """The question an agent asked mid-run, with the state it saved to go on from."""
-        self._resume: dict[str, dict[str, Any]] = {}
-        """What an answered agent's next attempts get (`SubTask.resume`)."""
-        self._asks_made: dict[str, int] = {}
+        """Sub-tasks waiting for a person, in the order they began (`waiting()` keeps it)."""
         self.warnings: list[str] = list(plan.warnings)
         self.log: list[SchedulerEvent] = []
         self.outcome: FinishTask | FailTask | None = None
         for spec in plan.subtasks:
-            self._add(spec, origin="ready")
+            self._add(spec, origin="ready", link=False)
+        for spec in plan.subtasks:  # once all are in: a dependency listed later is found too
+            self._link(spec)
 
     # ---- public ----------------------------------------------------------------------
 
@@ -216,7 +166,7 @@ class Scheduler:
                 error = SubTaskError(
                     code=ErrorCode.TIMEOUT,
                     message=f"sub-task `{sid}` attempt {attempt} on "
-                    f"`{self._capability[sid]}` passed its deadline",
+                    f"`{self._nodes[sid].capability}` passed its deadline",
                 )
                 out += self._on_failure(sid, error, event.at)
             case Tick():
@@ -224,25 +174,11 @@ class Scheduler:
             case CancelRequested(reason=reason):
                 return [*out, *self._end(reason, ErrorCode.CANCELLED, None)]
             case ChildAdded(spec=spec):
-                if spec.id not in self._specs:  # asked twice (a retried call): once
+                if spec.id not in self._nodes:  # asked twice (a retried call): once
                     self._add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
-            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=None):
-                wait = self._waits.get(sid)  # None: it was settled meanwhile, nothing to do
-                if wait is not None and wait.asked_in == event.asked_in:
-                    del self._waits[sid]
-                    out += [
-                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
-                        *self._answered(sid, answer, event.at, by_agent=wait.asked_in is not None),
-                    ]
-            case HumanAnswered(subtask_id=sid, answer=answer, principal=who, review_of=attempt):
-                wait = self._waits.get(sid)
-                if wait is not None and wait.review_of == attempt:
-                    del self._waits[sid]
-                    out += [
-                        HumanSettled(subtask_id=sid, outcome="answered", principal=who),
-                        *self._reviewed(sid, bool(answer.get("rerun")), who, event.at),
-                    ]
+            case HumanAnswered():
+                out += self._on_answer(event)
             case SpendingStopped():
                 out += self._stop_spending(event)
             case ReviewRequested(subtask_id=sid, attempt=attempt):
@@ -267,7 +203,8 @@ class Scheduler:
 
     def answer(self, subtask_id: str) -> dict[str, Any] | None:
         """The answer a sub-task ran with (given, or its default), if it asked a person."""
-        return self._answers.get(subtask_id)
+        node = self._nodes.get(subtask_id)
+        return None if node is None else node.answer
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a waiting sub-task (when to wake), if any."""
@@ -276,15 +213,16 @@ class Scheduler:
 
     def status(self, subtask_id: str) -> SubTaskStatus:
         """A sub-task's status."""
-        return self._status[subtask_id]
+        return self._nodes[subtask_id].status
 
     def settled(self, subtask_id: str) -> bool:
         """True when the sub-task will not run again (succeeded, failed, skipped, cancelled)."""
-        return self._status.get(subtask_id) in _SETTLED
+        node = self._nodes.get(subtask_id)
+        return node is not None and node.status in SETTLED
 
     def specs(self) -> list[SubTaskSpec]:
         """Every sub-task, the dynamically added ones included, in the order added."""
-        return list(self._specs.values())
+        return [node.spec for node in self._nodes.values()]
 
     def result(self, subtask_id: str) -> SubTaskResult | None:
         """The accepted result of a sub-task, if it succeeded."""
@@ -296,27 +234,28 @@ class Scheduler:
         For tracing: inputs that read `$warnings` or `$costs` can differ from what an
         earlier attempt was sent, which the caller tells by the watermark's input digest.
         """
-        spec = self._specs[subtask_id]
-        model = self._registry.validate_input(self._capability[subtask_id], self._resolve(spec))
+        node = self._nodes[subtask_id]
+        data = resolve(node.spec, self._nodes, self._results, self.warnings)
+        model = self._registry.validate_input(node.capability, data)
         return model.model_dump(mode="json")
 
     def error(self, subtask_id: str) -> SubTaskError | None:
         """The final error of a sub-task that failed for good."""
-        return self._errors.get(subtask_id)
+        node = self._nodes.get(subtask_id)
+        return None if node is None else node.error
 
     def current(self, subtask_id: str) -> str:
         """The latest round of a sub-task (follows feedback-loop revisions)."""
-        while subtask_id in self._alias:
-            subtask_id = self._alias[subtask_id]
-        return subtask_id
+        return latest(self._nodes, subtask_id)
 
     def final_results(self) -> dict[str, SubTaskResult]:
         """Accepted results of the sub-tasks not superseded by a later round."""
-        return {k: v for k, v in self._results.items() if k not in self._alias}
+        nodes = self._nodes
+        return {k: v for k, v in self._results.items() if nodes[k].replaced_by is None}
 
     def progress(self) -> float:
         """Fraction of sub-tasks settled."""
-        return self._settled / max(1, len(self._status))
+        return self._settled / max(1, len(self._nodes))
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt received so far, failed ones included."""
@@ -331,18 +270,21 @@ class Scheduler:
 
     def snapshot(self) -> dict[str, Any]:
         """Everything that decides future intents, as plain data (for replay checks)."""
+        nodes = self._nodes.items()
         return {
-            "specs": [s.model_dump() for s in self._specs.values()],
-            "status": {k: str(v) for k, v in self._status.items()},
-            "capability": dict(self._capability),
-            "attempt": dict(self._attempt),
+            "specs": [n.spec.model_dump() for n in self._nodes.values()],
+            "status": {k: str(n.status) for k, n in nodes},
+            "capability": {k: n.capability for k, n in nodes},
+            "attempt": {k: n.attempt for k, n in nodes},
             "results": sorted(self._results),
-            "alias": dict(self._alias),
+            "alias": {k: n.replaced_by for k, n in nodes if n.replaced_by is not None},
             "held": list(self._held),
             "waits": [w.model_dump() for w in self._waits.values()],
-            "answers": dict(self._answers),
-            "asked": {k: [a.model_dump(), st] for k, (a, st) in self._asked.items()},
-            "resume": dict(self._resume),
+            "answers": {k: n.answer for k, n in nodes if n.answer is not None},
+            "asked": {
+                k: [n.asked[0].model_dump(), n.asked[1]] for k, n in nodes if n.asked is not None
+            },
+            "resume": {k: n.resume for k, n in nodes if n.resume is not None},
             "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
             "warnings": list(self.warnings),
             "outcome": None if self.outcome is None else self.outcome.model_dump(),
@@ -350,22 +292,35 @@ class Scheduler:
 
     # ---- bookkeeping -----------------------------------------------------------------
 
-    def _set(self, sid: str, status: SubTaskStatus) -> None:
-        self._settled += (status in _SETTLED) - (self._status.get(sid) in _SETTLED)
-        self._status[sid] = status
+    def _set(self, node: _Node, status: SubTaskStatus) -> None:
+        self._settled += (status in SETTLED) - (node.status in SETTLED)
+        node.status = status
 
-    def _add(self, spec: SubTaskSpec, *, origin: str) -> None:
-        self._index[spec.id] = len(self._index)
+    def _add(self, spec: SubTaskSpec, *, origin: str, link: bool = True) -> None:
+        """Add a pending sub-task; `link` makes it a dependent of its dependencies now."""
+        node = self._nodes.get(spec.id)
+        if node is None:
+            self._nodes[spec.id] = _Node(
+                spec=spec,
+                origin=origin,
+                index=len(self._nodes),
+                capability=spec.capability_id,
+                tried=[spec.capability_id],
+            )
+        else:  # an id added again (a fan-out over a later round) starts over where it was
+            node.spec, node.origin, node.index = spec, origin, len(self._nodes)
+            node.capability, node.tried = spec.capability_id, [spec.capability_id]
+            node.attempt = node.cap_attempts = 0
+            self._set(node, _S.PENDING)
         self._fresh.append(spec.id)
+        if link:
+            self._link(spec)
+
+    def _link(self, spec: SubTaskSpec) -> None:
         for dep in spec.depends_on:
-            self._dependents.setdefault(dep, []).append(spec.id)
-        self._specs[spec.id] = spec
-        self._set(spec.id, _S.PENDING)
-        self._origin[spec.id] = origin
-        self._capability[spec.id] = spec.capability_id
-        self._tried[spec.id] = [spec.capability_id]
-        self._attempt[spec.id] = 0
-        self._cap_attempts[spec.id] = 0
+            node = self._nodes.get(dep)
+            if node is not None:  # an unknown one fails at dispatch, naming it
+                node.dependents.append(spec.id)
 
     def _breaker(self, capability_id: str) -> Breaker:
         if capability_id not in self._breakers:
@@ -378,13 +333,14 @@ class Scheduler:
         return Warn(message=message, subtask_id=subtask_id)
 
     def _reject(self, subtask_id: str, attempt: int) -> ResultRejected | None:
-        if subtask_id not in self._status:
+        node = self._nodes.get(subtask_id)
+        if node is None:
             return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason="unknown sub-task")
-        if self._status[subtask_id] is not _S.RUNNING:
-            reason = f"sub-task is {self._status[subtask_id]}, not running"
+        if node.status is not _S.RUNNING:
+            reason = f"sub-task is {node.status}, not running"
             return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
-        if self._attempt[subtask_id] != attempt:
-            reason = f"stale attempt {attempt}, expecting {self._attempt[subtask_id]}"
+        if node.attempt != attempt:
+            reason = f"stale attempt {attempt}, expecting {node.attempt}"
             return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
         return None
 
@@ -395,60 +351,6 @@ class Scheduler:
         return []
 
     # ---- dispatch --------------------------------------------------------------------
-
-    def _resolve(self, spec: SubTaskSpec) -> dict[str, Any]:
-        deps = [self.current(d) for d in spec.depends_on]
-
-        def fill(value: Any) -> Any:
-            if isinstance(value, dict):
-                if FROM_MARKER in value and value.get("path") == "@outcome":
-                    found = [
-                        self._outcome(d) for d in deps if self._specs[d].stage == value[FROM_MARKER]
-                    ]
-                    return found if value.get("many") else (found[0] if found else None)
-                if FROM_MARKER in value:
-                    outputs = [
-                        result_field(self._results[d], value.get("path"))
-                        for d in deps
-                        if self._specs[d].stage == value[FROM_MARKER] and d in self._results
-                    ]
-                    return outputs if value.get("many") else (outputs[0] if outputs else None)
-                if TASK_MARKER in value:
-                    return self._task_value(value[TASK_MARKER])
-                if ANSWER_MARKER in value:
-                    return output_path(self._answers.get(spec.id), value[ANSWER_MARKER])
-                return {k: fill(v) for k, v in value.items()}
-            if isinstance(value, list):
-                return [fill(v) for v in value]
-            return value
-
-        return fill(spec.input)  # type: ignore[no-any-return]
-
-    def _outcome(self, sid: str) -> dict[str, Any]:
-        """How one sub-task ended, for `$from.STAGE.@outcome` (failures included)."""
-        result = self._results.get(sid)
-        error = self._errors.get(sid)
-        return {
-            "subtask_id": sid,
-            "each": self._specs[sid].each,
-            "status": str(self._status[sid]),
-            "output": None if result is None else result.output,
-            "error": None if error is None else error.message,
-            "watermark": None if result is None else result.watermark,
-            "attempts": self._attempt[sid],
-        }
-
-    def _task_value(self, name: str) -> Any:
-        if name == "warnings":
-            return list(self.warnings)
-        return [
-            {
-                "sub_task_id": sid,
-                "seconds": result.timings.duration_s,
-                "calls": self._attempt[sid],
-            }
-            for sid, result in self._results.items()
-        ]
 
     def _spends(self, capability_id: str) -> bool:
         """Whether attempts of `capability_id` cost (an `llm` tag, or spending seen here)."""
@@ -463,7 +365,7 @@ class Scheduler:
             code=ErrorCode.BUDGET_EXCEEDED, message=event.message, details={"limit": event.limit}
         )
         self.stopped_spending = error
-        halted = tuple(sid for sid in self._running if self._spends(self._capability[sid]))
+        halted = tuple(sid for sid in self._running if self._spends(self._nodes[sid].capability))
         out: list[Intent] = [
             self._warn(
                 f"budget reached (`{event.limit}`): {len(halted)} running sub-tasks stopped, "
@@ -481,37 +383,39 @@ class Scheduler:
         return out + self._check_finished()
 
     def _launch(self, sid: str, at: float, kind: type[RunIntent], **extra: Any) -> list[Intent]:
-        capability_id = self._capability[sid]
+        node = self._nodes[sid]
+        capability_id = node.capability
         if self.stopped_spending is not None and self._spends(capability_id):
             return self._settle_failed(sid, self.stopped_spending, at)
         if not self._breaker(capability_id).admits(sid):
             if self._next_fallback(sid) is not None:
                 return self._switch(sid, at, f"circuit open for `{capability_id}`")
-            self._set(sid, _S.HELD)
+            self._set(node, _S.HELD)
             self._held.append(sid)
             return []
-        spec = self._specs[sid]
+        spec = node.spec
         try:
-            model = self._registry.validate_input(capability_id, self._resolve(spec))
+            data = resolve(spec, self._nodes, self._results, self.warnings)
+            model = self._registry.validate_input(capability_id, data)
             checked = model.model_dump(mode="json")
             if self._access is not None:  # dispatch the canonical form that was checked
                 checked = self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
             self._breaker(capability_id).release_trial(sid)
             return self._on_failure(sid, SubTaskError.from_exception(exc), at)
-        self._attempt[sid] += 1
-        self._cap_attempts[sid] += 1
-        self._set(sid, _S.RUNNING)
+        node.attempt += 1
+        node.cap_attempts += 1
+        self._set(node, _S.RUNNING)
         intent = cast(
             "Dispatch | Retry | Fallback",
             kind(
                 subtask_id=sid,
                 stage=spec.stage,
                 capability_id=capability_id,
-                attempt=self._attempt[sid],
+                attempt=node.attempt,
                 input=checked,
                 timeout_s=self._registry.get(capability_id).timeout_s,
-                resume=self._resume.get(sid),
+                resume=node.resume,
                 **extra,
             ),
         )
@@ -520,188 +424,75 @@ class Scheduler:
 
     def _waiting_on(self, sid: str) -> list[str]:
         """Sub-tasks that may have become ready because `sid` (or a round it replaced) settled."""
-        found: list[str] = []
-        while True:
-            found += self._dependents.get(sid, [])
-            if sid not in self._previous:
-                return found
-            sid = self._previous[sid]
+        node = self._nodes[sid]
+        found = list(node.dependents)
+        while node.previous is not None:
+            node = self._nodes[node.previous]
+            found += node.dependents
+        return found
+
+    def _settled_deps(self, spec: SubTaskSpec) -> list[_Node] | None:
+        """The latest rounds of `spec`'s dependencies; None while one has not settled."""
+        nodes, found = self._nodes, []
+        for dep_id in spec.depends_on:
+            dep = nodes[dep_id]
+            while dep.replaced_by is not None:
+                dep = nodes[dep.replaced_by]
+            if dep.status not in SETTLED:
+                return None
+            found.append(dep)
+        return found
 
     def _dispatch_ready(self, at: float, settled: str | None = None) -> list[Intent]:
         """Dispatch what became ready: everything pending, or what waited on `settled`."""
-        if settled is None:
-            candidates = list(self._specs)
-        else:
-            candidates = self._fresh + self._waiting_on(settled)
+        nodes = self._nodes
+        candidates = list(nodes) if settled is None else self._fresh + self._waiting_on(settled)
         self._fresh = []
-        queue = sorted(set(candidates), key=self._index.__getitem__)
+        queue = sorted(set(candidates), key=lambda k: nodes[k].index)
         out: list[Intent] = []
         position = 0
         while position < len(queue):
             sid = queue[position]
             position += 1
-            spec = self._specs[sid]
-            if self._status[sid] is not _S.PENDING:
+            node = nodes[sid]
+            spec = node.spec
+            if node.status is not _S.PENDING:
                 continue
-            deps = [self.current(d) for d in spec.depends_on]
-            if any(self._status[d] not in _SETTLED for d in deps):
+            deps = self._settled_deps(spec)
+            if deps is None:
                 continue
-            broken = [d for d in deps if self._status[d] is not _S.SUCCEEDED]
+            broken = [d.spec.id for d in deps if d.status is not _S.SUCCEEDED]
             if broken and not spec.partial_ok:
-                self._set(sid, _S.SKIPPED)
+                self._set(node, _S.SKIPPED)
                 reason = f"sub-task `{sid}` skipped: `{broken[0]}` did not succeed"
                 out += [SkipSubTask(subtask_id=sid, reason=reason), self._warn(reason, sid)]
                 if spec.required:
                     return out + self._end(reason, ErrorCode.SKIPPED, sid)
                 queue += self._waiting_on(sid)
                 continue
-            if spec.stage in self._asks and sid not in self._answers:
+            if spec.stage in self._asks and node.answer is None:
                 out.append(self._wait(sid, at))
                 continue
-            out += self._launch(sid, at, Dispatch, reason=self._origin[sid])
+            out += self._launch(sid, at, Dispatch, reason=node.origin)
             if self.outcome is not None:
                 return out
         return out
 
-    # ---- a person in the loop ---------------------------------------------------------
-
-    def _wait(self, sid: str, at: float, asked_in: int | None = None) -> AwaitHuman:
-        """Hold a sub-task until it is answered.
-
-        It is ready in an `await_human` stage, or paused by its agent's question
-        (`asked_in`, the attempt that asked).
-        """
-        ask = self._ask_of(sid, asked_in)
-        deadline = None if ask.timeout_s is None else at + ask.timeout_s
-        self._waits[sid] = HumanWait(
-            subtask_id=sid,
-            prompt=ask.prompt,
-            answer_schema=ask.answer_schema,
-            since=at,
-            deadline=deadline,
-            has_default=ask.default is not None,
-            asked_in=asked_in,
-        )
-        self._set(sid, _S.WAITING)
-        return AwaitHuman(subtask_id=sid, prompt=ask.prompt, deadline=deadline)
-
-    def _ask_of(self, sid: str, asked_in: int | None) -> HumanAsk:
-        """What `sid` waits for: its agent's question (`asked_in`), else its stage's."""
-        return self._asked[sid][0] if asked_in is not None else self._asks[self._specs[sid].stage]
-
-    def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
-        """An agent paused its attempt to ask a person: hold the sub-task for the answer.
-
-        A question is not a failed try (it spends no retry), but a sub-task asks at most
-        `MAX_ASKS` times, and a question that is not a valid `HumanAsk` fails the attempt
-        as `invalid_output`.
-        """
-        sid = result.subtask_id
-        assert result.error is not None
-        self._running.pop(sid, None)
-        asks = self._asks_made.get(sid, 0) + 1
-        try:
-            if asks > MAX_ASKS:
-                raise ValueError(f"it asked {asks} times, at most {MAX_ASKS}")
-            ask = HumanAsk.model_validate(result.error.details.get("ask"))
-        except ValueError as exc:  # a pydantic ValidationError included
-            error = SubTaskError(
-                code=ErrorCode.INVALID_OUTPUT,
-                message=f"sub-task `{sid}` asked a person a question it may not ask: {exc}",
-            )
-            return self._on_failure(sid, error, at)
-        self._cap_attempts[sid] -= 1
-        self._asks_made[sid] = asks
-        self._asked[sid] = (ask, result.error.details.get("state"))
-        return [self._wait(sid, at, asked_in=result.attempt)]
-
-    def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
-        """Hold a side-effecting attempt that was in flight at a crash, for a person."""
-        del self._running[sid]
-        prompt = (
-            f"sub-task `{sid}` on `{self._capability[sid]}` (which has side effects) was "
-            f"running attempt {attempt} when the orchestrator stopped, and nothing records "
-            'whether it finished. Run it again? Answer {"rerun": true} or {"rerun": false}.'
-        )
-        self._waits[sid] = HumanWait(
-            subtask_id=sid,
-            prompt=prompt,
-            answer_schema=REVIEW_SCHEMA,
-            since=at,
-            deadline=None,
-            has_default=False,
-            review_of=attempt,
-        )
-        self._set(sid, _S.WAITING)
-        return AwaitHuman(subtask_id=sid, prompt=prompt, deadline=None)
-
-    def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
-        if rerun:
-            self._set(sid, _S.PENDING)
-            return self._launch(sid, at, Dispatch, reason="reviewed")
-        error = SubTaskError(
-            code=ErrorCode.NEEDS_REVIEW,
-            message=f"sub-task `{sid}` has side effects and was in flight at a crash; "
-            f"`{who}` chose not to run it again",
-        )
-        return self._settle_failed(sid, error, at)
-
-    def _answered(
-        self, sid: str, answer: dict[str, Any], at: float, *, by_agent: bool
-    ) -> list[Intent]:
-        if by_agent:  # the agent goes on from what it saved, with the answer
-            self._resume[sid] = {"answer": answer, "state": self._asked.pop(sid)[1]}
-        else:  # the stage's input reads it (`$answer`)
-            self._answers[sid] = answer
-        self._set(sid, _S.PENDING)
-        return self._launch(sid, at, Dispatch, reason="answered")
-
-    def _expire(self, at: float) -> list[Intent]:
-        """Settle the waits whose deadline passed: the default applies, or `human_timeout`."""
-        out: list[Intent] = []
-        for sid, wait in list(self._waits.items()):
-            if wait.deadline is None or wait.deadline > at:
-                continue
-            del self._waits[sid]
-            by_agent = wait.asked_in is not None
-            default = self._ask_of(sid, wait.asked_in).default
-            if default is not None:
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="default"),
-                    self._warn(
-                        f"sub-task `{sid}`: nobody answered by its deadline; the "
-                        "default answer applied",
-                        sid,
-                    ),
-                    *self._answered(sid, default, at, by_agent=by_agent),
-                ]
-            else:
-                error = SubTaskError(
-                    code=ErrorCode.HUMAN_TIMEOUT,
-                    message=f"sub-task `{sid}` waited for an answer until its deadline and "
-                    "got none (no default declared)",
-                )
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="timed_out"),
-                    *self._settle_failed(sid, error, at),
-                ]
-            if self.outcome is not None:
-                break
-        return out
-
     def _next_fallback(self, sid: str) -> str | None:
-        fallback = self._registry.get(self._capability[sid]).fallback
-        while fallback is not None and fallback in self._tried[sid]:
+        node = self._nodes[sid]
+        fallback = self._registry.get(node.capability).fallback
+        while fallback is not None and fallback in node.tried:
             fallback = self._registry.get(fallback).fallback
         return fallback
 
     def _switch(self, sid: str, at: float, reason: str) -> list[Intent]:
         fallback = self._next_fallback(sid)
         assert fallback is not None
-        previous = self._capability[sid]
-        self._capability[sid] = fallback
-        self._tried[sid].append(fallback)
-        self._cap_attempts[sid] = 0
+        node = self._nodes[sid]
+        previous = node.capability
+        node.capability = fallback
+        node.tried.append(fallback)
+        node.cap_attempts = 0
         self._running.pop(sid, None)
         warn = self._warn(
             f"sub-task `{sid}` switched from `{previous}` to fallback `{fallback}`: {reason}", sid
@@ -711,7 +502,8 @@ class Scheduler:
     # ---- outcomes --------------------------------------------------------------------
 
     def _on_failure(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
-        capability_id = self._capability[sid]
+        node = self._nodes[sid]
+        capability_id = node.capability
         breaker = self._breaker(capability_id)
         out: list[Intent] = []
         self._running.pop(sid, None)
@@ -725,14 +517,14 @@ class Scheduler:
         else:
             breaker.release_trial(sid)
         policy = self._registry.get(capability_id).retry
-        if error.code in policy.retry_on and self._cap_attempts[sid] < policy.max_attempts:
-            delay = policy.delay_s(self._cap_attempts[sid] + 1)
+        if error.code in policy.retry_on and node.cap_attempts < policy.max_attempts:
+            delay = policy.delay_s(node.cap_attempts + 1)
             return out + self._launch(sid, at, Retry, delay_s=delay, error_code=error.code)
         if self._next_fallback(sid) is not None:
-            tries = self._cap_attempts[sid]
+            tries = node.cap_attempts
             return out + self._switch(sid, at, f"{error.code} after {tries} attempt(s)")
-        if sid in self._low:
-            kept = self._low.pop(sid)
+        if node.low is not None:
+            kept, node.low = node.low, None
             out.append(
                 self._warn(
                     f"sub-task `{sid}`: fallback failed ({error.code}); kept the "
@@ -744,36 +536,38 @@ class Scheduler:
         return out + self._settle_failed(sid, error, at)
 
     def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
-        self._set(sid, _S.FAILED)
-        self._errors[sid] = error
-        message = f"sub-task `{sid}` on `{self._capability[sid]}` failed: {error.message}"
+        node = self._nodes[sid]
+        self._set(node, _S.FAILED)
+        node.error = error
+        message = f"sub-task `{sid}` on `{node.capability}` failed: {error.message}"
         out: list[Intent] = [self._warn(message, sid)]
-        if self._specs[sid].required:
+        if node.spec.required:
             return out + self._end(message, error.code, sid)
         return out + self._dispatch_ready(at, sid)
 
     def _on_done(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
-        capability_id = self._capability[sid]
+        node = self._nodes[sid]
+        capability_id = node.capability
         out: list[Intent] = []
         breaker = self._breaker(capability_id)
         if breaker.success():
             out.append(BreakerClosed(capability_id=capability_id))
-            held = [h for h in self._held if self._capability[h] == capability_id]
+            held = [h for h in self._held if self._nodes[h].capability == capability_id]
             self._held = [h for h in self._held if h not in held]
             for h in held:
                 out += self._launch(h, at, Dispatch, reason="ready")
         threshold = self._registry.get(capability_id).confidence_threshold
         if result.confidence < threshold:
-            previous = self._low.get(sid)
+            previous = node.low
             best = (
                 result if previous is None or result.confidence > previous.confidence else previous
             )
             if self._next_fallback(sid) is not None:
-                self._low[sid] = best
+                node.low = best
                 reason = f"confidence {result.confidence:.2f} under threshold {threshold:.2f}"
                 return out + self._switch(sid, at, reason)
-            self._low.pop(sid, None)
+            node.low = None
             out.append(
                 self._warn(
                     f"sub-task `{sid}`: confidence {best.confidence:.2f} of "
@@ -787,153 +581,39 @@ class Scheduler:
     def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
         self._running.pop(sid, None)
-        self._set(sid, _S.SUCCEEDED)
+        self._set(self._nodes[sid], _S.SUCCEEDED)
         self._results[sid] = result
         # What the agent flagged about an accepted result (a unit it could not read, a
         # page it skipped) is the task's to report, like any other degradation.
         out: list[Intent] = [self._warn(f"sub-task `{sid}`: {w}", sid) for w in result.warnings]
         out += self._fire_rules(sid, result)
         out += self._feedback(sid, result)
-        out += self._expand_each(sid, result, at)
+        out += self._expand_each(sid, result)
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
-
-    def _expand_each(self, sid: str, result: SubTaskResult, at: float) -> list[Intent]:
-        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output.
-
-        Stages depending on such a stage waited on `sid` until now; they wait on the new
-        sub-tasks too. A value that is not a list, or a list over the stage's `max_each`,
-        fails the task naming the stage.
-        """
-        source = self._specs[sid]
-        out: list[Intent] = []
-        for stage in self.plan.template.stages:
-            found = FOR_EACH.match(stage.for_each or "")
-            if found is None or found.group("stage") != source.stage:
-                continue
-            try:
-                elements = each_elements(
-                    stage,
-                    output_path(result.output, found.group("path")),
-                    where=f"`{stage.for_each}` (the output of `{sid}`)",
-                )
-            except InvalidPlanError as exc:
-                return out + self._end(exc.message, ErrorCode.INVALID_PLAN, sid)
-            added = []
-            for index, element in enumerate(elements):
-                spec = stage_subtask(
-                    stage,
-                    request=self.plan.request,
-                    item=None,
-                    dimension=None,
-                    depends_on={source.stage: ([sid], False)},
-                    workdir=self.plan.workdir,
-                    each=element,
-                    each_index=index,
-                )
-                self._add(spec, origin="each")
-                added.append(spec.id)
-            waiting = {s.name for s in self.plan.template.stages if stage.name in s.depends_on}
-            for other in list(self._specs.values()):
-                if other.stage in waiting and self._status[other.id] is _S.PENDING:
-                    self._specs[other.id] = other.model_copy(
-                        update={"depends_on": (*other.depends_on, *added)}
-                    )
-                    for new in added:
-                        self._dependents.setdefault(new, []).append(other.id)
-            out.append(FannedOut(stage=stage.name, source=sid, added=tuple(added)))
-        return out
-
-    def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        out: list[Intent] = []
-        source = self._specs[sid]
-        template = self.plan.template
-        for rule in template.rules:
-            if rule.when_stage != source.stage or not rule_matches(rule, result.output):
-                continue
-            spec = rule_subtask(self.plan, rule, source)
-            if spec.id in self._specs:
-                continue
-            depth = nesting_depth({**self._specs, spec.id: spec}, spec.id)
-            if depth > template.max_depth:
-                out.append(
-                    self._warn(
-                        f"rule `{rule.name}` matched `{sid}` but `{spec.id}` would nest "
-                        f"{depth} deep, over the limit of {template.max_depth}; not run",
-                        sid,
-                    )
-                )
-                continue
-            self._add(spec, origin="rule")
-            for other in self._specs.values():
-                if (
-                    other.partial_ok
-                    and self._status[other.id] is _S.PENDING
-                    and self._depends_on(other.id, sid)
-                ):
-                    deps = (*other.depends_on, spec.id)
-                    self._specs[other.id] = other.model_copy(update={"depends_on": deps})
-                    self._dependents.setdefault(spec.id, []).append(other.id)
-            out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
-        return out
-
-    def _depends_on(self, sid: str, target: str) -> bool:
-        stack, seen = [sid], set()
-        while stack:
-            for dep in self._specs[stack.pop()].depends_on:
-                if dep == target:
-                    return True
-                if dep not in seen:
-                    seen.add(dep)
-                    stack.append(dep)
-        return False
-
-    def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        judge = self._specs[sid]
-        for loop in self.plan.template.loops:
-            if loop.judge != judge.stage or output_path(result.output, loop.verdict_field):
-                continue
-            if judge.round >= loop.max_rounds:
-                message = (
-                    f"judge `{sid}` still finds fault after {judge.round} round(s); "
-                    "kept the last version"
-                )
-                return [self._warn(message, sid)]
-            gen_id = next(d for d in judge.depends_on if self._specs[d].stage == loop.stage)
-            new_gen, new_judge = next_round(loop, judge, self._specs[gen_id], result.output)
-            for spec in (new_gen, new_judge):
-                self._add(spec, origin="feedback")
-            self._alias[gen_id], self._alias[sid] = new_gen.id, new_judge.id
-            self._previous[new_gen.id], self._previous[new_judge.id] = gen_id, sid
-            return [
-                FeedbackRoundStarted(
-                    stage=loop.stage,
-                    judge_subtask=sid,
-                    round=new_judge.round,
-                    added=(new_gen.id, new_judge.id),
-                )
-            ]
-        return []
 
     def _cool(self, at: float) -> list[Intent]:
         out: list[Intent] = []
         for capability_id, breaker in self._breakers.items():
             if breaker.cool(at):
                 out.append(BreakerHalfOpened(capability_id=capability_id))
-                trial = next((h for h in self._held if self._capability[h] == capability_id), None)
+                trial = next(
+                    (h for h in self._held if self._nodes[h].capability == capability_id), None
+                )
                 if trial is not None:
                     self._held.remove(trial)
                     out += self._launch(trial, at, Dispatch, reason="half_open")
         return out
 
     def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
-        running = tuple(k for k, v in self._status.items() if v in (_S.RUNNING, _S.HELD))
+        nodes = self._nodes
+        running = tuple(k for k, n in nodes.items() if n.status in (_S.RUNNING, _S.HELD))
         for k in running:
-            self._set(k, _S.CANCELLED)
-        for k, v in self._status.items():
-            if v in (_S.PENDING, _S.WAITING):
-                self._set(k, _S.CANCELLED)
+            self._set(nodes[k], _S.CANCELLED)
+        for node in nodes.values():
+            if node.status in (_S.PENDING, _S.WAITING):
+                self._set(node, _S.CANCELLED)
         self._running.clear()
         self._held.clear()
         self._waits.clear()
@@ -944,7 +624,7 @@ class Scheduler:
     def _check_finished(self) -> list[Intent]:
         if self.outcome is not None:
             return []
-        if self._settled < len(self._status):  # kept by `_set`: no scan per event
+        if self._settled < len(self._nodes):  # kept by `_set`: no scan per event
             return []
         if not self._results:
             return self._end("no sub-task succeeded", ErrorCode.AGENT_ERROR, None)
