@@ -51,3 +51,24 @@ def test_a_child_is_dispatched_and_the_task_waits_for_it() -> None:
     assert json.dumps(replayed.snapshot(), sort_keys=True, default=str) == json.dumps(
         scheduler.snapshot(), sort_keys=True, default=str
     )
+
+
+def test_an_input_refused_before_dispatch_is_not_retried_whatever_retry_on_says() -> None:
+    """A capability that retries `invalid_input` (an agent's own validation, say) does not
+    retry an input the scheduler refused before dispatch: it would fail the same way
+    forever (it recursed until Python's limit)."""
+    from swarm_ray.core._capability import RetryPolicy
+    from swarm_ray.core._errors import ErrorCode
+    from tests.support import spec
+
+    retrying = spec(
+        "doc.extract.text",
+        retry=RetryPolicy(max_attempts=3, retry_on=frozenset({ErrorCode.INVALID_INPUT})),
+    )
+    scheduler = Scheduler(expand(pipeline(), REQ, task_id="t1"), registry(retrying))
+    (parse,) = [i for i in scheduler.handle(Start(at=1.0)) if isinstance(i, Dispatch)]
+    out = scheduler.handle(child(parse.subtask_id, "a1-1", {"words": 3}))
+    assert not [i for i in out if isinstance(i, Dispatch)]
+    assert str(scheduler.status("parse[0]>a1-1")) == "failed"
+    error = scheduler.error("parse[0]>a1-1")
+    assert error is not None and error.code is ErrorCode.INVALID_INPUT

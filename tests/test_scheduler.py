@@ -30,6 +30,7 @@ from swarm_ray.core._signals import (
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
+    SpendingStopped,
     Start,
     SubTaskTimedOut,
     Tick,
@@ -310,6 +311,28 @@ def test_failed_trial_reopens_the_breaker() -> None:
     out = s.handle(failed(trial, at=12))
     assert of(out, BreakerOpened)[0].until == 22
     assert s.status("parse[0]") is SubTaskStatus.HELD
+
+
+def test_a_half_open_trial_that_settles_its_sub_task_may_start_other_capabilities() -> None:
+    """The held trial of a spending capability fails at once once the budget is reached;
+    what it settles starts a capability that had no breaker yet, while the breakers are
+    being cooled (it raised "dictionary changed size during iteration")."""
+    reg = registry(
+        spec(
+            "doc.parse.text",
+            tags=("llm",),
+            retry={"max_attempts": 3, "backoff_s": 0},
+            breaker=BreakerPolicy(failure_threshold=1, cooldown_s=10),
+        )
+    )
+    s = make(req=TaskRequest(query="q", items=("a",), dimensions=("x",)), reg=reg)
+    (p0,) = runs(s.handle(Start(at=0)))
+    assert of(s.handle(failed(p0, at=1)), BreakerOpened)
+    assert s.status("parse[0]") is SubTaskStatus.HELD
+    s.handle(SpendingStopped(at=2, limit="budget.max_cost", message="budget reached"))
+    out = s.handle(Tick(at=11))  # half-open: the trial fails for the budget, not dispatched
+    assert of(out, BreakerHalfOpened) and s.status("parse[0]") is SubTaskStatus.FAILED
+    assert [r.subtask_id for r in runs(out)] == ["merge"]  # partial_ok: runs on what it has
 
 
 def test_open_breaker_sends_work_to_the_fallback() -> None:

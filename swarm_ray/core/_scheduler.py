@@ -402,7 +402,9 @@ class Scheduler(Expansion, Waiting):
                 checked = self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
             self._breaker(capability_id).release_trial(sid)
-            return self._on_failure(sid, SubTaskError.from_exception(exc), at)
+            # Refused before dispatch: the same input fails the same way again, whatever
+            # the capability's `retry_on` says (a fallback, with its own model, may take it).
+            return self._on_failure(sid, SubTaskError.from_exception(exc), at, retry=False)
         node.attempt += 1
         node.cap_attempts += 1
         self._set(node, _S.RUNNING)
@@ -501,7 +503,9 @@ class Scheduler(Expansion, Waiting):
 
     # ---- outcomes --------------------------------------------------------------------
 
-    def _on_failure(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
+    def _on_failure(
+        self, sid: str, error: SubTaskError, at: float, *, retry: bool = True
+    ) -> list[Intent]:
         node = self._nodes[sid]
         capability_id = node.capability
         breaker = self._breaker(capability_id)
@@ -517,7 +521,7 @@ class Scheduler(Expansion, Waiting):
         else:
             breaker.release_trial(sid)
         policy = self._registry.get(capability_id).retry
-        if error.code in policy.retry_on and node.cap_attempts < policy.max_attempts:
+        if retry and error.code in policy.retry_on and node.cap_attempts < policy.max_attempts:
             delay = policy.delay_s(node.cap_attempts + 1)
             return out + self._launch(sid, at, Retry, delay_s=delay, error_code=error.code)
         if self._next_fallback(sid) is not None:
@@ -595,7 +599,9 @@ class Scheduler(Expansion, Waiting):
 
     def _cool(self, at: float) -> list[Intent]:
         out: list[Intent] = []
-        for capability_id, breaker in self._breakers.items():
+        # A trial may settle its sub-task at once (the budget is reached), and what that
+        # starts may make breakers of its own: loop over the ones there were.
+        for capability_id, breaker in list(self._breakers.items()):
             if breaker.cool(at):
                 out.append(BreakerHalfOpened(capability_id=capability_id))
                 trial = next(
