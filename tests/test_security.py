@@ -793,6 +793,46 @@ def test_uploads_a_task_names_are_freed_when_it_ends_if_it_asks(tenants: Tenants
         assert http.delete(f"/v1/files/{kept}").status_code == 204
 
 
+def test_an_expired_upload_a_running_task_reads_is_kept_until_it_ends(
+    ray_cluster: None, tmp_path: Path
+) -> None:
+    """With `SWARM_RAY_UPLOAD_TTL` set, the orchestrator's sweep frees expired uploads but
+    never one an open task names: a job longer than the TTL keeps its input to the end."""
+    import ray
+
+    from swarm_ray import TaskRequest
+    from swarm_ray.core._principal import Principal
+    from swarm_ray.runtime._results import ResultStore
+    from swarm_ray.runtime._uploads import Uploads
+
+    swarm = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path / "state",
+        name="swarm-upload-ttl",
+        env={"SWARM_RAY_UPLOAD_TTL": "1", "SWARM_RAY_UPLOAD_SWEEP_S": "0.3"},
+    )
+    try:
+        storage = ray.get(swarm.actor.storage.remote())
+        uploads = Uploads(ResultStore(storage["results_uri"]))
+        alice = Principal(id="alice")
+        ids = []
+        for n in range(2):
+            writer = uploads.writer(alice, f"{n}.pdf", max_bytes=100_000)
+            writer.write(_pdf_bytes(n))
+            ids.append(writer.commit().id)
+        used, unused = (Path(uploads.directory(alice, i)) for i in ids)
+        request = TaskRequest(template="echo_fanout", items=(ids[0],), params={"delay_s": 4.0})
+        [task_id] = ray.get(swarm.actor.submit_many.remote([request], [alice]))
+        assert isinstance(task_id, str), task_id
+        wait_until(lambda: not unused.exists() or None, 20, "the unused upload to be swept")
+        assert used.exists()  # expired, but its task still runs
+        record = ray.get(swarm.actor.wait.remote(task_id, 60, alice))
+        assert str(record.machine.state) == "completed", record.error
+        wait_until(lambda: not used.exists() or None, 20, "the used upload to be swept")
+    finally:
+        swarm.shutdown()
+
+
 def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) -> None:
     with tenants.http("alice") as http:
         good = _upload(http, "good.pdf", _pdf_bytes(3))

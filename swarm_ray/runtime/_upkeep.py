@@ -13,6 +13,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import os
 import time
 from collections.abc import Callable, Iterator
 from typing import Any
@@ -144,10 +145,12 @@ async def _flush_metrics(metrics: SwarmMetrics) -> None:
         metrics.flush()
 
 
-async def _sweep_uploads(uploads: Uploads, in_use: Callable[[], set[tuple[str, str]]]) -> None:
-    """Remove expired uploads no open task names, once a `SWEEP_EVERY_S` (see `_uploads`)."""
+async def _sweep_uploads(
+    uploads: Uploads, in_use: Callable[[], set[tuple[str, str]]], every_s: float
+) -> None:
+    """Remove expired uploads no open task names, once every `every_s` (see `_uploads`)."""
     while True:
-        await asyncio.sleep(SWEEP_EVERY_S)
+        await asyncio.sleep(every_s)
         keep = in_use()  # on the event loop, where the drivers are
         try:
             await asyncio.to_thread(uploads.sweep, keep)
@@ -186,11 +189,16 @@ def start_upkeep(
         loop.create_task(_reap_idle_agents(pool, agent_idle_s)),
         loop.create_task(_probe_deployments(serve, observer, health_interval_s)),
         loop.create_task(_flush_metrics(observer.metrics)),
-        loop.create_task(_sweep_uploads(uploads, uploads_in_use)),
+        loop.create_task(_sweep_uploads(uploads, uploads_in_use, sweep_every_s())),
     ]
     if observer.audit is not None:
         tasks.append(loop.create_task(_flush_audit(observer.audit)))
     return tasks
+
+
+def sweep_every_s() -> float:
+    """Seconds between sweeps of expired uploads (`SWARM_RAY_UPLOAD_SWEEP_S`)."""
+    return max(0.1, float(os.environ.get("SWARM_RAY_UPLOAD_SWEEP_S", SWEEP_EVERY_S)))
 
 
 REPORTER_PREFIX = "swarm-metrics/"

@@ -45,7 +45,8 @@ FILE_ID = re.compile(r"^file-[0-9a-f]{24}$")
 """What a file id looks like (OpenAI's files API uses the same prefix)."""
 _META = ".upload.json"
 SWEEP_EVERY_S = 60.0
-"""How often the orchestrator sweeps every principal's expired uploads."""
+"""How often the orchestrator sweeps every principal's expired uploads, in seconds, by
+default (`SWARM_RAY_UPLOAD_SWEEP_S`)."""
 _SAFE = re.compile(r"[^A-Za-z0-9._\-]+")
 
 _KINDS: dict[str, tuple[str, ...]] = {
