@@ -31,6 +31,7 @@ class Expansion:
     if TYPE_CHECKING:  # what of the scheduler they use
         plan: Plan
         _nodes: dict[str, _Node]
+        _unsettled: int
 
         def _add(self, spec: SubTaskSpec, *, origin: str, link: bool = True) -> None: ...
 
@@ -137,6 +138,7 @@ class Expansion:
                 self._add(spec, origin="feedback")
             self._nodes[gen_id].replaced_by = new_gen.id
             self._nodes[sid].replaced_by = new_judge.id
+            self._unsettled += 1  # what waited on them waits on the new round
             self._nodes[new_gen.id].previous = gen_id
             self._nodes[new_judge.id].previous = sid
             return [

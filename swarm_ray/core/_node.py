@@ -82,6 +82,9 @@ class _Node:
     """What an answered agent's next attempts get (`SubTask.resume`)."""
     asks_made: int = 0
     """Questions its agent asked a person, over all its attempts (at most `MAX_ASKS`)."""
+    unsettled_at: tuple[int, SubTaskSpec, int] | None = None
+    """Where its dependencies were last seen unsettled: the scheduler's `_unsettled` count
+    then, the spec, and the first unsettled one's position (`Scheduler._settled_deps`)."""
 
 
 def latest(nodes: Mapping[str, _Node], subtask_id: str) -> str:
