@@ -461,3 +461,26 @@ def test_the_driver_decides_child_sub_tasks_and_says_when_they_settle(
     [admitted] = again.notices
     assert isinstance(admitted, ChildAdmitted) and admitted.outcome == settled.outcome
     assert not any(isinstance(c, Run) for c in again.commands)  # not run twice
+
+
+def test_a_child_whose_input_the_log_cannot_hold_is_refused_and_the_task_goes_on(
+    deps: dict[str, object],
+) -> None:
+    from swarm_ray.core._commands import AskChild, ChildRefused
+
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
+    [parent, *_] = [
+        c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)
+    ]
+    ask = AskChild(
+        parent.subtask.subtask_id,
+        parent.subtask.watermark,
+        "test.noop.run",
+        {"n": object()},
+        "a1-1",
+    )
+    step = driver.step(ask)
+    [refused] = step.notices
+    assert isinstance(refused, ChildRefused) and isinstance(refused.error, InvalidInputError)
+    assert "not JSON" in refused.error.message and step.commands == []
+    assert driver.state is TaskState.EXECUTING

@@ -331,3 +331,28 @@ def test_an_agents_question_takes_its_default_and_a_sub_task_asks_a_bounded_numb
     error = driver.scheduler.error("second")
     assert error is not None and error.code == "invalid_output"
     assert f"at most {MAX_ASKS}" in error.message
+
+
+def test_an_answer_whose_check_breaks_is_refused_and_the_task_goes_on(
+    deps: dict[str, object], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The driver checks answers inside its step: a check that breaks (a bug) is that
+    answer's error, as it was when the check ran outside; the task keeps waiting."""
+    import swarm_ray.core._driver as driver_module
+    from swarm_ray.core._errors import SwarmRuntimeError
+
+    driver, runs = _start(deps, "human_branches")
+    _finish(driver, runs)
+    assert [w.subtask_id for w in status_view(driver, brief=True).waiting] == ["ask"]
+
+    def broken(*_args: object) -> None:
+        raise RuntimeError("a bug in the checker")
+
+    monkeypatch.setattr(driver_module, "check_answer", broken)
+    bug = _rejected(driver, "ask", {"text": "gamma"}, ALICE)
+    assert isinstance(bug, SwarmRuntimeError) and "a bug in the checker" in bug.message
+    monkeypatch.undo()
+    assert driver.state is TaskState.EXECUTING
+    step = driver.step(Answer("ask", {"text": "gamma"}, ALICE))
+    _finish(driver, [c.subtask for c in step.commands if isinstance(c, Run)])
+    assert driver.state is TaskState.COMPLETED

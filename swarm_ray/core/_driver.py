@@ -60,8 +60,10 @@ from swarm_ray.core._errors import (
     AnswerRefusedError,
     BudgetExceededError,
     ErrorCode,
+    InvalidInputError,
     StateStoreError,
     SwarmError,
+    SwarmRuntimeError,
     SwarmUserError,
     WatermarkRejectedError,
     error_for_code,
@@ -126,6 +128,19 @@ Clock = Callable[[], float]
 def _summary(text: str | None) -> str:
     text = text or ""
     return text if len(text) <= 160 else text[:157] + "..."
+
+
+def _must_be_json(value: Any, what: str) -> None:
+    """Refuse what the task's log could not write (`InvalidInputError`): not JSON data."""
+    try:
+        json.dumps(value)
+    except (TypeError, ValueError) as exc:
+        raise InvalidInputError(f"{what} is not JSON data: {exc}") from None
+
+
+def _unchecked(what: str, exc: Exception) -> SwarmRuntimeError:
+    """A bug met checking an input, as that input's own error; the task goes on."""
+    return SwarmRuntimeError(f"{what} could not be checked ({type(exc).__name__}: {exc})")
 
 
 class TaskDriver:
@@ -756,8 +771,12 @@ class TaskDriver:
                     reason="not_waiting",
                 )
             checked = check_answer(wait, given.answer)
+            _must_be_json(checked, f"the answer to sub-task `{sid}`")
         except SwarmError as exc:
             out.notices.append(AnswerRejected(exc))
+            return
+        except Exception as exc:  # a bug checking one answer must not stop the task
+            out.notices.append(AnswerRejected(_unchecked(f"the answer to sub-task `{sid}`", exc)))
             return
         assert self.scheduler is not None
         answered = HumanAnswered(
@@ -790,6 +809,7 @@ class TaskDriver:
                     reason="not_outstanding",
                     subtask_id=ask.parent,
                 )
+            _must_be_json(ask.input, f"the input of `{ask.parent}`'s child `{ask.key}`")
             child_id, added = admit_child(
                 self.scheduler,
                 self.record.plan,
@@ -802,6 +822,9 @@ class TaskDriver:
             )
         except SwarmError as exc:
             out.notices.append(ChildRefused(exc))
+            return
+        except Exception as exc:  # a bug admitting one child must not stop the task
+            out.notices.append(ChildRefused(_unchecked(f"`{ask.parent}`'s child", exc)))
             return
         if added is not None:
             self._carry(self._feed(added), out)
