@@ -16,6 +16,7 @@ import logging
 import os
 import time
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
 from swarm_ray.core._driver import TaskDriver
@@ -129,13 +130,13 @@ async def _reap_idle_agents(pool: ActorPoolExecutor, idle_s: float) -> None:
         pool.reap(idle_s)
 
 
-async def _flush_audit(audit: AuditTrail) -> None:
+async def _flush_audit(audit: AuditTrail, io: Executor) -> None:
     """Write the audit trail's queued lines out about once a second, off the event loop."""
     while True:
         await asyncio.sleep(1.0)
         lines = audit.take()
         if lines:
-            await asyncio.to_thread(audit.write_out, lines)
+            await asyncio.get_running_loop().run_in_executor(io, audit.write_out, lines)
 
 
 async def _flush_metrics(metrics: SwarmMetrics) -> None:
@@ -146,14 +147,14 @@ async def _flush_metrics(metrics: SwarmMetrics) -> None:
 
 
 async def _sweep_uploads(
-    uploads: Uploads, in_use: Callable[[], set[tuple[str, str]]], every_s: float
+    uploads: Uploads, in_use: Callable[[], set[tuple[str, str]]], every_s: float, io: Executor
 ) -> None:
     """Remove expired uploads no open task names, once every `every_s` (see `_uploads`)."""
     while True:
         await asyncio.sleep(every_s)
         keep = in_use()  # on the event loop, where the drivers are
         try:
-            await asyncio.to_thread(uploads.sweep, keep)
+            await asyncio.get_running_loop().run_in_executor(io, uploads.sweep, keep)
         except Exception:  # a store that failed this once: the next sweep tries again
             _log.exception("sweeping expired uploads failed")
 
@@ -185,14 +186,17 @@ def start_upkeep(
 ) -> list[asyncio.Task[None]]:
     """Start the background loops on the running event loop; returns their tasks."""
     loop = asyncio.get_running_loop()
+    # The upkeep's file work (audit lines, the uploads sweep) on one thread of its own:
+    # never in the default executor, where the orchestrator takes requests in.
+    io = ThreadPoolExecutor(max_workers=1, thread_name_prefix="upkeep")
     tasks = [
         loop.create_task(_reap_idle_agents(pool, agent_idle_s)),
         loop.create_task(_probe_deployments(serve, observer, health_interval_s)),
         loop.create_task(_flush_metrics(observer.metrics)),
-        loop.create_task(_sweep_uploads(uploads, uploads_in_use, sweep_every_s())),
+        loop.create_task(_sweep_uploads(uploads, uploads_in_use, sweep_every_s(), io)),
     ]
     if observer.audit is not None:
-        tasks.append(loop.create_task(_flush_audit(observer.audit)))
+        tasks.append(loop.create_task(_flush_audit(observer.audit, io)))
     return tasks
 
 
