@@ -13,7 +13,8 @@ Inside a capability:
     (asking the orchestrator for a child sub-task), `task_spend()` (what the
     task has spent so far), `state_dir()` (the swarm's state
     directory), `ResultStore` (where large outputs live), `declared_limits()` (the
-    `extra` a capability declares for memory and CPU limits).
+    `extra` a capability declares for memory and CPU limits), `CodeField` (an output
+    field holding Python code, which the sanitizer parses and checks).
 
 Hosting agents (a Serve deployment, a job's driver):
     `run_subtask()` (the one attempt contract every executor shares),
@@ -24,6 +25,7 @@ Hosting agents (a Serve deployment, a job's driver):
 from __future__ import annotations
 
 from swarm_ray.core._capability import CapabilitySpec
+from swarm_ray.core._sanitize import CodeField
 from swarm_ray.runtime._agent import (
     AgentReply,
     ask_human,
@@ -42,6 +44,7 @@ __all__ = [
     "NAMESPACE",
     "AgentReply",
     "ChildOutcome",
+    "CodeField",
     "ResultStore",
     "SwarmClient",
     "ask_human",

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import contextvars
 import json
+import re
 from collections.abc import Mapping
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, ClassVar, Literal
@@ -70,12 +71,20 @@ _UNTRUSTED = (
 )
 
 
+_TAG = re.compile(r"<(?=\s*/?\s*tool_result)", re.IGNORECASE)
+"""The `<` of a tool_result tag, opening or closing, in any case or spacing."""
+
+
 def _as_tool_data(name: str, content: str, trust: str = "untrusted") -> str:
     """A tool's answer as the model sees it: marked as untrusted data, tags kept whole.
 
+    A tag inside the answer (`</tool_result>`, `</TOOL_RESULT >`, a forged opening with
+    `trust="owner"`) is shown as text (`&lt;`), so the answer can neither close its mark
+    nor open one of another trust.
+
     The task owner's answer to `ask_human` is marked `trust="owner"`.
     """
-    inner = content.replace("</tool_result", "<\\/tool_result")
+    inner = _TAG.sub("&lt;", content)
     return f'<tool_result tool="{name}" trust="{trust}">\n{inner}\n</tool_result>'
 
 

@@ -8,8 +8,10 @@
   API of `llm_stubs.flaky_api_app`, at the port in `SWARM_RAY_TEST_API_PORT`;
 - `test.limits.run` (template `limits_fanout`): allocates, spins or forks without end
   under hard limits, or answers `ok`;
-- `test.unsafe.say`: says its text unchanged (the sanitizer's prey), falling back to
-  `test.tool.echo`;
+- `test.unsafe.say`: says its text unchanged, `repeat` times (the sanitizer's prey),
+  falling back to `test.tool.echo`;
+- `test.unsafe.code` (template `code_once`): says its text as a `CodeField`, the Python
+  a model could be talked into writing (no fallback);
 - `test.agent.scripted`: the tool agent on an `LLMAgent` whose model is the scripted
   brain (`llm_stubs.scripted_brain`: the request's task says which tools it calls), with the
   demo MCP server declared as `demo`;
@@ -28,7 +30,7 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swarm_ray import HttpAdapter
-from swarm_ray.agent import ChildOutcome, run_child
+from swarm_ray.agent import ChildOutcome, CodeField, run_child
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._template import TaskTemplate
@@ -87,16 +89,35 @@ def call_children(data: ChildrenIn) -> ChildrenOut:
     return ChildrenOut(outcomes=outcomes, refusals=refusals)
 
 
+class SayIn(EchoIn):
+    """Input of `test.unsafe.say`."""
+
+    repeat: int = Field(default=1, ge=1, le=64)
+    """Say the text this many times over (an output longer than a request's strings)."""
+
+
 class SayOut(BaseModel):
     """Output of `test.unsafe.say`."""
 
     text: str
-    """The input text, unchanged (whatever it holds)."""
+    """The input text, unchanged (whatever it holds), `repeat` times over."""
 
 
-def say(data: EchoIn) -> SayOut:
+def say(data: SayIn) -> SayOut:
     """Say the text as given: a stand-in for a model talked into something dangerous."""
-    return SayOut(text=data.text)
+    return SayOut(text=data.text * data.repeat)
+
+
+class CodeOut(BaseModel):
+    """Output of `test.unsafe.code`."""
+
+    code: CodeField
+    """The input text as Python code (the sanitizer parses and checks it)."""
+
+
+def say_code(data: EchoIn) -> CodeOut:
+    """Say the text as code: a stand-in for a model that writes code it was told to."""
+    return CodeOut(code=data.text)
 
 
 class RunawayIn(BaseModel):
@@ -203,12 +224,21 @@ def agents_catalog() -> Catalog:
             CapabilitySpec(
                 id="test.unsafe.say",
                 description="Say a text unchanged; falls back to `test.tool.echo` (for tests).",
-                input_model=EchoIn,
+                input_model=SayIn,
                 output_model=SayOut,
                 entrypoint="swarm_ray.testing.agents:say",
                 resources=Resources(num_cpus=0.1),
                 retry=RetryPolicy(max_attempts=2, backoff_s=0.05),
                 fallback="test.tool.echo",
+            ),
+            CapabilitySpec(
+                id="test.unsafe.code",
+                description="Say a text as Python code (for tests).",
+                input_model=EchoIn,
+                output_model=CodeOut,
+                entrypoint="swarm_ray.testing.agents:say_code",
+                resources=Resources(num_cpus=0.1),
+                retry=RetryPolicy(max_attempts=1),
             ),
             weather.spec(
                 "test.api.weather",
@@ -262,7 +292,8 @@ def agents_catalog() -> Catalog:
         templates=(
             wide_template("wide_research_scripted", "test.research.row"),
             _once("children_once", "test.agent.children", ("calls", "key")),
-            _once("say_once", "test.unsafe.say", ("text",)),
+            _once("say_once", "test.unsafe.say", ("text", "repeat")),
+            _once("code_once", "test.unsafe.code", ("text",)),
             _once("weather_once", "test.api.weather", ("city", "units")),
             TaskTemplate.model_validate(
                 {

@@ -5,9 +5,10 @@
   (`{"tool": NAME, "arguments": {...}}`, `final` ends), and `ROW: {...}` the JSON answer
   it gives when asked for one. `{item}` in a step is the task's `Item:` line, and
   `"$result.FIELD"` in the row is a field of the last tool answer (`"$result"`: all of
-  it). So a test states exactly which tools an agent calls, through any engine:
-  `ScriptedEngine` (the JSON protocol, `EngineConfig(kind="scripted", script=("call:" +
-  BRAIN,))`) or the stub server below (native function calling, through `OpenAIEngine`).
+  it; `"$shown"`: that answer exactly as the model was shown it, marks and all). So a
+  test states exactly which tools an agent calls, through any engine: `ScriptedEngine`
+  (the JSON protocol, `EngineConfig(kind="scripted", script=("call:" + BRAIN,))`) or the
+  stub server below (native function calling, through `OpenAIEngine`).
 - `stub_app` is an OpenAI-compatible server (`/v1/chat/completions`, `/v1/models`) that
   answers with the brain, and can limit requests per second (429 with `Retry-After`),
   fail its first requests (503), demand an API key (and echo a wrong one back, as some
@@ -48,28 +49,37 @@ _TOOL_DATA = re.compile(r"^<tool_result [^>]*>\n(.*)\n</tool_result>$", re.S)
 """How the tool agent shows a tool's answer (`_tool_agent._as_tool_data`)."""
 
 
-def _last_result(messages: Sequence[Message]) -> Any:
+def _last_shown(messages: Sequence[Message]) -> str | None:
+    """The last tool answer exactly as the model was shown it, marks and all."""
     for message in reversed(messages):
-        shown = _TOOL_DATA.match(message.content)
-        if message.role not in ("tool", "user") or shown is None:
-            continue
-        text = shown.group(1)
-        try:
-            return json.loads(text)
-        except json.JSONDecodeError:
-            return text
+        if message.role in ("tool", "user") and _TOOL_DATA.match(message.content):
+            return message.content
     return None
 
 
-def _fill(value: Any, item: str, result: Any) -> Any:
+def _last_result(shown: str | None) -> Any:
+    found = _TOOL_DATA.match(shown) if shown is not None else None
+    if found is None:
+        return None
+    text = found.group(1)
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return text
+
+
+def _fill(value: Any, item: str, shown: str | None) -> Any:
     if isinstance(value, dict):
-        return {k: _fill(v, item, result) for k, v in value.items()}
+        return {k: _fill(v, item, shown) for k, v in value.items()}
     if isinstance(value, list):
-        return [_fill(v, item, result) for v in value]
+        return [_fill(v, item, shown) for v in value]
     if isinstance(value, str):
+        if value == "$shown":
+            return shown
         if value == "$result":
-            return result
+            return _last_result(shown)
         if value.startswith("$result."):
+            result = _last_result(shown)
             field = value.removeprefix("$result.")
             return result.get(field) if isinstance(result, dict) else None
         return value.replace("{item}", item)
@@ -81,18 +91,18 @@ def scripted_brain(messages: Sequence[Message], schema: dict[str, Any] | None) -
     task = next((m.content for m in messages if m.role == "user"), "")
     item_match = _ITEM.search(task)
     item = item_match.group(1).strip() if item_match else ""
-    result = _last_result(messages)
+    shown = _last_shown(messages)
     last = messages[-1].content if messages else ""
     if last.startswith("Now give your final answer as JSON"):
         row = _ROW.search(task)
-        return json.dumps(_fill(json.loads(row.group(1)) if row else {}, item, result))
+        return json.dumps(_fill(json.loads(row.group(1)) if row else {}, item, shown))
     script = _SCRIPT.search(task)
     if script is None:
         return json.dumps({"tool": "final", "arguments": {"answer": "no script"}})
     steps = json.loads(script.group(1))
     turn = sum(1 for m in messages if m.role == "assistant")
     step = steps[min(turn, len(steps) - 1)]
-    return json.dumps(_fill(step, item, result))
+    return json.dumps(_fill(step, item, shown))
 
 
 def stub_app(

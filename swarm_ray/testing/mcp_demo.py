@@ -72,6 +72,11 @@ def build_server() -> Any:
         return name in os.environ
 
     @app.tool(annotations=reads)
+    def echo(text: str) -> str:
+        """Answer `text` unchanged: a page a tool fetched says whatever its author wrote."""
+        return text
+
+    @app.tool(annotations=reads)
     def slow(seconds: float) -> str:
         """Sleep `seconds` (at most 30), then say so."""
         time.sleep(min(30.0, max(0.0, seconds)))
