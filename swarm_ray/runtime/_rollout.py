@@ -412,8 +412,12 @@ def rollouts(
     return ray.data.read_parquet(folders, file_extensions=["parquet"])
 
 
-BATCH_S = 0.25
-"""While tasks keep ending, rollouts are written at most once in this many seconds."""
+BATCH_S = 1.0
+"""While tasks keep ending, rollouts are written at most once in this many seconds.
+
+A Parquet file has a fixed cost (schema, footer, a store write): at 0.25 s, writing
+four pairs a second was about a tenth of the orchestrator's CPU under a busy gateway
+(py-spy, `bench/gateway.py`); a second of ended tasks is what a crash can lose."""
 
 
 class RolloutWriter:
