@@ -22,18 +22,41 @@ endif
 
 .PHONY: report test lint typecheck pytest services bench bench-quick clean
 
+# The first run sets up .venv in about five minutes, most of it compiling llama.cpp. That
+# build runs in the background (`pip wheel`, into a folder of its own) while torch and the
+# rest install; the wheel is then installed from that folder and nothing else
+# (`--only-binary`). It never comes from pip's wheel cache: the cache is keyed by the
+# source archive alone, not by CMAKE_ARGS, so a wheel built earlier with other flags (a
+# native AMX build, which crashes here) would be installed unseen. pip runs with -qq
+# (errors only: a machine's pip configuration may warn about its own indexes, page after
+# page); `editable_mode=compat` is the plain .pth editable install, which setuptools does
+# not warn about. (`--no-compile` saved 50 s here and cost twice that in the first job,
+# every Ray worker compiling the same modules at once.)
+PIPQ := $(PIP) install -qq
+LLAMA_WHEELS := $(VENV)/llama-wheel
+
 $(VENV)/.installed: pyproject.toml
-	python3 -m venv $(VENV)
-	$(PIP) install -q --upgrade pip
-	# torch 2.13.0 is the CPU build; installing it first keeps a CUDA build (several GB) out.
-	$(PIP) install -q "torch==2.13.0"
-	# llama-cpp-python is built first and never taken from pip's wheel cache: the cache is
-	# keyed by the source archive alone, not by CMAKE_ARGS, so a wheel built earlier with
-	# other flags (a native AMX build, which crashes here) would be installed unseen.
-	CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
-	  $(PIP) install -q --no-cache-dir "llama-cpp-python[server]>=0.3"
-	$(PIP) install -q -e ".[embeddings,dev,llm]"
-	touch $@
+	@echo "== setting up $(VENV) (first run only: about 5 minutes on 2 cores)"
+	@python3 -m venv $(VENV)
+	@$(PIP) install -qq --upgrade pip
+	@echo "-- compiling llama-cpp-python (llama.cpp on the CPU) in the background"
+	@rm -rf $(LLAMA_WHEELS)
+	@CMAKE_ARGS="$(LLAMA_CMAKE_ARGS)" CMAKE_BUILD_PARALLEL_LEVEL=$(NPROC) \
+	  $(PIP) wheel -qq --no-deps --no-cache-dir -w $(LLAMA_WHEELS) "llama-cpp-python>=0.3" \
+	  > $(VENV)/llama-build.log 2>&1 & echo $$! > $(VENV)/llama-build.pid
+	@echo "-- installing torch (the CPU build, first: else pip picks a CUDA one of several GB)"
+	@$(PIPQ) "torch==2.13.0"
+	@echo "-- installing swarm-ray and its dependencies"
+	@$(PIPQ) --config-settings editable_mode=compat -e ".[embeddings,dev]"
+	@echo "-- waiting for llama-cpp-python's build"
+	@pid=$$(cat $(VENV)/llama-build.pid); while kill -0 $$pid 2>/dev/null; do sleep 2; done; \
+	  ls $(LLAMA_WHEELS)/llama_cpp_python-*.whl >/dev/null 2>&1 \
+	  || { cat $(VENV)/llama-build.log; echo "llama-cpp-python failed to build" >&2; exit 1; }
+	@$(PIPQ) --find-links $(LLAMA_WHEELS) --only-binary llama-cpp-python \
+	  --config-settings editable_mode=compat -e ".[embeddings,dev,llm]"
+	@rm -rf $(LLAMA_WHEELS) $(VENV)/llama-build.pid
+	@touch $@
+	@echo "== $(VENV) is ready"
 
 report: $(VENV)/.installed
 	$(PY) jobs/compare_documents.py --samples $(SAMPLES) --out $(OUT)
