@@ -156,6 +156,121 @@ def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follow
     assert again.step(Resume()).commands == [Close()]
 
 
+def _write_old_planning_log(deps: dict[str, object], *, planned: bool) -> tuple[str, int]:
+    """A task's log as written before planning became a node of the one scheduler.
+
+    The planning sub-task's scheduler events were `plan` entries, the task's own `sched`
+    entries began with a second `Start`, and the planning plan had no `draft_subtask`.
+    Written by hand here, so the test keeps holding whatever the code writes now. With
+    `planned`, the draft arrived and `shout[0]` was out (the plan's first sub-task);
+    without, the planner's call was out. Returns the task id and the planner's tokens.
+    """
+    from swarm_ray.core._fsm import TaskMachine, transition
+    from swarm_ray.core._planning import plan_from_output, planning_plan
+    from swarm_ray.core._record import TaskRecord
+    from swarm_ray.core._registry import Registry
+    from swarm_ray.core._routing import TemplateRouter
+    from swarm_ray.core._signals import Start, SubTaskDone
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    store, registry, router = deps["store"], deps["registry"], deps["router"]
+    assert isinstance(store, SQLiteStateStore) and isinstance(registry, Registry)
+    assert isinstance(router, TemplateRouter)
+    task_id, tokens = "old-planning-log", 7
+    request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+    planning = planning_plan("test.planning.good", request, registry, task_id=task_id, workdir=None)
+    planning_json = json.loads(planning.model_dump_json(exclude={"draft_subtask"}))
+    draft = {"draft": json.loads(_PLAN_DRAFTS["test.planning.good"]), "model": "m"}
+    machine = TaskMachine(task_id=task_id)
+    plan = None
+    store.append(task_id, "spec", json.dumps({"request": request.model_dump(mode="json")}))
+    store.append(
+        task_id,
+        "spec",
+        json.dumps({"request": request.model_dump(mode="json"), "planning": planning_json}),
+    )
+    store.append(task_id, "plan", Start(at=1.0).model_dump_json())
+    if planned:
+        answer = SubTaskResult(
+            task_id=task_id,
+            subtask_id="plan",
+            capability_id="test.planning.good",
+            attempt=1,
+            output=draft,
+            usage=TokenUsage(prompt_tokens=3, completion_tokens=tokens),
+            watermark="w",
+        )
+        done = SubTaskDone(at=2.0, result=answer)
+        store.append(task_id, "plan", done.model_dump_json(), dedupe_key="done:plan:1")
+        plan = plan_from_output(draft, planning, registry, router)
+        for to in (TaskState.ROUTING, TaskState.DISPATCHING, TaskState.EXECUTING):
+            machine = transition(machine, to, reason="old", at=3.0, trace_id="t")
+        spec = {
+            "request": request.model_dump(mode="json"),
+            "plan": plan.model_dump(mode="json"),
+            "planning": planning_json,
+        }
+        store.append(task_id, "spec", json.dumps(spec))
+        store.append(task_id, "sched", Start(at=3.0).model_dump_json())
+    record = TaskRecord(
+        task_id=task_id,
+        trace_id="t",
+        request=request,
+        machine=machine,
+        plan=plan,
+        created_at=0.0,
+        updated_at=3.0,
+    )
+    store.put_task(
+        task_id,
+        record.model_dump_json(exclude={"request", "plan", "planning"}),
+        is_open=True,
+        schema_version=1,
+    )
+    return task_id, tokens
+
+
+def test_a_planned_task_logged_in_the_old_format_resumes_without_asking_again(
+    deps: dict[str, object],
+) -> None:
+    task_id, tokens = _write_old_planning_log(deps, planned=True)
+    driver = TaskDriver.load(task_id, **deps)
+    assert driver is not None and driver.state is TaskState.EXECUTING
+    assert driver.record.plan is not None and driver.record.plan.template.name == "llm-plan"
+    step = driver.step(Resume())
+    assert [c.subtask.subtask_id for c in step.commands if isinstance(c, Run)] == ["shout[0]"]
+    assert driver.usage().completion_tokens == tokens  # the planner's, from the old log
+    [shout] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    [join] = [c.subtask for c in driver.step(Arrived(_done(shout))).commands if isinstance(c, Run)]
+    assert join.subtask_id == "join" and join.input["parts"] == ["HI"]
+    driver.step(Arrived(_done(join, output={"text": "HI", "count": 1})))
+    assert driver.state is TaskState.COMPLETED and driver.output() == {"text": "HI", "count": 1}
+    again = TaskDriver.load(task_id, **deps)  # old entries and new ones, replayed together
+    assert again is not None and again.state is TaskState.COMPLETED
+    assert again.usage().completion_tokens == tokens
+
+
+def test_a_task_logged_mid_planning_in_the_old_format_asks_its_planner_again(
+    deps: dict[str, object],
+) -> None:
+    task_id, _ = _write_old_planning_log(deps, planned=False)
+    driver = TaskDriver.load(task_id, **deps)
+    assert driver is not None and driver.state is TaskState.CREATED
+    [ask] = [c.subtask for c in driver.step(Resume()).commands if isinstance(c, Run)]
+    assert ask.subtask_id == "plan" and ask.capability_id == "test.planning.good"
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    draft = json.loads(_PLAN_DRAFTS["test.planning.good"])
+    step = driver.step(Arrived(_done(ask, output={"draft": draft, "model": "m"})))
+    assert [c.subtask.subtask_id for c in step.commands if isinstance(c, Run)] == ["shout[0]"]
+    assert [e.status for e in driver.events if e.kind == "planning"] == ["planned"]
+    again = TaskDriver.load(task_id, **deps)  # old entries and new ones, replayed together
+    assert again is not None and again.record.plan is not None
+    assert again.record.plan.template.name == "llm-plan"
+    resent = [c.subtask.subtask_id for c in again.step(Resume()).commands if isinstance(c, Run)]
+    assert resent == ["shout[0]"]  # the planner is not asked a third time
+
+
 def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     step = driver.step(PlanFailed(InvalidPlanError("no way to plan `this`")))
