@@ -117,8 +117,10 @@ def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
     assert driver.record.plan is not None and driver.record.plan.template.name == "llm-plan"
     assert [e.status for e in driver.events if e.kind == "planning"] == ["asking", "planned"]
     reloaded = TaskDriver.load(driver.task_id, **deps)
-    assert reloaded is not None and reloaded.planner is not None
-    assert reloaded.planner.result("plan") is not None  # durable: not asked again
+    assert reloaded is not None and reloaded.scheduler is not None
+    assert reloaded.scheduler.result("plan") is not None  # durable: not asked again
+    resent = [c.subtask.subtask_id for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert resent == ["shout[0]"]
 
 
 def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
@@ -150,7 +152,7 @@ def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follow
     for late in (AskPlanner("test.planning.good", request), Planned(plan), failed):
         step = reloaded.step(late)
         assert step.commands == [] and reloaded.state is TaskState.CANCELLED
-        assert reloaded.planner is None and reloaded.scheduler is None
+        assert reloaded.scheduler is None
     again = TaskDriver.load(created.task_id, **deps)  # and so it stays after a restart
     assert again is not None and again.state is TaskState.CANCELLED
     assert again.step(Resume()).commands == [Close()]
@@ -269,6 +271,113 @@ def test_a_task_logged_mid_planning_in_the_old_format_asks_its_planner_again(
     assert again.record.plan.template.name == "llm-plan"
     resent = [c.subtask.subtask_id for c in again.step(Resume()).commands if isinstance(c, Run)]
     assert resent == ["shout[0]"]  # the planner is not asked a third time
+
+
+def _planner_task(deps: dict[str, object], request: TaskRequest) -> tuple[TaskDriver, SubTask]:
+    """A planner's task, asked: its driver and the planner's dispatched sub-task."""
+    driver = _driver(deps, request)
+    [ask] = driver.step(AskPlanner(str(request.planner), request)).commands
+    assert isinstance(ask, Run) and ask.subtask.subtask_id == "plan"
+    return driver, ask.subtask
+
+
+def _good_draft() -> dict[str, object]:
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    return {"draft": json.loads(_PLAN_DRAFTS["test.planning.good"]), "model": "m"}
+
+
+@pytest.mark.parametrize("lost", ["the plan", "its adoption"])
+def test_a_restart_after_the_draft_was_logged_makes_its_plan_without_asking_again(
+    deps: dict[str, object], lost: str
+) -> None:
+    """The restart came after the planner's result was logged, but before the plan made of
+    it was stored (`the plan`) or before the log took that plan in (`its adoption`)."""
+    store = deps["store"]
+    assert isinstance(store, SQLiteStateStore)
+    request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+    driver, ask = _planner_task(deps, request)
+    tid = driver.task_id
+    unplanned = store.get_task(tid).record_json  # type: ignore[union-attr]
+    spent = TokenUsage(completion_tokens=5)
+    driver.step(Arrived(_done(ask, output=_good_draft(), usage=spent)))
+    entries = store.read_log(tid)
+    [done] = [e.seq for e in entries if e.payload_json.startswith('{"kind":"done"')]
+    [adopted] = [e.seq for e in entries if e.payload_json.startswith('{"kind":"adopt"')]
+    with store._lock, store._conn:  # type: ignore[attr-defined]
+        if lost == "the plan":
+            store._conn.execute("DELETE FROM log WHERE task_id = ? AND seq > ?", (tid, done))  # type: ignore[attr-defined]
+            store._conn.execute(  # type: ignore[attr-defined]
+                "UPDATE tasks SET record_json = ? WHERE task_id = ?", (unplanned, tid)
+            )
+        else:
+            store._conn.execute("DELETE FROM log WHERE task_id = ? AND seq >= ?", (tid, adopted))  # type: ignore[attr-defined]
+    again = TaskDriver.load(tid, **deps)
+    assert again is not None and (again.record.plan is None) == (lost == "the plan")
+    step = again.step(Resume())
+    [shout] = [c.subtask for c in step.commands if isinstance(c, Run)]  # not `plan`
+    assert shout.subtask_id == "shout[0]" and again.events[-1].kind != "planning"
+    assert again.record.plan is not None and again.record.plan.template.name == "llm-plan"
+    assert again.usage().completion_tokens == 5
+    [join] = [c.subtask for c in again.step(Arrived(_done(shout))).commands if isinstance(c, Run)]
+    again.step(Arrived(_done(join, output={"text": "HI", "count": 1})))
+    assert again.state is TaskState.COMPLETED and again.output() == {"text": "HI", "count": 1}
+    final = TaskDriver.load(tid, **deps)
+    assert final is not None and final.state is TaskState.COMPLETED
+
+
+def test_the_planners_tokens_count_toward_the_tasks_budget(deps: dict[str, object]) -> None:
+    request = TaskRequest(
+        query="shout", items=("hi",), planner="test.planning.good", budget=Budget(max_tokens=10)
+    )
+    driver, ask = _planner_task(deps, request)
+    spent = TokenUsage(prompt_tokens=8, completion_tokens=4)
+    step = driver.step(Arrived(_done(ask, output=_good_draft(), usage=spent)))
+    assert driver.state is TaskState.FAILED
+    assert driver.error is not None and driver.error.code == "budget_exceeded"
+    assert step.commands[-2:] == [Halt(("shout[0]",)), Close()]  # the plan's first run stops
+
+
+@pytest.mark.parametrize("answer", ["failed", "a stage named plan"])
+def test_a_planner_without_a_usable_draft_leaves_the_task_to_a_template_saying_why(
+    deps: dict[str, object], answer: str
+) -> None:
+    """The planner failed for good, or drafted a stage named like its own sub-task (one DAG
+    holds both): the template router plans, and the task's one warning says why."""
+    from swarm_ray.core._errors import ErrorCode
+    from swarm_ray.core._subtask import SubTaskError
+
+    request = TaskRequest(query="echo fanout", items=("x",), planner="test.planning.good")
+    driver, ask = _planner_task(deps, request)
+    if answer == "failed":  # its retry policy allows one attempt
+        error = SubTaskError(code=ErrorCode.AGENT_ERROR, message="the model fell over")
+        result = _done(ask, output=None, error=error)
+        why = "the model fell over"
+    else:
+        stage = {"name": "plan", "capability": "test.echo.text", "input": {"text": "$query"}}
+        result = _done(ask, output={"draft": {"stages": [stage]}, "model": "m"})
+        why = "stage `plan`"
+    step = driver.step(Arrived(result))
+    [echo] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert echo.subtask_id == "echo[0]" and driver.state is TaskState.EXECUTING
+    assert driver.record.plan is not None and driver.record.plan.template.name == "echo_fanout"
+    [join] = [c.subtask for c in driver.step(Arrived(_done(echo))).commands if isinstance(c, Run)]
+    driver.step(Arrived(_done(join, output={"text": "X", "count": 1})))
+    assert driver.state is TaskState.COMPLETED and driver.output() == {"text": "X", "count": 1}
+    (warning,) = driver.record.warnings
+    assert why in warning and "fell back to template `echo_fanout`" in warning
+
+
+def test_a_plan_for_a_task_already_begun_is_ignored(deps: dict[str, object]) -> None:
+    request = TaskRequest(query="echo fanout", items=("x",), planner="test.planning.good")
+    driver, _ask = _planner_task(deps, request)
+    plain = TaskRequest(template="echo_fanout", items=("x",))
+    plan = expand(deps["router"].route(plain), plain, task_id=driver.task_id)  # type: ignore[attr-defined]
+    for late in (Planned(plan), AskPlanner("test.planning.good", request)):
+        step = driver.step(late)
+        assert step.commands == [] and driver.record.plan is None
+    assert driver.state is TaskState.CREATED and driver.scheduler is not None
+    assert [s.id for s in driver.scheduler.specs()] == ["plan"]
 
 
 def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:

@@ -72,7 +72,7 @@ from swarm_ray.core._fsm import TaskMachine, TaskState, transition
 from swarm_ray.core._human import check_answer
 from swarm_ray.core._journal import Blobs, StateStore, should_offload
 from swarm_ray.core._plan import Plan
-from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
+from swarm_ray.core._planning import plan_from_output, planning_plan
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -85,6 +85,7 @@ from swarm_ray.core._signals import (
     CancelRequested,
     CancelSubTasks,
     Dispatch,
+    DraftSettled,
     FailTask,
     Fallback,
     FannedOut,
@@ -93,6 +94,7 @@ from swarm_ray.core._signals import (
     HumanAnswered,
     HumanSettled,
     Intent,
+    PlanAdopted,
     ResultRejected,
     Retry,
     ReviewRequested,
@@ -174,8 +176,8 @@ class TaskDriver:
         self._clock = clock
         self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
-        self.planner: Scheduler | None = None
-        """The planning phase's scheduler, while a planning capability makes the plan."""
+        """The task's one scheduler, from its first DAG on (a planner's task: the planner's
+        sub-task alone, until the plan made of its draft is adopted)."""
         self._issued: dict[str, tuple[int, str]] = {}
         self._watched: set[str] = set()
         """Child sub-tasks an agent waits on: each settling one becomes `ChildSettled`."""
@@ -236,13 +238,10 @@ class TaskDriver:
         driver = cls(record, **deps)
         replayed = driver._log.replay(record, entries)
         driver.events = replayed.events
-        if driver.record.planning is not None:
-            driver.planner = Scheduler.replay(
-                driver.record.planning, driver.registry, replayed.planning
-            )
-        if driver.record.plan is not None:
+        first = record.planning if record.planning is not None else record.plan
+        if first is not None:  # the DAG it started with; the log grows it again
             driver.scheduler = Scheduler.replay(
-                driver.record.plan, driver.registry, replayed.scheduled, access=driver._access
+                first, driver.registry, replayed.scheduled, access=driver._access
             )
         return driver
 
@@ -275,11 +274,7 @@ class TaskDriver:
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt so far, the planner's included."""
-        total = TokenUsage()
-        for scheduler in (self.planner, self.scheduler):
-            if scheduler is not None:
-                total = total + scheduler.usage()
-        return total
+        return self.scheduler.usage() if self.scheduler is not None else TokenUsage()
 
     # ---- persistence -----------------------------------------------------------------
 
@@ -349,8 +344,10 @@ class TaskDriver:
         """
         out = Step()
         match event:
-            case Planned() | AskPlanner() | PlanFailed() if self.state.terminal:
-                pass  # ended while its plan was being made (a cancel during re-planning)
+            case Planned() | AskPlanner() | PlanFailed() if (
+                self.state.terminal or self.scheduler is not None
+            ):
+                pass  # ended while it was being planned (a cancel during re-planning), or begun
             case Planned(plan=plan):
                 self._start(plan, out)
             case AskPlanner(planner=planner, request=request):
@@ -363,10 +360,8 @@ class TaskDriver:
                 if self.state.terminal:
                     return out
                 cancel = CancelRequested(at=self._clock(), reason=reason)
-                if self.scheduler is not None:
+                if self.scheduler is not None:  # a planner's call, too, stops
                     self._carry(self._feed(cancel), out)
-                elif self.planner is not None:  # the planner's call stops; the task ends
-                    self._carry(self._feed(cancel, planning=True), out, planning=True)
                 else:  # waiting to be planned: it ends cancelled, not failed
                     self._finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
                     out.commands.append(Close())
@@ -379,10 +374,6 @@ class TaskDriver:
                     ahead = self.scheduler.next_deadline()
                     if not self.state.terminal and ahead is not None and ahead > now:
                         out.commands.append(WakeAt(ahead))
-                elif not self.state.terminal and self.planner is not None:
-                    self._carry(
-                        self._feed(Tick(at=self._clock()), planning=True), out, planning=True
-                    )
             case Resume():
                 self._resume(out)
             case AskChild():
@@ -408,7 +399,7 @@ class TaskDriver:
             self._move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
 
     def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
-        """Start the planning phase: one sub-task, `plan`, on the planning capability."""
+        """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
         try:
             planning = planning_plan(
                 planner,
@@ -423,13 +414,13 @@ class TaskDriver:
         self.record = self.record.model_copy(update={"planning": planning})
         self._save()
         self._emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
-        self.planner = Scheduler(planning, self.registry)
-        self._carry(self._feed(Start(at=self._clock()), planning=True), out, planning=True)
+        self.scheduler = Scheduler(planning, self.registry, access=self._access)
+        self._carry(self._feed(Start(at=self._clock())), out)
 
-    def _planned(self, out: Step, failure: str | None = None) -> None:
-        """The planning sub-task settled: make the task's plan from its draft and start it."""
-        assert self.planner is not None and self.record.planning is not None
-        result = self.planner.result(PLAN_SUBTASK)
+    def _planned(self, drafted: DraftSettled, out: Step) -> None:
+        """The planning sub-task settled: make the plan of its draft; the DAG grows by it."""
+        assert self.scheduler is not None and self.record.planning is not None
+        result = self.scheduler.result(drafted.subtask_id)
         planner = self.record.planning.subtasks[0].capability_id
         try:
             plan = plan_from_output(
@@ -437,14 +428,14 @@ class TaskDriver:
                 self.record.planning,
                 self.registry,
                 self._router,
-                failure=failure,
+                failure=drafted.failure,
             )
             if self._access is not None:
                 self._access.check_plan(plan, self.registry)
         except SwarmUserError as exc:
             self._fail(exc, out)
             return
-        tokens = self.planner.usage().completion_tokens
+        tokens = self.scheduler.usage().completion_tokens  # the planner's: nothing else ran
         self._emit(
             "planning",
             "planned",
@@ -465,8 +456,7 @@ class TaskDriver:
             used = result.usage
             cost = used.cost + price * result.timings.duration_s
             result = result.model_copy(update={"usage": used.model_copy(update={"cost": cost})})
-        planning = self.scheduler is None and self.planner is not None
-        if self.scheduler is None and not planning:
+        if self.scheduler is None:
             out.notices.append(Refused("unknown_task"))
             return
         try:
@@ -475,10 +465,7 @@ class TaskDriver:
             out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
             return
         out.notices.append(Accepted(result, self.record.trace_id))
-        if planning:
-            self._carry(self._feed(event, planning=True), out, planning=True)
-        else:
-            self._carry(self._feed(event), out)
+        self._carry(self._feed(event), out)
         self._keep_to_budget(out)
 
     def _over_budget(self) -> BudgetExceededError | None:
@@ -505,24 +492,22 @@ class TaskDriver:
         """Stop a task that went past its budget.
 
         It fails and what still runs is halted; with `on_exceeded: finish`, only what
-        spends is stopped and the rest of the plan finishes.
+        spends is stopped and the rest of the plan finishes (a plan still being drafted
+        has no rest: it fails).
         """
         error = self._over_budget()
         if error is None:
             return
         budget = self.record.request.budget
-        if budget is not None and budget.on_exceeded == "finish" and self.scheduler is not None:
-            if self.scheduler.stopped_spending is None:
+        scheduler = self.scheduler
+        finish = budget is not None and budget.on_exceeded == "finish"
+        if finish and scheduler is not None and not scheduler.drafting:
+            if scheduler.stopped_spending is None:
                 limit = str(error.details.get("limit", "budget"))
                 stop = SpendingStopped(at=self._clock(), limit=limit, message=error.message)
                 self._carry(self._feed(stop), out)
             return
-        running = tuple(
-            i.subtask_id
-            for scheduler in (self.planner, self.scheduler)
-            if scheduler is not None
-            for i in scheduler.outstanding()
-        )
+        running = tuple(i.subtask_id for i in scheduler.outstanding()) if scheduler else ()
         self._failed(error)
         if running:
             out.commands.append(Halt(running))
@@ -536,20 +521,14 @@ class TaskDriver:
         self._keep_to_budget(out)  # it went past its budget just before the restart
         if self.state.terminal:
             return
-        if self.scheduler is None and self.planner is not None:
-            if self.planner.outcome is not None:  # it settled; the plan was not stored yet
-                self._carry([self.planner.outcome], out, planning=True)
-                return
-            again = self.planner.outstanding()
-            for intent in again:
-                self._issued.pop(intent.subtask_id, None)
-            self._carry(list(again), out, planning=True)
-            return
-        if self.record.plan is None or self.scheduler is None:
+        if self.scheduler is None:
             out.commands.append(Replan())  # planned as a new request would be
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)
+            return
+        if self.scheduler.drafted is not None:  # its draft is logged: the planner is not
+            self._carry([self.scheduler.drafted], out)  # asked again, its plan is made
             return
         outstanding = self.scheduler.outstanding()
         for intent in outstanding:
@@ -606,12 +585,8 @@ class TaskDriver:
             out.commands.append(Halt(running))
         out.commands.append(Close())
 
-    def _carry(self, intents: Sequence[Intent], out: Step, *, planning: bool = False) -> None:
-        """Announce what the scheduler decided and turn it into commands and notices.
-
-        With `planning`, the intents are the planning phase's: its end starts the task's
-        plan (or, cancelled, ends the task) rather than finishing the task.
-        """
+    def _carry(self, intents: Sequence[Intent], out: Step) -> None:
+        """Announce what the scheduler decided and turn it into commands and notices."""
         for intent in intents:
             said = announce(intent)
             if said is not None:
@@ -648,14 +623,8 @@ class TaskDriver:
                     out.notices.append(Refused("not_outstanding"))
                 case CancelSubTasks(subtask_ids=ids):
                     out.commands.append(Halt(ids))
-                case FinishTask() if planning:
-                    self._planned(out)
-                case FailTask(code=code, reason=reason) if planning:
-                    if code is ErrorCode.CANCELLED:
-                        self._finish(intent)
-                        out.commands.append(Close())
-                    else:
-                        self._planned(out, failure=reason)
+                case DraftSettled():
+                    self._planned(intent, out)
                 case FinishTask() | FailTask():
                     self._finish(intent)
                     out.commands.append(Close())
@@ -674,26 +643,34 @@ class TaskDriver:
     # ---- planning and feeding --------------------------------------------------------
 
     def _plan(self, plan: Plan) -> list[Intent]:
-        """Start the scheduler on `plan`, validated where it was made. Raises user errors."""
-        self._move(TaskState.ROUTING, "routing the request to a template", save=False)
+        """Run `plan`, validated where it was made. Raises user errors.
+
+        The scheduler starts on it, or, when a planner drafted it, the DAG grows by it.
+        """
+        if self.state is TaskState.CREATED:
+            self._move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan.workdir is None:
             plan = plan.model_copy(update={"workdir": self.record.workdir})
         self.record = self.record.model_copy(update={"plan": plan})
-        self._move(
-            TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
-        )
+        if self.state is TaskState.ROUTING:
+            summary = f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
+            self._move(TaskState.DISPATCHING, summary)
+        else:  # made again after a restart that came between its save and its adoption
+            self._save()
+        if self.scheduler is not None:
+            return self._feed(PlanAdopted(at=self._clock(), plan=plan))
         self.scheduler = Scheduler(plan, self.registry, access=self._access)
         return self._feed(Start(at=self._clock()))
 
-    def _feed(self, event: SchedulerEvent, *, planning: bool = False) -> list[Intent]:
-        """Log `event`, then let the scheduler decide (the planning phase's, with `planning`).
+    def _feed(self, event: SchedulerEvent) -> list[Intent]:
+        """Log `event`, then let the scheduler decide.
 
         A succeeded attempt is announced with its output's summary.
         """
-        scheduler = self.planner if planning else self.scheduler
+        scheduler = self.scheduler
         assert scheduler is not None
         text = output_text(event)
-        self._log.append(event, text, planning=planning)
+        self._log.append(event, text)
         intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
