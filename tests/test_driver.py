@@ -117,8 +117,10 @@ def test_the_planner_is_the_first_sub_task(deps: dict[str, object]) -> None:
     assert driver.record.plan is not None and driver.record.plan.template.name == "llm-plan"
     assert [e.status for e in driver.events if e.kind == "planning"] == ["asking", "planned"]
     reloaded = TaskDriver.load(driver.task_id, **deps)
-    assert reloaded is not None and reloaded.planner is not None
-    assert reloaded.planner.result("plan") is not None  # durable: not asked again
+    assert reloaded is not None and reloaded.scheduler is not None
+    assert reloaded.scheduler.result("plan") is not None  # durable: not asked again
+    resent = [c.subtask.subtask_id for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert resent == ["shout[0]"]
 
 
 def test_cancelling_while_the_planner_thinks_ends_cancelled(deps: dict[str, object]) -> None:
@@ -150,10 +152,232 @@ def test_a_task_cancelled_while_it_is_planned_again_ignores_the_plan_that_follow
     for late in (AskPlanner("test.planning.good", request), Planned(plan), failed):
         step = reloaded.step(late)
         assert step.commands == [] and reloaded.state is TaskState.CANCELLED
-        assert reloaded.planner is None and reloaded.scheduler is None
+        assert reloaded.scheduler is None
     again = TaskDriver.load(created.task_id, **deps)  # and so it stays after a restart
     assert again is not None and again.state is TaskState.CANCELLED
     assert again.step(Resume()).commands == [Close()]
+
+
+def _write_old_planning_log(deps: dict[str, object], *, planned: bool) -> tuple[str, int]:
+    """A task's log as written before planning became a node of the one scheduler.
+
+    The planning sub-task's scheduler events were `plan` entries, the task's own `sched`
+    entries began with a second `Start`, and the planning plan had no `draft_subtask`.
+    Written by hand here, so the test keeps holding whatever the code writes now. With
+    `planned`, the draft arrived and `shout[0]` was out (the plan's first sub-task);
+    without, the planner's call was out. Returns the task id and the planner's tokens.
+    """
+    from swarm_ray.core._fsm import TaskMachine, transition
+    from swarm_ray.core._planning import plan_from_output, planning_plan
+    from swarm_ray.core._record import TaskRecord
+    from swarm_ray.core._registry import Registry
+    from swarm_ray.core._routing import TemplateRouter
+    from swarm_ray.core._signals import Start, SubTaskDone
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    store, registry, router = deps["store"], deps["registry"], deps["router"]
+    assert isinstance(store, SQLiteStateStore) and isinstance(registry, Registry)
+    assert isinstance(router, TemplateRouter)
+    task_id, tokens = "old-planning-log", 7
+    request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+    planning = planning_plan("test.planning.good", request, registry, task_id=task_id, workdir=None)
+    planning_json = json.loads(planning.model_dump_json(exclude={"draft_subtask"}))
+    draft = {"draft": json.loads(_PLAN_DRAFTS["test.planning.good"]), "model": "m"}
+    machine = TaskMachine(task_id=task_id)
+    plan = None
+    store.append(task_id, "spec", json.dumps({"request": request.model_dump(mode="json")}))
+    store.append(
+        task_id,
+        "spec",
+        json.dumps({"request": request.model_dump(mode="json"), "planning": planning_json}),
+    )
+    store.append(task_id, "plan", Start(at=1.0).model_dump_json())
+    if planned:
+        answer = SubTaskResult(
+            task_id=task_id,
+            subtask_id="plan",
+            capability_id="test.planning.good",
+            attempt=1,
+            output=draft,
+            usage=TokenUsage(prompt_tokens=3, completion_tokens=tokens),
+            watermark="w",
+        )
+        done = SubTaskDone(at=2.0, result=answer)
+        store.append(task_id, "plan", done.model_dump_json(), dedupe_key="done:plan:1")
+        plan = plan_from_output(draft, planning, registry, router)
+        for to in (TaskState.ROUTING, TaskState.DISPATCHING, TaskState.EXECUTING):
+            machine = transition(machine, to, reason="old", at=3.0, trace_id="t")
+        spec = {
+            "request": request.model_dump(mode="json"),
+            "plan": plan.model_dump(mode="json"),
+            "planning": planning_json,
+        }
+        store.append(task_id, "spec", json.dumps(spec))
+        store.append(task_id, "sched", Start(at=3.0).model_dump_json())
+    record = TaskRecord(
+        task_id=task_id,
+        trace_id="t",
+        request=request,
+        machine=machine,
+        plan=plan,
+        created_at=0.0,
+        updated_at=3.0,
+    )
+    store.put_task(
+        task_id,
+        record.model_dump_json(exclude={"request", "plan", "planning"}),
+        is_open=True,
+        schema_version=1,
+    )
+    return task_id, tokens
+
+
+def test_a_planned_task_logged_in_the_old_format_resumes_without_asking_again(
+    deps: dict[str, object],
+) -> None:
+    task_id, tokens = _write_old_planning_log(deps, planned=True)
+    driver = TaskDriver.load(task_id, **deps)
+    assert driver is not None and driver.state is TaskState.EXECUTING
+    assert driver.record.plan is not None and driver.record.plan.template.name == "llm-plan"
+    step = driver.step(Resume())
+    assert [c.subtask.subtask_id for c in step.commands if isinstance(c, Run)] == ["shout[0]"]
+    assert driver.usage().completion_tokens == tokens  # the planner's, from the old log
+    [shout] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    [join] = [c.subtask for c in driver.step(Arrived(_done(shout))).commands if isinstance(c, Run)]
+    assert join.subtask_id == "join" and join.input["parts"] == ["HI"]
+    driver.step(Arrived(_done(join, output={"text": "HI", "count": 1})))
+    assert driver.state is TaskState.COMPLETED and driver.output() == {"text": "HI", "count": 1}
+    again = TaskDriver.load(task_id, **deps)  # old entries and new ones, replayed together
+    assert again is not None and again.state is TaskState.COMPLETED
+    assert again.usage().completion_tokens == tokens
+
+
+def test_a_task_logged_mid_planning_in_the_old_format_asks_its_planner_again(
+    deps: dict[str, object],
+) -> None:
+    task_id, _ = _write_old_planning_log(deps, planned=False)
+    driver = TaskDriver.load(task_id, **deps)
+    assert driver is not None and driver.state is TaskState.CREATED
+    [ask] = [c.subtask for c in driver.step(Resume()).commands if isinstance(c, Run)]
+    assert ask.subtask_id == "plan" and ask.capability_id == "test.planning.good"
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    draft = json.loads(_PLAN_DRAFTS["test.planning.good"])
+    step = driver.step(Arrived(_done(ask, output={"draft": draft, "model": "m"})))
+    assert [c.subtask.subtask_id for c in step.commands if isinstance(c, Run)] == ["shout[0]"]
+    assert [e.status for e in driver.events if e.kind == "planning"] == ["planned"]
+    again = TaskDriver.load(task_id, **deps)  # old entries and new ones, replayed together
+    assert again is not None and again.record.plan is not None
+    assert again.record.plan.template.name == "llm-plan"
+    resent = [c.subtask.subtask_id for c in again.step(Resume()).commands if isinstance(c, Run)]
+    assert resent == ["shout[0]"]  # the planner is not asked a third time
+
+
+def _planner_task(deps: dict[str, object], request: TaskRequest) -> tuple[TaskDriver, SubTask]:
+    """A planner's task, asked: its driver and the planner's dispatched sub-task."""
+    driver = _driver(deps, request)
+    [ask] = driver.step(AskPlanner(str(request.planner), request)).commands
+    assert isinstance(ask, Run) and ask.subtask.subtask_id == "plan"
+    return driver, ask.subtask
+
+
+def _good_draft() -> dict[str, object]:
+    from swarm_ray.testing.agents import _PLAN_DRAFTS
+
+    return {"draft": json.loads(_PLAN_DRAFTS["test.planning.good"]), "model": "m"}
+
+
+@pytest.mark.parametrize("lost", ["the plan", "its adoption"])
+def test_a_restart_after_the_draft_was_logged_makes_its_plan_without_asking_again(
+    deps: dict[str, object], lost: str
+) -> None:
+    """The restart came after the planner's result was logged, but before the plan made of
+    it was stored (`the plan`) or before the log took that plan in (`its adoption`)."""
+    store = deps["store"]
+    assert isinstance(store, SQLiteStateStore)
+    request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+    driver, ask = _planner_task(deps, request)
+    tid = driver.task_id
+    unplanned = store.get_task(tid).record_json  # type: ignore[union-attr]
+    spent = TokenUsage(completion_tokens=5)
+    driver.step(Arrived(_done(ask, output=_good_draft(), usage=spent)))
+    entries = store.read_log(tid)
+    [done] = [e.seq for e in entries if e.payload_json.startswith('{"kind":"done"')]
+    [adopted] = [e.seq for e in entries if e.payload_json.startswith('{"kind":"adopt"')]
+    with store._lock, store._conn:  # type: ignore[attr-defined]
+        if lost == "the plan":
+            store._conn.execute("DELETE FROM log WHERE task_id = ? AND seq > ?", (tid, done))  # type: ignore[attr-defined]
+            store._conn.execute(  # type: ignore[attr-defined]
+                "UPDATE tasks SET record_json = ? WHERE task_id = ?", (unplanned, tid)
+            )
+        else:
+            store._conn.execute("DELETE FROM log WHERE task_id = ? AND seq >= ?", (tid, adopted))  # type: ignore[attr-defined]
+    again = TaskDriver.load(tid, **deps)
+    assert again is not None and (again.record.plan is None) == (lost == "the plan")
+    step = again.step(Resume())
+    [shout] = [c.subtask for c in step.commands if isinstance(c, Run)]  # not `plan`
+    assert shout.subtask_id == "shout[0]" and again.events[-1].kind != "planning"
+    assert again.record.plan is not None and again.record.plan.template.name == "llm-plan"
+    assert again.usage().completion_tokens == 5
+    [join] = [c.subtask for c in again.step(Arrived(_done(shout))).commands if isinstance(c, Run)]
+    again.step(Arrived(_done(join, output={"text": "HI", "count": 1})))
+    assert again.state is TaskState.COMPLETED and again.output() == {"text": "HI", "count": 1}
+    final = TaskDriver.load(tid, **deps)
+    assert final is not None and final.state is TaskState.COMPLETED
+
+
+def test_the_planners_tokens_count_toward_the_tasks_budget(deps: dict[str, object]) -> None:
+    request = TaskRequest(
+        query="shout", items=("hi",), planner="test.planning.good", budget=Budget(max_tokens=10)
+    )
+    driver, ask = _planner_task(deps, request)
+    spent = TokenUsage(prompt_tokens=8, completion_tokens=4)
+    step = driver.step(Arrived(_done(ask, output=_good_draft(), usage=spent)))
+    assert driver.state is TaskState.FAILED
+    assert driver.error is not None and driver.error.code == "budget_exceeded"
+    assert step.commands[-2:] == [Halt(("shout[0]",)), Close()]  # the plan's first run stops
+
+
+@pytest.mark.parametrize("answer", ["failed", "a stage named plan"])
+def test_a_planner_without_a_usable_draft_leaves_the_task_to_a_template_saying_why(
+    deps: dict[str, object], answer: str
+) -> None:
+    """The planner failed for good, or drafted a stage named like its own sub-task (one DAG
+    holds both): the template router plans, and the task's one warning says why."""
+    from swarm_ray.core._errors import ErrorCode
+    from swarm_ray.core._subtask import SubTaskError
+
+    request = TaskRequest(query="echo fanout", items=("x",), planner="test.planning.good")
+    driver, ask = _planner_task(deps, request)
+    if answer == "failed":  # its retry policy allows one attempt
+        error = SubTaskError(code=ErrorCode.AGENT_ERROR, message="the model fell over")
+        result = _done(ask, output=None, error=error)
+        why = "the model fell over"
+    else:
+        stage = {"name": "plan", "capability": "test.echo.text", "input": {"text": "$query"}}
+        result = _done(ask, output={"draft": {"stages": [stage]}, "model": "m"})
+        why = "stage `plan`"
+    step = driver.step(Arrived(result))
+    [echo] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    assert echo.subtask_id == "echo[0]" and driver.state is TaskState.EXECUTING
+    assert driver.record.plan is not None and driver.record.plan.template.name == "echo_fanout"
+    [join] = [c.subtask for c in driver.step(Arrived(_done(echo))).commands if isinstance(c, Run)]
+    driver.step(Arrived(_done(join, output={"text": "X", "count": 1})))
+    assert driver.state is TaskState.COMPLETED and driver.output() == {"text": "X", "count": 1}
+    (warning,) = driver.record.warnings
+    assert why in warning and "fell back to template `echo_fanout`" in warning
+
+
+def test_a_plan_for_a_task_already_begun_is_ignored(deps: dict[str, object]) -> None:
+    request = TaskRequest(query="echo fanout", items=("x",), planner="test.planning.good")
+    driver, _ask = _planner_task(deps, request)
+    plain = TaskRequest(template="echo_fanout", items=("x",))
+    plan = expand(deps["router"].route(plain), plain, task_id=driver.task_id)  # type: ignore[attr-defined]
+    for late in (Planned(plan), AskPlanner("test.planning.good", request)):
+        step = driver.step(late)
+        assert step.commands == [] and driver.record.plan is None
+    assert driver.state is TaskState.CREATED and driver.scheduler is not None
+    assert [s.id for s in driver.scheduler.specs()] == ["plan"]
 
 
 def test_a_refused_plan_fails_the_task(deps: dict[str, object]) -> None:

@@ -338,7 +338,7 @@ def test_an_answer_whose_check_breaks_is_refused_and_the_task_goes_on(
 ) -> None:
     """The driver checks answers inside its step: a check that breaks (a bug) is that
     answer's error, as it was when the check ran outside; the task keeps waiting."""
-    import swarm_ray.core._driver as driver_module
+    import swarm_ray.core._admit as admit_module
     from swarm_ray.core._errors import SwarmRuntimeError
 
     driver, runs = _start(deps, "human_branches")
@@ -348,7 +348,7 @@ def test_an_answer_whose_check_breaks_is_refused_and_the_task_goes_on(
     def broken(*_args: object) -> None:
         raise RuntimeError("a bug in the checker")
 
-    monkeypatch.setattr(driver_module, "check_answer", broken)
+    monkeypatch.setattr(admit_module, "check_answer", broken)
     bug = _rejected(driver, "ask", {"text": "gamma"}, ALICE)
     assert isinstance(bug, SwarmRuntimeError) and "a bug in the checker" in bug.message
     monkeypatch.undo()

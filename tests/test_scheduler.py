@@ -19,11 +19,13 @@ from swarm_ray.core._signals import (
     CancelRequested,
     CancelSubTasks,
     Dispatch,
+    DraftSettled,
     FailTask,
     Fallback,
     FeedbackRoundStarted,
     FinishTask,
     Intent,
+    PlanAdopted,
     ResultRejected,
     Retry,
     RuleFired,
@@ -57,17 +59,24 @@ def of(intents: list[Intent], kind: type) -> list:  # type: ignore[type-arg]
     return [i for i in intents if isinstance(i, kind)]
 
 
-def drive(
-    s: Scheduler, answer: Callable[[RunIntent], SchedulerEvent], start: float = 0.0
+def answer_all(
+    s: Scheduler, queue: list[RunIntent], answer: Callable[[RunIntent], SchedulerEvent]
 ) -> list[Intent]:
-    """Answer every run intent, oldest first, until the task ends. Returns all intents."""
-    seen: list[Intent] = s.handle(Start(at=start))
-    queue = runs(seen)
+    """Answer `queue` and every run intent that follows, oldest first, until the task ends."""
+    seen: list[Intent] = []
     while queue and s.outcome is None:
         out = s.handle(answer(queue.pop(0)))
         seen += out
         queue += runs(out)
     return seen
+
+
+def drive(
+    s: Scheduler, answer: Callable[[RunIntent], SchedulerEvent], start: float = 0.0
+) -> list[Intent]:
+    """Answer every run intent, oldest first, until the task ends. Returns all intents."""
+    seen: list[Intent] = s.handle(Start(at=start))
+    return seen + answer_all(s, runs(seen), answer)
 
 
 def test_an_accepted_results_warnings_become_the_tasks() -> None:
@@ -618,3 +627,94 @@ def test_provenance_warnings_and_costs_are_filled_at_dispatch() -> None:
     assert marks == ["wm-0"]
     assert len(warnings) == 1 and "`parse[1]`" in warnings[0]
     assert costs == [{"sub_task_id": "parse[0]", "seconds": 0.0, "calls": 1}]
+
+
+# ---- a planner's draft grows the DAG -----------------------------------------------------
+
+
+def _drafting(template_name: str = "planning") -> Scheduler:
+    """A scheduler on the one-sub-task DAG a planner's task starts with."""
+    draft = TaskTemplate.model_validate(
+        {
+            "name": template_name,
+            "stages": [
+                {
+                    "name": "draft",
+                    "capability": "doc.parse.text",
+                    "required": True,
+                    "input": {"text": "$query"},
+                }
+            ],
+        }
+    )
+    plan = expand(draft, REQ, task_id="t1").model_copy(update={"draft_subtask": "draft"})
+    return Scheduler(plan, registry())
+
+
+def test_a_settled_draft_waits_for_its_plan_and_the_dag_grows_by_it() -> None:
+    s = _drafting()
+    [ask] = runs(s.handle(Start(at=0)))
+    assert ask.subtask_id == "draft" and s.drafting
+    assert s.handle(PlanAdopted(at=0.5, plan=expand(pipeline(), REQ, task_id="t1"))) == []
+    settled = s.handle(done(ask, "a plan", usage=TokenUsage(completion_tokens=9)))
+    assert settled == [DraftSettled(subtask_id="draft")] and s.drafted == settled[0]
+    assert s.outcome is None and s.progress() == 0.0  # not finished: its plan comes next
+    plan = expand(pipeline(), REQ, task_id="t1")
+    grown = s.handle(PlanAdopted(at=2.0, plan=plan))
+    assert ids(grown) == ["parse[0]", "parse[1]"] and not s.drafting and s.drafted is None
+    assert s.plan.template.name == "pipeline" and s.progress() == 0.0
+    assert s.handle(PlanAdopted(at=2.5, plan=plan)) == []  # adopted once
+    answer_all(s, runs(grown), lambda i: done(i, f"{i.subtask_id}!"))
+    assert isinstance(s.outcome, FinishTask) and s.progress() == 1.0
+    assert "draft" not in s.final_results() and "merge" in s.final_results()
+    assert s.usage().completion_tokens == 9  # the planner's tokens are the task's
+    log = [EVENT_ADAPTER.validate_json(EVENT_ADAPTER.dump_json(e)) for e in s.log]
+    first = _drafting().plan
+    assert Scheduler.replay(first, registry(), log).snapshot() == s.snapshot()
+    halfway = Scheduler.replay(first, registry(), log[:3])  # a crash before the adoption
+    assert halfway.drafted == DraftSettled(subtask_id="draft") and halfway.outstanding() == []
+
+
+def test_a_draft_that_failed_for_good_waits_for_the_routers_plan_not_failing_the_task() -> None:
+    s = _drafting()
+    [ask] = runs(s.handle(Start(at=0)))
+    settled = s.handle(failed(ask, ErrorCode.INVALID_OUTPUT))  # not retried; required
+    assert s.outcome is None and not of(settled, Warn)  # the router's plan says why
+    [drafted] = settled
+    assert isinstance(drafted, DraftSettled) and "draft broke" in (drafted.failure or "")
+    grown = s.handle(PlanAdopted(at=2.0, plan=expand(pipeline(), REQ, task_id="t1")))
+    answer_all(s, runs(grown), lambda i: done(i, f"{i.subtask_id}!"))
+    assert isinstance(s.outcome, FinishTask) and s.warnings == []
+
+
+def test_a_plan_none_of_whose_sub_tasks_succeeded_fails_whatever_its_draft_did() -> None:
+    s = _drafting()
+    [ask] = runs(s.handle(Start(at=0)))
+    s.handle(done(ask, "a plan"))
+    only = TaskTemplate.model_validate(
+        {
+            "name": "only",
+            "stages": [
+                {
+                    "name": "parse",
+                    "capability": "doc.parse.text",
+                    "fan_out": "per_item",
+                    "input": {"text": "$item"},
+                },
+            ],
+        }
+    )
+    plan = expand(only, TaskRequest(query="q", items=("a",)), task_id="t1")
+    [parse] = runs(s.handle(PlanAdopted(at=2.0, plan=plan)))
+    s.handle(failed(parse, ErrorCode.INVALID_OUTPUT))
+    assert isinstance(s.outcome, FailTask) and s.outcome.reason == "no sub-task succeeded"
+
+
+def test_cancelled_while_drafting_the_task_ends_and_a_later_plan_is_ignored() -> None:
+    s = _drafting()
+    runs(s.handle(Start(at=0)))
+    ended = s.handle(CancelRequested(at=1.0))
+    assert of(ended, CancelSubTasks) == [CancelSubTasks(subtask_ids=("draft",))]
+    assert isinstance(s.outcome, FailTask) and s.outcome.code is ErrorCode.CANCELLED
+    assert s.handle(PlanAdopted(at=2.0, plan=expand(pipeline(), REQ, task_id="t1"))) == []
+    assert s.plan.template.name == "planning"

@@ -3,12 +3,15 @@
 `TaskDriver.step(input) -> Step` is its one method (see `_commands`); the rest is read-only
 facts (state, error, output, usage). Its inputs: what starts the task (`plan_request`'s
 answer), a result, a cancel, a timer, a restart, a person's answer, an agent's child
-sub-task, a failure to take an input in. The driver checks every one itself: answers and
-children are refused by notice, never half taken.
-The driver runs the state machine and the scheduler, issues watermarks, announces events,
-and answers with commands (run these attempts, stop those, arm a timer, ask a planner,
-close) and notices (for metrics and audit). The orchestrator actor carries the commands
-out on Ray and feeds the results back; it decides nothing about a task.
+sub-task, a failure to take an input in. The driver checks every one itself: results at
+its watermark gate (`_gate`), answers and children as `_admit` says, refused by notice,
+never half taken.
+The driver runs the state machine and the task's one scheduler (a planner's task starts
+on the planner's sub-task alone, and the plan made of its draft grows the DAG: see
+`_planning`), announces events, and answers with commands (run these attempts, stop
+those, arm a timer, plan again, close) and notices (for metrics and audit). The
+orchestrator actor carries the commands out on Ray and feeds the results back; it
+decides nothing about a task.
 
 No Ray here. The driver writes before it acts, through the state store's interface:
 every transition updates the task's snapshot and every scheduler event is appended to the
@@ -26,8 +29,9 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
+from swarm_ray.core._admit import answer_event, child_event, refusal
 from swarm_ray.core._announce import announce
-from swarm_ray.core._children import admit_child, child_outcome
+from swarm_ray.core._children import child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
@@ -56,23 +60,19 @@ from swarm_ray.core._commands import (
     WakeAt,
 )
 from swarm_ray.core._errors import (
-    AgentUnavailableError,
-    AnswerRefusedError,
     BudgetExceededError,
     ErrorCode,
-    InvalidInputError,
     StateStoreError,
     SwarmError,
-    SwarmRuntimeError,
     SwarmUserError,
     WatermarkRejectedError,
     error_for_code,
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
-from swarm_ray.core._human import check_answer
+from swarm_ray.core._gate import Gate
 from swarm_ray.core._journal import Blobs, StateStore, should_offload
 from swarm_ray.core._plan import Plan
-from swarm_ray.core._planning import PLAN_SUBTASK, plan_from_output, planning_plan
+from swarm_ray.core._planning import plan_from_output, planning_plan
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -85,14 +85,15 @@ from swarm_ray.core._signals import (
     CancelRequested,
     CancelSubTasks,
     Dispatch,
+    DraftSettled,
     FailTask,
     Fallback,
     FannedOut,
     FeedbackRoundStarted,
     FinishTask,
-    HumanAnswered,
     HumanSettled,
     Intent,
+    PlanAdopted,
     ResultRejected,
     Retry,
     ReviewRequested,
@@ -118,7 +119,7 @@ from swarm_ray.core._subtask import (
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._tasklog import TaskLog, output_text, read_record
 from swarm_ray.core._traceparent import parse_traceparent
-from swarm_ray.core._watermark import WatermarkKey, issue_watermark, verify_watermark
+from swarm_ray.core._watermark import WatermarkKey
 
 __all__: list[str] = []
 
@@ -128,19 +129,6 @@ Clock = Callable[[], float]
 def _summary(text: str | None) -> str:
     text = text or ""
     return text if len(text) <= 160 else text[:157] + "..."
-
-
-def _must_be_json(value: Any, what: str) -> None:
-    """Refuse what the task's log could not write (`InvalidInputError`): not JSON data."""
-    try:
-        json.dumps(value)
-    except (TypeError, ValueError) as exc:
-        raise InvalidInputError(f"{what} is not JSON data: {exc}") from None
-
-
-def _unchecked(what: str, exc: Exception) -> SwarmRuntimeError:
-    """A bug met checking an input, as that input's own error; the task goes on."""
-    return SwarmRuntimeError(f"{what} could not be checked ({type(exc).__name__}: {exc})")
 
 
 class TaskDriver:
@@ -170,13 +158,13 @@ class TaskDriver:
         self.registry = registry
         self._log = TaskLog(record.task_id, store, results)
         self._results = results
-        self._key = key
         self._clock = clock
         self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
-        self.planner: Scheduler | None = None
-        """The planning phase's scheduler, while a planning capability makes the plan."""
-        self._issued: dict[str, tuple[int, str]] = {}
+        """The task's one scheduler, from its first DAG on (a planner's task: the planner's
+        sub-task alone, until the plan made of its draft is adopted)."""
+        self._gate = Gate(key, record.task_id, record.request.parent_task_id)
+        """The watermarks of the attempts out: only their results are let in."""
         self._watched: set[str] = set()
         """Child sub-tasks an agent waits on: each settling one becomes `ChildSettled`."""
         self.orchestrator: str | None = None
@@ -236,13 +224,10 @@ class TaskDriver:
         driver = cls(record, **deps)
         replayed = driver._log.replay(record, entries)
         driver.events = replayed.events
-        if driver.record.planning is not None:
-            driver.planner = Scheduler.replay(
-                driver.record.planning, driver.registry, replayed.planning
-            )
-        if driver.record.plan is not None:
+        first = record.planning if record.planning is not None else record.plan
+        if first is not None:  # the DAG it started with; the log grows it again
             driver.scheduler = Scheduler.replay(
-                driver.record.plan, driver.registry, replayed.scheduled, access=driver._access
+                first, driver.registry, replayed.scheduled, access=driver._access
             )
         return driver
 
@@ -275,11 +260,7 @@ class TaskDriver:
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt so far, the planner's included."""
-        total = TokenUsage()
-        for scheduler in (self.planner, self.scheduler):
-            if scheduler is not None:
-                total = total + scheduler.usage()
-        return total
+        return self.scheduler.usage() if self.scheduler is not None else TokenUsage()
 
     # ---- persistence -----------------------------------------------------------------
 
@@ -349,8 +330,10 @@ class TaskDriver:
         """
         out = Step()
         match event:
-            case Planned() | AskPlanner() | PlanFailed() if self.state.terminal:
-                pass  # ended while its plan was being made (a cancel during re-planning)
+            case Planned() | AskPlanner() | PlanFailed() if (
+                self.state.terminal or self.scheduler is not None
+            ):
+                pass  # ended while it was being planned (a cancel during re-planning), or begun
             case Planned(plan=plan):
                 self._start(plan, out)
             case AskPlanner(planner=planner, request=request):
@@ -363,10 +346,8 @@ class TaskDriver:
                 if self.state.terminal:
                     return out
                 cancel = CancelRequested(at=self._clock(), reason=reason)
-                if self.scheduler is not None:
+                if self.scheduler is not None:  # a planner's call, too, stops
                     self._carry(self._feed(cancel), out)
-                elif self.planner is not None:  # the planner's call stops; the task ends
-                    self._carry(self._feed(cancel, planning=True), out, planning=True)
                 else:  # waiting to be planned: it ends cancelled, not failed
                     self._finish(FailTask(reason=reason, code=ErrorCode.CANCELLED))
                     out.commands.append(Close())
@@ -379,10 +360,6 @@ class TaskDriver:
                     ahead = self.scheduler.next_deadline()
                     if not self.state.terminal and ahead is not None and ahead > now:
                         out.commands.append(WakeAt(ahead))
-                elif not self.state.terminal and self.planner is not None:
-                    self._carry(
-                        self._feed(Tick(at=self._clock()), planning=True), out, planning=True
-                    )
             case Resume():
                 self._resume(out)
             case AskChild():
@@ -408,7 +385,7 @@ class TaskDriver:
             self._move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
 
     def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
-        """Start the planning phase: one sub-task, `plan`, on the planning capability."""
+        """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
         try:
             planning = planning_plan(
                 planner,
@@ -423,13 +400,13 @@ class TaskDriver:
         self.record = self.record.model_copy(update={"planning": planning})
         self._save()
         self._emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
-        self.planner = Scheduler(planning, self.registry)
-        self._carry(self._feed(Start(at=self._clock()), planning=True), out, planning=True)
+        self.scheduler = Scheduler(planning, self.registry, access=self._access)
+        self._carry(self._feed(Start(at=self._clock())), out)
 
-    def _planned(self, out: Step, failure: str | None = None) -> None:
-        """The planning sub-task settled: make the task's plan from its draft and start it."""
-        assert self.planner is not None and self.record.planning is not None
-        result = self.planner.result(PLAN_SUBTASK)
+    def _planned(self, drafted: DraftSettled, out: Step) -> None:
+        """The planning sub-task settled: make the plan of its draft; the DAG grows by it."""
+        assert self.scheduler is not None and self.record.planning is not None
+        result = self.scheduler.result(drafted.subtask_id)
         planner = self.record.planning.subtasks[0].capability_id
         try:
             plan = plan_from_output(
@@ -437,14 +414,14 @@ class TaskDriver:
                 self.record.planning,
                 self.registry,
                 self._router,
-                failure=failure,
+                failure=drafted.failure,
             )
             if self._access is not None:
                 self._access.check_plan(plan, self.registry)
         except SwarmUserError as exc:
             self._fail(exc, out)
             return
-        tokens = self.planner.usage().completion_tokens
+        tokens = self.scheduler.usage().completion_tokens  # the planner's: nothing else ran
         self._emit(
             "planning",
             "planned",
@@ -465,8 +442,7 @@ class TaskDriver:
             used = result.usage
             cost = used.cost + price * result.timings.duration_s
             result = result.model_copy(update={"usage": used.model_copy(update={"cost": cost})})
-        planning = self.scheduler is None and self.planner is not None
-        if self.scheduler is None and not planning:
+        if self.scheduler is None:
             out.notices.append(Refused("unknown_task"))
             return
         try:
@@ -475,10 +451,7 @@ class TaskDriver:
             out.notices.append(Refused(str(exc.details.get("reason", "invalid"))))
             return
         out.notices.append(Accepted(result, self.record.trace_id))
-        if planning:
-            self._carry(self._feed(event, planning=True), out, planning=True)
-        else:
-            self._carry(self._feed(event), out)
+        self._carry(self._feed(event), out)
         self._keep_to_budget(out)
 
     def _over_budget(self) -> BudgetExceededError | None:
@@ -505,24 +478,22 @@ class TaskDriver:
         """Stop a task that went past its budget.
 
         It fails and what still runs is halted; with `on_exceeded: finish`, only what
-        spends is stopped and the rest of the plan finishes.
+        spends is stopped and the rest of the plan finishes (a plan still being drafted
+        has no rest: it fails).
         """
         error = self._over_budget()
         if error is None:
             return
         budget = self.record.request.budget
-        if budget is not None and budget.on_exceeded == "finish" and self.scheduler is not None:
-            if self.scheduler.stopped_spending is None:
+        scheduler = self.scheduler
+        finish = budget is not None and budget.on_exceeded == "finish"
+        if finish and scheduler is not None and not scheduler.drafting:
+            if scheduler.stopped_spending is None:
                 limit = str(error.details.get("limit", "budget"))
                 stop = SpendingStopped(at=self._clock(), limit=limit, message=error.message)
                 self._carry(self._feed(stop), out)
             return
-        running = tuple(
-            i.subtask_id
-            for scheduler in (self.planner, self.scheduler)
-            if scheduler is not None
-            for i in scheduler.outstanding()
-        )
+        running = tuple(i.subtask_id for i in scheduler.outstanding()) if scheduler else ()
         self._failed(error)
         if running:
             out.commands.append(Halt(running))
@@ -536,24 +507,18 @@ class TaskDriver:
         self._keep_to_budget(out)  # it went past its budget just before the restart
         if self.state.terminal:
             return
-        if self.scheduler is None and self.planner is not None:
-            if self.planner.outcome is not None:  # it settled; the plan was not stored yet
-                self._carry([self.planner.outcome], out, planning=True)
-                return
-            again = self.planner.outstanding()
-            for intent in again:
-                self._issued.pop(intent.subtask_id, None)
-            self._carry(list(again), out, planning=True)
-            return
-        if self.record.plan is None or self.scheduler is None:
+        if self.scheduler is None:
             out.commands.append(Replan())  # planned as a new request would be
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)
             return
+        if self.scheduler.drafted is not None:  # its draft is logged: the planner is not
+            self._carry([self.scheduler.drafted], out)  # asked again, its plan is made
+            return
         outstanding = self.scheduler.outstanding()
         for intent in outstanding:
-            self._issued.pop(intent.subtask_id, None)
+            self._gate.forget(intent.subtask_id)
         self._emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
         if self.state is TaskState.DISPATCHING:
             self._move(TaskState.EXECUTING, "resumed after a restart")
@@ -582,7 +547,7 @@ class TaskDriver:
             result = SubTaskResult.model_validate(
                 self._results.get_json(self._results.ref(recorded))
             )
-            self._issued[intent.subtask_id] = (result.attempt, result.watermark)
+            self._gate.expect(result)
             self._arrived(result, out)
         elif self._results.exists(self._results.ref(started)):
             review = ReviewRequested(
@@ -606,12 +571,8 @@ class TaskDriver:
             out.commands.append(Halt(running))
         out.commands.append(Close())
 
-    def _carry(self, intents: Sequence[Intent], out: Step, *, planning: bool = False) -> None:
-        """Announce what the scheduler decided and turn it into commands and notices.
-
-        With `planning`, the intents are the planning phase's: its end starts the task's
-        plan (or, cancelled, ends the task) rather than finishing the task.
-        """
+    def _carry(self, intents: Sequence[Intent], out: Step) -> None:
+        """Announce what the scheduler decided and turn it into commands and notices."""
         for intent in intents:
             said = announce(intent)
             if said is not None:
@@ -648,14 +609,8 @@ class TaskDriver:
                     out.notices.append(Refused("not_outstanding"))
                 case CancelSubTasks(subtask_ids=ids):
                     out.commands.append(Halt(ids))
-                case FinishTask() if planning:
-                    self._planned(out)
-                case FailTask(code=code, reason=reason) if planning:
-                    if code is ErrorCode.CANCELLED:
-                        self._finish(intent)
-                        out.commands.append(Close())
-                    else:
-                        self._planned(out, failure=reason)
+                case DraftSettled():
+                    self._planned(intent, out)
                 case FinishTask() | FailTask():
                     self._finish(intent)
                     out.commands.append(Close())
@@ -674,26 +629,34 @@ class TaskDriver:
     # ---- planning and feeding --------------------------------------------------------
 
     def _plan(self, plan: Plan) -> list[Intent]:
-        """Start the scheduler on `plan`, validated where it was made. Raises user errors."""
-        self._move(TaskState.ROUTING, "routing the request to a template", save=False)
+        """Run `plan`, validated where it was made. Raises user errors.
+
+        The scheduler starts on it, or, when a planner drafted it, the DAG grows by it.
+        """
+        if self.state is TaskState.CREATED:
+            self._move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan.workdir is None:
             plan = plan.model_copy(update={"workdir": self.record.workdir})
         self.record = self.record.model_copy(update={"plan": plan})
-        self._move(
-            TaskState.DISPATCHING, f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
-        )
+        if self.state is TaskState.ROUTING:
+            summary = f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
+            self._move(TaskState.DISPATCHING, summary)
+        else:  # made again after a restart that came between its save and its adoption
+            self._save()
+        if self.scheduler is not None:
+            return self._feed(PlanAdopted(at=self._clock(), plan=plan))
         self.scheduler = Scheduler(plan, self.registry, access=self._access)
         return self._feed(Start(at=self._clock()))
 
-    def _feed(self, event: SchedulerEvent, *, planning: bool = False) -> list[Intent]:
-        """Log `event`, then let the scheduler decide (the planning phase's, with `planning`).
+    def _feed(self, event: SchedulerEvent) -> list[Intent]:
+        """Log `event`, then let the scheduler decide.
 
         A succeeded attempt is announced with its output's summary.
         """
-        scheduler = self.planner if planning else self.scheduler
+        scheduler = self.scheduler
         assert scheduler is not None
         text = output_text(event)
-        self._log.append(event, text, planning=planning)
+        self._log.append(event, text)
         intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
@@ -709,16 +672,7 @@ class TaskDriver:
     def _subtask_for(self, intent: RunIntent) -> SubTask:
         """Turn a run intent into a dispatchable sub-task with a fresh watermark."""
         now = self._clock()
-        token = issue_watermark(
-            self._key,
-            task_id=self.task_id,
-            parent_task_id=self.record.request.parent_task_id,
-            subtask_id=intent.subtask_id,
-            capability_id=intent.capability_id,
-            input=intent.input,
-            issued_ms=int(now * 1000),
-        )
-        self._issued[intent.subtask_id] = (intent.attempt, token)
+        token = self._gate.issue(intent, now)
         return SubTask(
             task_id=self.task_id,
             parent_task_id=self.record.request.parent_task_id,
@@ -740,94 +694,45 @@ class TaskDriver:
         )
 
     def _answer(self, given: Answer, out: Step) -> None:
-        """Take a person's answer to a waiting sub-task, or say why not (`AnswerRejected`).
-
-        Only the task's owner answers (a trusted caller, holding the cluster, may answer
-        any task; an admin key that is not the owner's may not). Refused with
-        `AnswerRefusedError` when the sub-task does not wait for an answer (`not_waiting`:
-        never asked, answered already, past its deadline, or the task ended) or the
-        principal is not the owner (`not_owner`); with `InvalidInputError` when the
-        answer does not match the sub-task's schema (fields in `errors`).
-        """
-        sid, who = given.subtask_id, given.principal
-        try:
-            if not who.trusted and who.id != self.record.owner:
-                raise AnswerRefusedError(
-                    f"only the owner of task `{self.task_id}` answers its sub-tasks, "
-                    f"not `{who.id}`",
-                    task_id=self.task_id,
-                    subtask_id=sid,
-                    reason="not_owner",
-                )
-            wait = self.scheduler.wait_of(sid) if self.scheduler is not None else None
-            late = wait is not None and wait.deadline is not None and wait.deadline <= self._clock()
-            if wait is None or late or self.state.terminal:
-                why = "past its deadline" if late else f"state {self._status_of(sid)}"
-                raise AnswerRefusedError(
-                    f"sub-task `{sid}` of task `{self.task_id}` is not waiting for an "
-                    f"answer ({why})",
-                    task_id=self.task_id,
-                    subtask_id=sid,
-                    reason="not_waiting",
-                )
-            checked = check_answer(wait, given.answer)
-            _must_be_json(checked, f"the answer to sub-task `{sid}`")
-        except SwarmError as exc:
-            out.notices.append(AnswerRejected(exc))
-            return
-        except Exception as exc:  # a bug checking one answer must not stop the task
-            out.notices.append(AnswerRejected(_unchecked(f"the answer to sub-task `{sid}`", exc)))
-            return
-        assert self.scheduler is not None
-        answered = HumanAnswered(
-            at=self._clock(),
-            subtask_id=sid,
-            answer=checked,
-            principal=who.id,
-            review_of=wait.review_of,
-            asked_in=wait.asked_in,
+        """Take a person's answer to a waiting sub-task, or say why not (`AnswerRejected`)."""
+        answered = refusal(
+            f"the answer to sub-task `{given.subtask_id}`",
+            lambda: answer_event(
+                given,
+                task_id=self.task_id,
+                owner=self.record.owner,
+                scheduler=self.scheduler,
+                ended=self.state.terminal,
+                now=self._clock(),
+            ),
         )
+        if isinstance(answered, SwarmError):
+            out.notices.append(AnswerRejected(answered))
+            return
         self._carry(self._feed(answered), out)
 
-    def _status_of(self, subtask_id: str) -> str:
-        if self.scheduler is None or subtask_id not in {s.id for s in self.scheduler.specs()}:
-            return "unknown"
-        return str(self.scheduler.status(subtask_id))
-
     def _ask_child(self, ask: AskChild, out: Step) -> None:
-        """Admit a child sub-task of a running attempt (`core._children`), or refuse it."""
-        try:
-            if self.state.terminal or self.scheduler is None or self.record.plan is None:
-                raise AgentUnavailableError(
-                    f"task `{self.task_id}` is {self.state}: it takes no child sub-tasks"
-                )
-            issued = self._issued.get(ask.parent)
-            if not ask.parent_watermark or issued is None or issued[1] != ask.parent_watermark:
-                raise WatermarkRejectedError(
-                    f"sub-task `{ask.parent}` of task `{self.task_id}` has no running attempt "
-                    "with that watermark; only a running attempt may ask for child sub-tasks",
-                    reason="not_outstanding",
-                    subtask_id=ask.parent,
-                )
-            _must_be_json(ask.input, f"the input of `{ask.parent}`'s child `{ask.key}`")
-            child_id, added = admit_child(
-                self.scheduler,
-                self.record.plan,
-                self.registry,
-                ask.parent,
-                ask.capability_id,
-                ask.input,
-                ask.key,
-                at=self._clock(),
-            )
-        except SwarmError as exc:
-            out.notices.append(ChildRefused(exc))
+        """Admit a child sub-task of a running attempt (`core._admit`), or refuse it."""
+        admitted = refusal(
+            f"`{ask.parent}`'s child",
+            lambda: child_event(
+                ask,
+                task_id=self.task_id,
+                state=self.state,
+                scheduler=self.scheduler,
+                plan=self.record.plan,
+                registry=self.registry,
+                running=self._gate.running(ask.parent),
+                now=self._clock(),
+            ),
+        )
+        if isinstance(admitted, SwarmError):
+            out.notices.append(ChildRefused(admitted))
             return
-        except Exception as exc:  # a bug admitting one child must not stop the task
-            out.notices.append(ChildRefused(_unchecked(f"`{ask.parent}`'s child", exc)))
-            return
+        child_id, added = admitted
         if added is not None:
             self._carry(self._feed(added), out)
+        assert self.scheduler is not None
         outcome = child_outcome(self.scheduler, child_id)
         out.notices.append(ChildAdmitted(child_id, outcome))
         if outcome is None:
@@ -850,29 +755,17 @@ class TaskDriver:
                 (its sub-task already settled) or unknown (never dispatched, or an older
                 attempt); the reason is in the error and a `rejected` event.
         """
+        scheduler = self.scheduler
         try:
-            verify_watermark(
-                self._key,
-                result.watermark,
-                now_ms=int(self._clock() * 1000),
-                task_id=self.task_id,
-                subtask_id=result.subtask_id,
-                capability_id=result.capability_id,
+            self._gate.let_in(
+                result,
+                self._clock(),
+                lambda sid: scheduler is not None and scheduler.settled(sid),
             )
-            if self._issued.get(result.subtask_id) != (result.attempt, result.watermark):
-                settled = self.scheduler is not None and self.scheduler.settled(result.subtask_id)
-                reason = "replayed" if settled else "unknown"
-                raise WatermarkRejectedError(
-                    f"result for sub-task `{result.subtask_id}` attempt {result.attempt} "
-                    f"is not outstanding ({reason})",
-                    reason=reason,
-                    subtask_id=result.subtask_id,
-                )
         except WatermarkRejectedError as exc:
             reason = str(exc.details.get("reason", "invalid"))
             self._emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
             raise
-        del self._issued[result.subtask_id]
         now = self._clock()
         if result.ok:
             return SubTaskDone(at=now, result=result)

@@ -7,6 +7,10 @@ judge that finds fault starts the next round of generator and judge. Pending sub
 that waited on the source wait on what was added too (`for_each`, and rules for
 `partial_ok` stages); a new round stands in for the one it reruns (`Scheduler.current`).
 
+A fourth is decided outside, because it needs the template router and the access policy:
+a planner's draft. The driver makes the plan of it and the log keeps that plan
+(`PlanAdopted`), so a replay grows the same DAG from the event alone.
+
 `Expansion` is mixed into `Scheduler`; `_dynamic` builds the new specs, this decides when.
 """
 
@@ -18,7 +22,14 @@ from swarm_ray.core._dynamic import next_round, output_path, rule_matches, rule_
 from swarm_ray.core._errors import ErrorCode, InvalidPlanError
 from swarm_ray.core._node import SubTaskStatus, _Node
 from swarm_ray.core._plan import Plan, each_elements, nesting_depth, stage_subtask
-from swarm_ray.core._signals import FannedOut, FeedbackRoundStarted, Intent, RuleFired, Warn
+from swarm_ray.core._signals import (
+    DraftSettled,
+    FannedOut,
+    FeedbackRoundStarted,
+    Intent,
+    RuleFired,
+    Warn,
+)
 from swarm_ray.core._subtask import SubTaskResult, SubTaskSpec
 from swarm_ray.core._template import FOR_EACH
 
@@ -32,12 +43,29 @@ class Expansion:
         plan: Plan
         _nodes: dict[str, _Node]
         _unsettled: int
+        drafted: DraftSettled | None
 
         def _add(self, spec: SubTaskSpec, *, origin: str, link: bool = True) -> None: ...
+
+        def _take(self, plan: Plan) -> None: ...
+
+        def _dispatch_ready(self, at: float, settled: str | None = None) -> list[Intent]: ...
 
         def _warn(self, message: str, subtask_id: str | None = None) -> Warn: ...
 
         def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]: ...
+
+    def _adopt(self, plan: Plan, at: float) -> list[Intent]:
+        """Grow the DAG by the plan made of the settled draft, and dispatch what is ready.
+
+        From now on the task runs `plan`'s template (its stages, rules, loops, aggregate).
+        Ignored when no draft waits for a plan (it was adopted already).
+        """
+        if self.drafted is None:
+            return []
+        self.drafted = None
+        self._take(plan)
+        return self._dispatch_ready(at)
 
     def _expand_each(self, sid: str, result: SubTaskResult) -> list[Intent]:
         """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output.

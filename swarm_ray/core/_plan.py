@@ -64,6 +64,10 @@ class Plan(BaseModel):
     """How the plan was made, if it degraded (LLM planner fell back to a template)."""
     workdir: str | None = None
     """The task's own directory for outputs (`$task_dir`); None leaves such inputs out."""
+    draft_subtask: str | None = None
+    """The sub-task whose output drafts the task's real plan: set on the one-sub-task plan
+    a planner's task starts with (`_planning.planning_plan`). Once it settles, the
+    scheduler waits for that plan (`PlanAdopted`) rather than finishing."""
 
     def by_id(self) -> dict[str, SubTaskSpec]:
         """Sub-tasks keyed by id."""

@@ -1,14 +1,15 @@
 """Planning by a planning capability (the LLM planner), as the first sub-task of its task.
 
 A request chooses with `TaskRequest.planner`. A task planned by a capability starts with
-one sub-task, `plan`, on that capability: its input is the request and the catalogue
-(`planning_plan`), its output a draft (`PlanDraft`: a list of stages). Being a sub-task,
-the planner's call is durable (its result is in the task's log), watermarked, retried,
-traced and accounted like any other. The driver then turns the draft into the task's plan
-(`plan_from_draft`), checked exactly like a template's (`validate_plan`, input models);
-a refused draft, or a planner that failed for good, hands the request to the template
-router with a warning on the task (`fallback_plan`); when no template fits either, the
-task fails with both reasons.
+a one-sub-task DAG: `plan`, on that capability, whose input is the request and the
+catalogue (`planning_plan`) and whose output is a draft (`PlanDraft`: a list of stages).
+Being a sub-task of the task's one scheduler, the planner's call is durable (its result
+is in the task's log), watermarked, retried, traced and accounted like any other. When
+it settles, the driver turns the draft into the task's plan (`plan_from_output`), checked
+exactly like a template's (`validate_plan`, input models), and the DAG grows by that
+plan as it does by a `for_each` (`PlanAdopted`); a refused draft, or a planner that
+failed for good, hands the request to the template router with a warning on the task
+(`fallback_plan`); when no template fits either, the task fails with both reasons.
 
 No Ray, no model here: a planning capability is any registered Serve capability whose
 output has a `draft`, so the runtime imports no LLM code.
@@ -22,7 +23,12 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from swarm_ray.core._capability import ExecutorKind
-from swarm_ray.core._errors import InvalidSpecError, NoTemplateMatchedError, SwarmError
+from swarm_ray.core._errors import (
+    InvalidPlanError,
+    InvalidSpecError,
+    NoTemplateMatchedError,
+    SwarmError,
+)
 from swarm_ray.core._plan import FROM_MARKER, TASK_MARKER, Plan, expand, validate_plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -38,7 +44,8 @@ _FROZEN = ConfigDict(frozen=True, extra="forbid")
 DEFAULT_PLANNER = "llm.planning.plan"
 """The planning capability `planner="auto"` asks when no template matches."""
 PLAN_SUBTASK = "plan"
-"""Sub-task id of the planning call (it precedes the plan, so it is not one of its nodes)."""
+"""Sub-task id of the planning call: the first node of its task's DAG, not one of the plan's
+(no stage may take its name)."""
 PLAN_TEMPLATE = "llm-plan"
 """Name of the template a planner-made plan carries."""
 PLANNING_TEMPLATE = "planning"
@@ -136,7 +143,12 @@ def planning_plan(
         id=PLAN_SUBTASK, stage=PLAN_SUBTASK, capability_id=planner, input=payload, required=True
     )
     return Plan(
-        task_id=task_id, request=request, template=template, subtasks=(spec,), workdir=workdir
+        task_id=task_id,
+        request=request,
+        template=template,
+        subtasks=(spec,),
+        workdir=workdir,
+        draft_subtask=PLAN_SUBTASK,
     )
 
 
@@ -151,7 +163,8 @@ def plan_from_output(
     """The task's plan from the planning sub-task's output, or the router's with a warning.
 
     `failure` is why the planning sub-task failed for good (no output). Raises
-    `NoTemplateMatchedError` when the draft is refused and no template fits.
+    `NoTemplateMatchedError` when the draft is refused and no template fits, and
+    `InvalidPlanError` when the template's plan is invalid.
     """
     request, task_id = planning.request, planning.task_id
     try:
@@ -163,7 +176,17 @@ def plan_from_output(
     except (SwarmError, ValidationError) as exc:
         plan = fallback_plan(router, request, task_id, exc)
         validate_plan(plan, registry)
+        _beside_the_planner(plan)
     return plan.model_copy(update={"workdir": planning.workdir})
+
+
+def _beside_the_planner(plan: Plan) -> None:
+    """Refuse a plan with a stage named like the planner's sub-task: they share one DAG."""
+    if any(stage.name == PLAN_SUBTASK for stage in plan.template.stages):
+        raise InvalidPlanError(
+            f"stage `{PLAN_SUBTASK}` of template `{plan.template.name}` would take the id "
+            "of the planner's own sub-task; name it otherwise"
+        )
 
 
 def _concrete(value: Any) -> bool:
@@ -196,6 +219,7 @@ def plan_from_draft(
     )
     plan = expand(template, request, task_id=task_id)
     validate_plan(plan, registry)
+    _beside_the_planner(plan)
     for spec in plan.subtasks:
         if _concrete(spec.input):
             registry.validate_input(spec.capability_id, spec.input)

@@ -40,10 +40,10 @@ class TaskRecord(BaseModel):
     machine: TaskMachine
     """State and audit log."""
     plan: Plan | None = None
-    """The plan, once routing produced one."""
+    """The plan, once the template router or a planner's draft produced one."""
     planning: Plan | None = None
-    """The one-sub-task plan that asks a planning capability for `plan` (see
-    `_planning`); its scheduler events are logged as `plan` entries."""
+    """The DAG a planner's task starts with: one sub-task asking a planning capability for
+    `plan` (see `_planning`). The task's log grows it by `plan` (`PlanAdopted`)."""
     log: tuple[SchedulerEvent, ...] = ()
     """Every scheduler event, in order (replayed on recovery)."""
     created_at: float

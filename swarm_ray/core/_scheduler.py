@@ -9,8 +9,13 @@ fresh scheduler rebuilds the same state.
 
 Beside it, a module each: what is known of one sub-task (`core._node`, one record each),
 its input as filled at dispatch (`core._inputs`), the work an accepted result adds
-(`core._expand`: `for_each`, dynamic rules, feedback loops) and the sub-tasks held for a
-person (`core._waits`; the questions and answers are `core._human`'s).
+(`core._expand`: `for_each`, dynamic rules, feedback loops, and a planner's plan) and the
+sub-tasks held for a person (`core._waits`; the questions and answers are `core._human`'s).
+
+A task planned by a planner starts with one sub-task that drafts its plan
+(`Plan.draft_subtask`). When it settles the scheduler says so (`DraftSettled`) and waits;
+the driver makes the plan of the draft and feeds it back (`PlanAdopted`), and the DAG
+grows by it like any other expansion.
 """
 
 from __future__ import annotations
@@ -37,11 +42,13 @@ from swarm_ray.core._signals import (
     CancelSubTasks,
     ChildAdded,
     Dispatch,
+    DraftSettled,
     FailTask,
     Fallback,
     FinishTask,
     HumanAnswered,
     Intent,
+    PlanAdopted,
     ResultRejected,
     Retry,
     ReviewRequested,
@@ -105,18 +112,19 @@ class Scheduler(Expansion, Waiting):
         self.stopped_spending: SubTaskError | None = None
         """Set once the task reached its budget and finishes with what it has: the error
         each spending sub-task fails with (`SpendingStopped`)."""
-        self._asks: dict[str, HumanAsk] = {
-            s.name: s.await_human for s in plan.template.stages if s.await_human is not None
-        }
+        self._asks: dict[str, HumanAsk] = {}
         self._waits: dict[str, HumanWait] = {}
         """Sub-tasks waiting for a person, in the order they began (`waiting()` keeps it)."""
-        self.warnings: list[str] = list(plan.warnings)
+        self.warnings: list[str] = []
         self.log: list[SchedulerEvent] = []
         self.outcome: FinishTask | FailTask | None = None
-        for spec in plan.subtasks:
-            self._add(spec, origin="ready", link=False)
-        for spec in plan.subtasks:  # once all are in: a dependency listed later is found too
-            self._link(spec)
+        self._draft = plan.draft_subtask
+        """The sub-task that drafts (or drafted) the task's plan, if a planner plans it: its
+        result is the planner's, not the plan's (`final_results`, `progress`)."""
+        self.drafted: DraftSettled | None = None
+        """Set when the draft settled, until its plan is adopted (a restarted driver that
+        finds it set makes the plan again: the planner is not asked twice)."""
+        self._take(plan)
 
     # ---- public ----------------------------------------------------------------------
 
@@ -183,6 +191,8 @@ class Scheduler(Expansion, Waiting):
                 out += self._on_answer(event)
             case SpendingStopped():
                 out += self._stop_spending(event)
+            case PlanAdopted(plan=plan):
+                out += self._adopt(plan, event.at)
             case ReviewRequested(subtask_id=sid, attempt=attempt):
                 running = self._running.get(sid)
                 if running is not None and running.attempt == attempt:
@@ -190,6 +200,11 @@ class Scheduler(Expansion, Waiting):
             case _:
                 assert_never(event)
         return out + self._check_finished()
+
+    @property
+    def drafting(self) -> bool:
+        """True while the task's plan is being drafted (until `PlanAdopted`)."""
+        return self.plan.draft_subtask is not None
 
     def outstanding(self) -> list[Dispatch | Retry | Fallback]:
         """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
@@ -251,13 +266,21 @@ class Scheduler(Expansion, Waiting):
         return latest(self._nodes, subtask_id)
 
     def final_results(self) -> dict[str, SubTaskResult]:
-        """Accepted results of the sub-tasks not superseded by a later round."""
-        nodes = self._nodes
-        return {k: v for k, v in self._results.items() if nodes[k].replaced_by is None}
+        """Accepted results of the plan's sub-tasks not superseded by a later round.
+
+        A planner's draft is not one of them: the plan made of it superseded it.
+        """
+        nodes, draft = self._nodes, self._draft
+        return {
+            k: v for k, v in self._results.items() if nodes[k].replaced_by is None and k != draft
+        }
 
     def progress(self) -> float:
-        """Fraction of sub-tasks settled."""
-        return self._settled / max(1, len(self._nodes))
+        """Fraction of the plan's sub-tasks settled (0 while a planner drafts the plan)."""
+        if self.plan.draft_subtask is not None:
+            return 0.0
+        drafted = self._draft is not None  # settled, and not one of the plan's
+        return (self._settled - drafted) / max(1, len(self._nodes) - drafted)
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt received so far, failed ones included."""
@@ -289,10 +312,24 @@ class Scheduler(Expansion, Waiting):
             "resume": {k: n.resume for k, n in nodes if n.resume is not None},
             "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
             "warnings": list(self.warnings),
+            "template": self.plan.template.name,
+            "drafted": None if self.drafted is None else self.drafted.model_dump(),
             "outcome": None if self.outcome is None else self.outcome.model_dump(),
         }
 
     # ---- bookkeeping -----------------------------------------------------------------
+
+    def _take(self, plan: Plan) -> None:
+        """Run `plan` from now on: its template, its warnings, its sub-tasks in the DAG."""
+        self.plan = plan
+        self.warnings += plan.warnings
+        self._asks = {
+            s.name: s.await_human for s in plan.template.stages if s.await_human is not None
+        }
+        for spec in plan.subtasks:
+            self._add(spec, origin="ready", link=False)
+        for spec in plan.subtasks:  # once all are in: a dependency listed later is found too
+            self._link(spec)
 
     def _set(self, node: _Node, status: SubTaskStatus) -> None:
         was, now = node.status in SETTLED, status in SETTLED
@@ -567,6 +604,9 @@ class Scheduler(Expansion, Waiting):
         self._set(node, _S.FAILED)
         node.error = error
         message = f"sub-task `{sid}` on `{node.capability}` failed: {error.message}"
+        if sid == self._draft:  # no draft: the template router plans, and says why
+            self.drafted = DraftSettled(subtask_id=sid, failure=message)
+            return [self.drafted]
         out: list[Intent] = [self._warn(message, sid)]
         if node.spec.required:
             return out + self._end(message, error.code, sid)
@@ -613,6 +653,9 @@ class Scheduler(Expansion, Waiting):
         # What the agent flagged about an accepted result (a unit it could not read, a
         # page it skipped) is the task's to report, like any other degradation.
         out: list[Intent] = [self._warn(f"sub-task `{sid}`: {w}", sid) for w in result.warnings]
+        if sid == self._draft:
+            self.drafted = DraftSettled(subtask_id=sid)
+            return [*out, self.drafted]
         out += self._fire_rules(sid, result)
         out += self._feedback(sid, result)
         out += self._expand_each(sid, result)
@@ -655,7 +698,9 @@ class Scheduler(Expansion, Waiting):
             return []
         if self._settled < len(self._nodes):  # kept by `_set`: no scan per event
             return []
-        if not self._results:
+        if self.plan.draft_subtask is not None:  # the draft settled: its plan comes next
+            return []
+        if len(self._results) == (self._draft in self._results):  # none of the plan's
             return self._end("no sub-task succeeded", ErrorCode.AGENT_ERROR, None)
         self.outcome = FinishTask(warnings=tuple(self.warnings))
         return [self.outcome]

@@ -14,6 +14,7 @@ from typing import Annotated, Any, Literal, Self
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._subtask import SubTaskResult, SubTaskSpec
 
 __all__: list[str] = []
@@ -143,6 +144,20 @@ class SpendingStopped(BaseModel):
     """What was spent, over which bound (the error of every sub-task it stops)."""
 
 
+class PlanAdopted(BaseModel):
+    """The task's plan, made from what its planning sub-task drafted (see `_planning`).
+
+    Its sub-tasks join the DAG and its template becomes the task's (stages, rules, loops,
+    aggregate). The plan was decided outside the scheduler (the draft checked, or the
+    template router's instead), so the event carries it: a replay grows the same DAG.
+    """
+
+    model_config = _FROZEN
+    kind: Literal["adopt"] = "adopt"
+    at: float
+    plan: Plan
+
+
 SchedulerEvent = Annotated[
     Start
     | SubTaskDone
@@ -153,7 +168,8 @@ SchedulerEvent = Annotated[
     | ChildAdded
     | HumanAnswered
     | ReviewRequested
-    | SpendingStopped,
+    | SpendingStopped
+    | PlanAdopted,
     Field(discriminator="kind"),
 ]
 """Any scheduler input; persisted as JSON in the task's log."""
@@ -291,6 +307,18 @@ class ResultRejected(BaseModel):
     reason: str
 
 
+class DraftSettled(BaseModel):
+    """The planning sub-task settled: make the task's plan from its draft (`PlanAdopted`).
+
+    Until that plan comes the task does not finish. `failure` says why the sub-task failed
+    for good, when it did (there is no draft then).
+    """
+
+    model_config = _FROZEN
+    subtask_id: str
+    failure: str | None = None
+
+
 class Warn(BaseModel):
     """A degradation the final result must mention."""
 
@@ -330,6 +358,7 @@ Intent = (
     | SkipSubTask
     | CancelSubTasks
     | ResultRejected
+    | DraftSettled
     | Warn
     | FinishTask
     | FailTask

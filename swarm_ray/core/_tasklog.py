@@ -1,14 +1,19 @@
 """A task's durable log: what the driver writes before it acts, and reads back after a crash.
 
 A task is stored as a snapshot (its record without the large parts) plus an append-only
-log of entries of four kinds:
+log of entries of three kinds:
 - `spec`: the request and plans, written once each time one is set (they hold every item
   and every sub-task's input and never change, while the snapshot is written at every
   transition), joined back by `read_record`;
 - `event`: the task's numbered `TaskEvent`s;
 - `sched`: every scheduler event, written before the scheduler sees it, so replaying the
-  log rebuilds exactly what was done and what was outstanding;
-- `plan`: the same for the planning sub-task's scheduler.
+  log rebuilds exactly what was done and what was outstanding.
+
+Logs written before planning was a node of the task's one scheduler are migrated as they
+are read (nothing is rewritten): the planning sub-task's events were `plan` entries and
+are read as `sched` ones; the `Start` of the second scheduler they then began is read as
+the `PlanAdopted` of the record's plan; and the planning plan, which did not name its
+draft, names its one sub-task (`read_record`).
 
 Large outputs go to the result store and the log keeps a reference (`offload`). Retries
 of a failing write are the store's own (SQLite's busy timeout, Redis's connection retries):
@@ -27,9 +32,11 @@ from swarm_ray.core._scheduler import EVENT_ADAPTER
 from swarm_ray.core._signals import (
     ChildAdded,
     HumanAnswered,
+    PlanAdopted,
     ReviewRequested,
     SchedulerEvent,
     SpendingStopped,
+    Start,
     SubTaskDone,
     SubTaskFailed,
     SubTaskTimedOut,
@@ -38,7 +45,9 @@ from swarm_ray.core._task import TaskEvent
 
 __all__: list[str] = []
 
-SCHED, EVENT, PLAN, SPEC = "sched", "event", "plan", "spec"
+SCHED, EVENT, SPEC = "sched", "event", "spec"
+_OLD_PLAN = "plan"
+"""The planning sub-task's own scheduler events, in logs written before it was a node."""
 _SPEC_FIELDS = ("request", "plan", "planning")
 """Record fields written once to the log rather than in every snapshot."""
 
@@ -48,7 +57,9 @@ def read_record(
 ) -> TaskRecord | None:
     """A stored task's record: its snapshot joined with the last `spec` log entry.
 
-    Snapshots written before the request and plans moved to the log hold them inline.
+    Snapshots written before the request and plans moved to the log hold them inline. A
+    planning plan stored before `Plan.draft_subtask` existed is read as naming its one
+    sub-task (see the module docstring).
     """
     stored = store.get_task(task_id)
     if stored is None:
@@ -59,7 +70,12 @@ def read_record(
             if entry.kind == SPEC:
                 data.update(json.loads(entry.payload_json))
                 break
-    return TaskRecord.model_validate(data)
+    record = TaskRecord.model_validate(data)
+    planning = record.planning
+    if planning is not None and planning.draft_subtask is None:
+        planning = planning.model_copy(update={"draft_subtask": planning.subtasks[0].id})
+        record = record.model_copy(update={"planning": planning})
+    return record
 
 
 def output_text(event: SchedulerEvent) -> str | None:
@@ -85,7 +101,7 @@ def dedupe_key(event: SchedulerEvent) -> str | None:
             review = "" if event.review_of is None else f":review{event.review_of}"
             asked = "" if event.asked_in is None else f":asked{event.asked_in}"
             return f"{event.kind}:{event.subtask_id}{review}{asked}"
-        case SpendingStopped():
+        case SpendingStopped() | PlanAdopted():
             return event.kind  # once a task
         case _:
             return None
@@ -93,11 +109,10 @@ def dedupe_key(event: SchedulerEvent) -> str | None:
 
 @dataclass
 class Replayed:
-    """What a task's log holds, in order: its events and its two schedulers' events."""
+    """What a task's log holds, in order: its events and its scheduler's events."""
 
     events: list[TaskEvent] = field(default_factory=list)
     scheduled: list[SchedulerEvent] = field(default_factory=list)
-    planning: list[SchedulerEvent] = field(default_factory=list)
 
 
 class TaskLog:
@@ -129,26 +144,34 @@ class TaskLog:
         """Log one of the task's numbered events (once, whatever the restarts)."""
         self._store.append(self.task_id, EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}")
 
-    def append(self, event: SchedulerEvent, text: str | None, *, planning: bool = False) -> None:
+    def append(self, event: SchedulerEvent, text: str | None) -> None:
         """Log a scheduler event before the scheduler sees it; `text` is `output_text`."""
         stored = self._offload(event, text)
         self._store.append(
             self.task_id,
-            PLAN if planning else SCHED,
+            SCHED,
             EVENT_ADAPTER.dump_json(stored).decode(),
             dedupe_key=dedupe_key(event),
         )
 
     def replay(self, record: TaskRecord, entries: list[LogEntry]) -> Replayed:
-        """Read `entries` (the task's log) back, large outputs fetched again."""
+        """Read `entries` (the task's log) back, large outputs fetched again.
+
+        An old log's `plan` entries are migrated as they are read (module docstring).
+        """
         self._saved_spec = (id(record.request), id(record.plan), id(record.planning))
         out = Replayed()
+        planned_apart = False  # an old log: the planning sub-task had its own scheduler
         for entry in entries:
             if entry.kind == EVENT:
                 out.events.append(TaskEvent.model_validate_json(entry.payload_json))
-            elif entry.kind in (SCHED, PLAN):
+            elif entry.kind in (SCHED, _OLD_PLAN):
                 event = self._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
-                (out.scheduled if entry.kind == SCHED else out.planning).append(event)
+                planned_apart = planned_apart or entry.kind == _OLD_PLAN
+                started = entry.kind == SCHED and isinstance(event, Start)
+                if planned_apart and started and record.plan is not None:
+                    event = PlanAdopted(at=event.at, plan=record.plan)
+                out.scheduled.append(event)
         return out
 
     def _offload(self, event: SchedulerEvent, text: str | None) -> SchedulerEvent:
