@@ -58,6 +58,37 @@ def test_health_book_success_latency_and_availability() -> None:
     assert echo["attempts"] == 4 and echo["latency_ms"] == 3000.0 and echo["status"] == "ok"
 
 
+def test_a_callers_mistake_or_a_cancel_does_not_lower_the_swarms_health() -> None:
+    """Only the agent's own failures count: a tenant sending bad input again and again
+    (or cancelling) leaves the success rate where the agent's real work put it."""
+    from swarm_ray.core._errors import ErrorCode
+    from swarm_ray.core._subtask import SubTaskError
+    from swarm_ray.runtime._upkeep import Observer
+
+    book = HealthBook(_specs())
+    observer = Observer(SwarmMetrics(), book, audit=None)
+
+    def result(code: ErrorCode | None) -> SubTaskResult:
+        error = None if code is None else SubTaskError(code=code, message="x")
+        return SubTaskResult(
+            task_id="t",
+            subtask_id="s",
+            capability_id="test.echo.text",
+            attempt=1,
+            output={"text": "X"} if code is None else None,
+            error=error,
+            timings=Timings(started_at=1.0, finished_at=1.5),
+            watermark="w",
+        )
+
+    observer.result(result(None), "trace")
+    for code in (ErrorCode.INVALID_INPUT, ErrorCode.INPUT_NOT_ALLOWED, ErrorCode.CANCELLED):
+        observer.result(result(code), "trace")
+    assert book.report()["success_rate"] == 1.0
+    observer.result(result(ErrorCode.AGENT_ERROR), "trace")  # the agent's own: counted
+    assert book.report()["success_rate"] == 0.5
+
+
 def test_three_failed_probes_take_a_capability_out_until_one_passes() -> None:
     book = HealthBook(_specs())
     cid = "test.echo.serve"

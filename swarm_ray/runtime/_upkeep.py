@@ -84,7 +84,11 @@ class Observer:
             self.metrics.error(result.capability_id, str(result.error.code))
         if result.usage.cost:
             self.metrics.cost(result.capability_id, result.usage.cost)
-        if result.error is None or result.error.code is not ErrorCode.CANCELLED:
+        # A cancelled attempt, or one the caller's input failed (a bad input, a tool not
+        # granted), says nothing of the agent: counted, a tenant's mistakes would lower
+        # the swarm's health score for everyone.
+        error = result.error
+        if error is None or (error.code is not ErrorCode.CANCELLED and not error.callers_mistake):
             self.health.attempt(
                 result.capability_id, ok=result.ok, duration_s=result.timings.duration_s
             )
