@@ -71,6 +71,13 @@ def test_yaml_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
             " {name: b, capability: a.b.c, depends_on: [a]}]\nloops: [{stage: a, judge: b}]",
             "`a` is a stage of a feedback loop",
         ),
+        (
+            "name: x\nstages: [{name: g, capability: a.b.c},"
+            " {name: j, capability: a.b.c, depends_on: [g]},"
+            " {name: w, capability: a.b.c, depends_on: [g], for_each: $from.g.items}]\n"
+            "loops: [{stage: g, judge: j}]",
+            "`w` fans out over `g`, which its feedback loop runs again each round",
+        ),
         ("name: x\nstages: [{name: a, capability: a.b.c}]\n  bad: [", "not valid YAML"),
     ],
 )

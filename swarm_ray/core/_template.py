@@ -247,6 +247,14 @@ class TaskTemplate(BaseModel):
                 raise ValueError(
                     f"feedback loop judge `{loop.judge}` must depend on `{loop.stage}`"
                 )
+            for stage in self.stages:
+                source = _each_source(stage)
+                if source in (loop.stage, loop.judge):
+                    raise ValueError(
+                        f"stage `{stage.name}` fans out over `{source}`, which its feedback "
+                        "loop runs again each round: each round would add the same sub-tasks "
+                        "again; fan out over a stage after the loop"
+                    )
         return self
 
     def stage(self, name: str) -> Stage:
@@ -286,13 +294,21 @@ def _names_answer(value: Any) -> bool:
     return isinstance(value, str) and ANSWER.match(value) is not None
 
 
+def _each_source(stage: Stage) -> str | None:
+    """The stage whose output `stage` fans out over (None: none, or a parameter)."""
+    if stage.for_each is None:
+        return None
+    found = FOR_EACH.match(stage.for_each)
+    assert found is not None  # the field's pattern
+    source: str | None = found.group("stage")
+    return source
+
+
 def _check_for_each(stage: Stage, by_name: Mapping[str, Stage], stages: tuple[Stage, ...]) -> None:
     """Refuse a `for_each` stage the scheduler could not expand (ValueError naming it)."""
     if stage.for_each is None:
         return
-    found = FOR_EACH.match(stage.for_each)
-    assert found is not None  # the field's pattern
-    source = found.group("stage")
+    source = _each_source(stage)
     if stage.fan_out is not FanOut.ONCE and source is not None:
         raise ValueError(
             f"stage `{stage.name}` fans out over `{source}`'s output, so its `fan_out` must "
