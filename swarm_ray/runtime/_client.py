@@ -26,7 +26,7 @@ from swarm_ray.core._trace import find_tokens
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.runtime._orchestrator import Orchestrator
 
-__all__ = ["NAMESPACE", "ORCHESTRATOR_NAME", "SwarmClient", "TaskHandle", "connect"]
+__all__ = ["SwarmClient", "TaskHandle", "connect"]
 
 ORCHESTRATOR_NAME = "swarm-ray-orchestrator"
 """Name of the detached orchestrator actor."""
