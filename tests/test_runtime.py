@@ -53,6 +53,30 @@ def test_fan_out_and_aggregate_with_events(swarm: SwarmClient) -> None:
     assert status["usage"]["compute_s"] > 0
 
 
+def test_the_sync_client_works_in_a_ray_task_and_on_an_async_actors_loop(
+    swarm: SwarmClient,
+) -> None:
+    """Drivers and agents hold the client where Ray runs them: a task's thread, an actor's
+    event loop (where `asyncio.run` would refuse)."""
+    record = swarm.run(template="echo_fanout", items=("a",))
+
+    @ray.remote(num_cpus=0)
+    def in_a_task(client: SwarmClient, task_id: str) -> str:
+        return client.task(task_id).status().state
+
+    @ray.remote(num_cpus=0)
+    class OnALoop:
+        async def state(self, client: SwarmClient, task_id: str) -> str:
+            return client.task(task_id).status().state
+
+    assert ray.get(in_a_task.remote(swarm, record.task_id), timeout=60) == "completed"
+    actor = OnALoop.remote()  # type: ignore[attr-defined]
+    try:
+        assert ray.get(actor.state.remote(swarm, record.task_id), timeout=60) == "completed"
+    finally:
+        ray.kill(actor)
+
+
 def test_submit_is_idempotent_with_a_task_id(swarm: SwarmClient) -> None:
     first = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
     again = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
