@@ -159,7 +159,7 @@ def swarm_run(
         params={"dimensions": list(dimensions), "out_dir": str(out / "swarm")},
     )
     first = 0.0
-    for event in client.follow(task_id):
+    for event in client.task(task_id).events():
         if (
             not first
             and event.status == "succeeded"
@@ -167,7 +167,7 @@ def swarm_run(
         ):
             first = time.perf_counter() - start
     total = time.perf_counter() - start
-    record = client.record(task_id)
+    record = client.task(task_id).record()
     assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
     stages: dict[str, float] = defaultdict(float)
     llm_spans: list[tuple[float, float]] = []

@@ -81,7 +81,7 @@ def _run(swarm: Any, port: int, agents: int, name: str) -> dict[str, Any]:
     record = swarm.run(template="wide_research", items=items, params=_params())
     elapsed = time.time() - started
     after = httpx.get(f"{base}/stats").json()
-    output = swarm.output(record.task_id) or {}
+    output = swarm.task(record.task_id).output() or {}
     rows = [
         e.result
         for e in record.log

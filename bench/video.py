@@ -121,7 +121,7 @@ def raw_decode(path: str, duration: float, processes: int) -> float:
 
 def stage_window(client: swarm_ray.SwarmClient, run: VideoRun) -> float:
     """Wall time of the analysis stage: first segment started to last segment finished."""
-    record = client.record(run.task_id)
+    record = client.task(run.task_id).record()
     spans = [
         (e.result.timings.started_at, e.result.timings.finished_at)
         for e in record.log

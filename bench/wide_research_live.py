@@ -92,8 +92,8 @@ def run(args: argparse.Namespace) -> None:
         started = time.monotonic()
         record = swarm.run(template="wide_research", items=items, params=params)
         seconds = time.monotonic() - started
-        output: dict[str, Any] = swarm.output(record.task_id) or {}
-        status = swarm.status(record.task_id)
+        output: dict[str, Any] = swarm.task(record.task_id).output() or {}
+        status = swarm.task(record.task_id).status()
         metrics = ray.get(swarm.actor.metrics.remote())
     finally:
         swarm.shutdown()

@@ -34,6 +34,7 @@ from swarm_ray.core._errors import (
     InvalidStateTransitionError,
     LimitExceededError,
     NoTemplateMatchedError,
+    OrchestratorUnavailableError,
     RecordUnreadableError,
     ResourceLimitError,
     SanitizationError,
@@ -63,22 +64,22 @@ from swarm_ray.core._template import (
 )
 from swarm_ray.core._trace import short_id
 from swarm_ray.core._views import TaskStatus
+from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._adapter import HttpAdapter
 from swarm_ray.runtime._agent import AgentReply, ask_human
 from swarm_ray.runtime._children import ChildOutcome, run_child
-from swarm_ray.runtime._client import NAMESPACE, ORCHESTRATOR_NAME, SwarmClient, TaskHandle, connect
+from swarm_ray.runtime._client import SwarmClient, TaskHandle, connect
 from swarm_ray.runtime._rollout import rollouts
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "NAMESPACE",
-    "ORCHESTRATOR_NAME",
     "AgentExecutionError",
     "AgentReply",
     "AgentUnavailableError",
     "AnswerRefusedError",
     "AskedHumanError",
+    "AsyncSwarmClient",
     "BreakerPolicy",
     "Budget",
     "BudgetExceededError",
@@ -105,6 +106,7 @@ __all__ = [
     "Label",
     "LimitExceededError",
     "NoTemplateMatchedError",
+    "OrchestratorUnavailableError",
     "Pattern",
     "ReadPath",
     "RecordUnreadableError",

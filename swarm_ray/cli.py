@@ -86,8 +86,9 @@ def _cmd_tasks(client: SwarmClient, args: argparse.Namespace) -> int:
 
 
 def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
-    status = client.status(args.task)
-    record = client.record(args.task)
+    task = client.task(args.task)
+    status = task.status()
+    record = task.record()
     if args.json:
         both = {"status": status.model_dump(mode="json"), "record": record.model_dump(mode="json")}
         print(json.dumps(both, indent=2))
@@ -132,7 +133,7 @@ def _cmd_show(client: SwarmClient, args: argparse.Namespace) -> int:
 
 
 def _cmd_cancel(client: SwarmClient, args: argparse.Namespace) -> int:
-    record = client.cancel(args.task)
+    record = client.task(args.task).cancel()
     print(f"task {record.task_id}: {record.machine.state}")
     return 0
 
@@ -152,18 +153,18 @@ def _cmd_answer(client: SwarmClient, args: argparse.Namespace) -> int:
 def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
     params = json.loads(args.params) if args.params else {}
     budget = {k: v for k, v in (("max_cost", args.max_cost), ("max_tokens", args.max_tokens)) if v}
-    task_id = client.submit(
+    task = client.start(
         template=args.template,
         items=tuple(args.items),
         params=params,
         query=args.query or "",
         budget=budget or None,
     )
-    print(f"task {task_id} submitted", file=sys.stderr)
-    for _event in follow_with_progress(client, task_id, stream=sys.stderr):
+    print(f"task {task.id} submitted", file=sys.stderr)
+    for _event in follow_with_progress(client, task.id, stream=sys.stderr):
         pass  # a bar per stage on a terminal, plain lines otherwise
-    status = client.status(task_id)
-    result: dict[str, Any] = {"task_id": task_id, "state": status.state, "output": status.output}
+    status = task.status()
+    result: dict[str, Any] = {"task_id": task.id, "state": status.state, "output": status.output}
     if status.usage is not None:
         result["usage"] = status.usage.model_dump(mode="json")
     if status.error:

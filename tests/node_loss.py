@@ -103,7 +103,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
         """Once some of the stage is done and more runs, remove the node doing most of it."""
         deadline = time.monotonic() + 240
         while time.monotonic() < deadline:
-            subtasks = swarm.status(task_id).subtasks
+            subtasks = swarm.task(task_id).status().subtasks
             mine = {k: v.status for k, v in subtasks.items() if k.startswith(stage)}
             # Some finished and some not (running, or queued behind the running ones):
             # results of one wave can arrive within a poll of each other.
@@ -112,7 +112,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
             ):
                 done = [
                     e.result
-                    for e in swarm.record(task_id).log
+                    for e in swarm.task(task_id).record().log
                     if isinstance(e, SubTaskDone) and e.result.subtask_id.startswith(stage)
                 ]
                 ids = [n for n, _ in Counter(r.node_id for r in done).most_common()]
@@ -126,7 +126,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
     killer = threading.Thread(target=remove_when_busy)
     began = time.monotonic()
     killer.start()
-    record = swarm.wait(task_id, timeout_s=600)
+    record = swarm.task(task_id).wait(timeout_s=600)
     killer.join()
     print(f"TIMING job {time.monotonic() - began:.1f}s", file=sys.stderr)
     attempts: dict[str, list[str]] = {}
@@ -144,7 +144,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
     print(f"TIMING dead {time.monotonic() - began:.1f}s", file=sys.stderr)
     retries = [
         {"subtask": e.subtask_id, "summary": e.summary}
-        for e in swarm.events(task_id)
+        for e in swarm.task(task_id).events_so_far()
         if e.kind == "subtask" and e.summary.startswith(("retry", "fallback"))
     ]
     print(

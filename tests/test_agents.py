@@ -78,7 +78,7 @@ def test_an_agent_runs_children_through_the_scheduler(agents: SwarmClient) -> No
     ]
     record = agents.run(template="children_once", params={"calls": calls})
     assert record.machine.state is TaskState.COMPLETED, record.error
-    out = agents.output(record.task_id)
+    out = agents.task(record.task_id).output()
     assert out is not None
     good, bad = out["outcomes"]
     assert good["status"] == "succeeded" and good["output"]["text"] == "HI"
@@ -89,12 +89,14 @@ def test_an_agent_runs_children_through_the_scheduler(agents: SwarmClient) -> No
     assert unknown.startswith("unknown_capability:")
     assert own.startswith("invalid_plan:") and "its own capability" in own
 
-    status = agents.status(record.task_id).model_dump(mode="json")
+    status = agents.task(record.task_id).status().model_dump(mode="json")
     child = status["subtasks"]["agent>a1-1"]
     assert child["parent"] == "agent" and child["status"] == "succeeded"
     assert child["watermark"] == good["watermark"]
     assert status["subtasks"]["agent>a1-2"]["status"] == "failed"
-    running = [e for e in agents.events(record.task_id) if e.subtask_id == "agent>a1-1"]
+    running = [
+        e for e in agents.task(record.task_id).events_so_far() if e.subtask_id == "agent>a1-1"
+    ]
     assert [e.status for e in running] == ["running", "succeeded"]
     traced = trace(agents, good["watermark"])
     assert traced["subtask_id"] == "agent>a1-1" and traced["capability_id"] == "test.tool.echo"
@@ -104,9 +106,9 @@ def test_a_retried_call_finds_its_child(agents: SwarmClient) -> None:
     call = {"capability": "test.tool.echo", "input": {"text": "once"}}
     record = agents.run(template="children_once", params={"calls": [call, call], "key": "same"})
     assert record.machine.state is TaskState.COMPLETED, record.error
-    first, second = agents.output(record.task_id)["outcomes"]  # type: ignore[index]
+    first, second = agents.task(record.task_id).output()["outcomes"]  # type: ignore[index]
     assert first == second and first["subtask_id"] == "agent>same"
-    children = [s for s in agents.status(record.task_id).subtasks if ">" in s]
+    children = [s for s in agents.task(record.task_id).status().subtasks if ">" in s]
     assert children == ["agent>same"]
 
 
@@ -122,7 +124,7 @@ def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) ->
     params = {"task": task, "tools": ["test.tool.echo"], "mcp_servers": ["demo"]}
     record = agents.run(template="scripted_agent_once", params=params)
     assert record.machine.state is TaskState.COMPLETED, record.error
-    out = agents.output(record.task_id)
+    out = agents.task(record.task_id).output()
     assert out is not None and out["answer"] == "all done" and out["finished"]
     tools = [e["outcome"] for e in out["transcript"] if e["role"] == "tool"]
     echo, bad_args, unknown, add = tools
@@ -134,7 +136,7 @@ def test_the_tool_agent_calls_capabilities_and_mcp_tools(agents: SwarmClient) ->
     assert add["ok"] and add["content"] == "5"
     usage = out["usage"]
     assert usage["tool_calls"] == 4 and usage["tool_errors"] == 2 and usage["model_calls"] == 5
-    status = agents.status(record.task_id).model_dump(mode="json")
+    status = agents.task(record.task_id).status().model_dump(mode="json")
     assert status["subtasks"]["agent>a1-1"]["parent"] == "agent"
     assert [s for s in status["subtasks"] if ">" in s] == ["agent>a1-1"]
     assert status["usage"]["completion_tokens"] > 0
@@ -175,15 +177,15 @@ def test_the_tool_agent_asks_its_owner_and_goes_on_with_the_answer(agents: Swarm
     handle.answer({"answer": "gamma"})
     record = handle.wait(120)
     assert record.machine.state is TaskState.COMPLETED, record.error
-    out = agents.output(record.task_id)
+    out = agents.task(record.task_id).output()
     assert out is not None and out["answer"] == "GAMMA" and out["finished"]
     tools = [e["outcome"] for e in out["transcript"] if e["role"] == "tool"]
     assert [t["tool"] for t in tools] == ["test__tool__echo", "ask_human", "test__tool__echo"]
     assert tools[1]["question"] == question and tools[1]["content"] == "gamma"
     assert out["usage"]["model_calls"] == 4 and out["usage"]["tool_calls"] == 3
-    children = sorted(s for s in agents.status(record.task_id).subtasks if ">" in s)
+    children = sorted(s for s in agents.task(record.task_id).status().subtasks if ">" in s)
     assert children == ["agent>a1-1", "agent>a2-1"]  # the first echo ran once
-    events = agents.events(record.task_id)
+    events = agents.task(record.task_id).events_so_far()
     assert [e.status for e in events if e.kind == "human"] == ["waiting_for_human", "answered"]
 
 
@@ -216,7 +218,7 @@ def check_table(client: SwarmClient, task_id: str, output: dict[str, Any]) -> No
         (source,) = row["sources"][:1]
         assert source["subtask_id"] == f"research[{index}]>a1-1"
     assert "| Mars | mars | 2 |" in output["markdown"]
-    status = client.status(task_id).model_dump(mode="json")
+    status = client.task(task_id).status().model_dump(mode="json")
     assert any("Pluto" in w for w in status["warnings"])
 
 
@@ -224,7 +226,7 @@ def check_table(client: SwarmClient, task_id: str, output: dict[str, Any]) -> No
 def test_wide_research_traces_every_row(agents: SwarmClient) -> None:
     record = agents.run(template="wide_research_scripted", items=ITEMS, params=WIDE_PARAMS)
     assert record.machine.state is TaskState.COMPLETED, record.error
-    output = agents.output(record.task_id)
+    output = agents.task(record.task_id).output()
     assert output is not None
     check_table(agents, record.task_id, output)
 
@@ -259,11 +261,11 @@ def test_a_dangerous_output_fails_its_attempt_and_falls_back(agents: SwarmClient
         template="say_once", params={"text": "now run: rm -rf / --no-preserve-root"}
     )
     assert record.machine.state is TaskState.COMPLETED, record.error
-    assert agents.output(record.task_id) == {
+    assert agents.task(record.task_id).output() == {
         "text": "NOW RUN: RM -RF / --NO-PRESERVE-ROOT",
         "pid": ANY,
     }
-    status = agents.status(record.task_id).model_dump(mode="json")
+    status = agents.task(record.task_id).status().model_dump(mode="json")
     done = [e.result for e in record.log if getattr(e, "kind", "") == "done"]
     assert [r.capability_id for r in done] == ["test.tool.echo"]
     (switch,) = [w for w in status["warnings"] if "switched" in w]
@@ -299,7 +301,7 @@ def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> N
     before = _nobody_processes()
     record = agents.run(template="limits_fanout", items=("bomb", "alloc", "spin", "ok"))
     assert record.machine.state is TaskState.COMPLETED, record.error
-    subtasks = agents.status(record.task_id).model_dump(mode="json")["subtasks"]
+    subtasks = agents.task(record.task_id).status().model_dump(mode="json")["subtasks"]
     errors = {sid: s.get("error") or {} for sid, s in subtasks.items()}
     assert {sid: e.get("code") for sid, e in errors.items()} == {
         "run[0]": "resource_limit",
@@ -312,7 +314,7 @@ def test_hard_limits_stop_one_attempt_and_nothing_else(agents: SwarmClient) -> N
     assert "1.0 s of CPU time" in errors["run[2]"]["message"]
     agents_used = {e.result.agent for e in record.log if hasattr(e, "result")}
     assert len(agents_used) == 1  # one pooled agent ran all four: none was lost
-    ok = agents.output(record.task_id)["results"]["run[3]"]  # type: ignore[index]
+    ok = agents.task(record.task_id).output()["results"]["run[3]"]  # type: ignore[index]
     if os.geteuid() == 0:
         assert ok["uid"] == 65534  # root's children run as nobody (root ignores NPROC)
     assert _nobody_processes() == before  # the fork bomb left nothing behind
@@ -335,7 +337,7 @@ def test_an_api_adapter_degrades_to_its_fallback_and_breaks_the_circuit(
 
     def ask(city: str = "Oslo") -> tuple[Any, dict[str, Any] | None, tuple[str, ...]]:
         record = agents.run(template="weather_once", params={"city": city, "units": "metric"})
-        return record, agents.output(record.task_id), record.warnings
+        return record, agents.task(record.task_id).output(), record.warnings
 
     mode("ok")
     _, answer, warnings = ask()
@@ -367,9 +369,10 @@ def test_an_api_adapter_is_a_tool(agents: SwarmClient, weather_api: str) -> None
         template="scripted_agent_once", params={"task": task, "tools": ["test.api.weather"]}
     )
     assert record.machine.state is TaskState.COMPLETED, record.error
-    (call,) = [e["outcome"] for e in agents.output(record.task_id)["transcript"] if e["outcome"]]  # type: ignore[index]
+    transcript = agents.task(record.task_id).output()["transcript"]  # type: ignore[index]
+    (call,) = [e["outcome"] for e in transcript if e["outcome"]]
     assert call["ok"] and json.loads(call["content"])["city"] == "Lima"
-    assert agents.status(record.task_id).subtasks[call["subtask_id"]].status == "succeeded"
+    assert agents.task(record.task_id).status().subtasks[call["subtask_id"]].status == "succeeded"
 
 
 @needs_mcp
@@ -400,7 +403,7 @@ def test_wide_research_through_the_gateway(
             accepted = http.post("/v1/tasks", json=body)
             assert accepted.status_code == 202, accepted.text
             task_id = accepted.json()["task_id"]
-            record = agents.wait(task_id, timeout_s=120)
+            record = agents.task(task_id).wait(timeout_s=120)
             assert record.machine.state is TaskState.COMPLETED, record.error
             report = http.get(f"/v1/tasks/{task_id}/report").json()
             check_table(agents, task_id, report["output"])
@@ -417,7 +420,7 @@ def test_a_budget_stops_the_swarm_once_its_tokens_are_spent(agents: SwarmClient)
     items = ("Mars", "Earth", "Venus", "Saturn", "Jupiter", "Neptune")
     full = agents.run(template="wide_research_scripted", items=items[:1], params=WIDE_PARAMS)
     assert full.machine.state is TaskState.COMPLETED, full.error
-    one = agents.status(full.task_id).usage
+    one = agents.task(full.task_id).status().usage
     assert one is not None and one.total_tokens > 0
     budget = {"max_tokens": 2 * one.total_tokens}
     record = agents.run(
@@ -426,6 +429,6 @@ def test_a_budget_stops_the_swarm_once_its_tokens_are_spent(agents: SwarmClient)
     assert record.machine.state is TaskState.FAILED
     assert record.error is not None and record.error.code == "budget_exceeded"
     assert "budget.max_tokens" in record.error.message
-    spent = agents.status(record.task_id).usage
+    spent = agents.task(record.task_id).status().usage
     assert spent is not None and budget["max_tokens"] < spent.total_tokens
     assert spent.total_tokens < len(items) * one.total_tokens  # stopped, not run through

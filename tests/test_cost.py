@@ -55,7 +55,7 @@ def test_a_fan_out_of_fifty_stops_within_one_attempts_cost_of_its_budget(
     client = priced
     one = client.run(template="cost_fanout", items=["Say hello."])
     assert one.machine.state is TaskState.COMPLETED, one.error
-    used = client.status(one.task_id).usage
+    used = client.task(one.task_id).status().usage
     assert used is not None and used.total_tokens > 0
     expected = used.prompt_tokens * 1.0 + used.completion_tokens * 3.0
     assert used.cost == pytest.approx(expected)  # the endpoint's prices, per token
@@ -66,7 +66,7 @@ def test_a_fan_out_of_fifty_stops_within_one_attempts_cost_of_its_budget(
     assert record.machine.state is TaskState.FAILED
     assert record.error is not None and record.error.code == "budget_exceeded"
     assert "budget.max_cost" in record.error.message
-    status = client.status(record.task_id)
+    status = client.task(record.task_id).status()
     assert status.usage is not None
     paid = [s for s in status.subtasks.values() if s.cost > 0]
     dearest = max(s.cost for s in paid)
@@ -90,6 +90,8 @@ def test_a_fan_out_of_fifty_stops_within_one_attempts_cost_of_its_budget(
 def test_a_principals_daily_budget_stops_its_tasks_and_survives_a_restart(
     priced: SwarmClient,
 ) -> None:
+    import asyncio
+
     import ray
 
     from swarm_ray import BudgetExceededError
@@ -100,19 +102,19 @@ def test_a_principals_daily_budget_stops_its_tasks_and_survives_a_restart(
 
     def submit(who: Principal, items: list[str]) -> str:
         request = TaskRequest(template="cost_fanout", items=tuple(items))
-        return str(priced._call(lambda actor: actor.submit.remote(request, who)))
+        return asyncio.run(priced.aio.submit(request, principal=who))
 
-    first = priced.wait(submit(alice, prompts), timeout_s=300)
+    first = priced.task(submit(alice, prompts)).wait(timeout_s=300)
     assert first.machine.state is TaskState.FAILED
     assert first.error is not None and first.error.code == "budget_exceeded"
     assert "daily.max_tokens" in first.error.message and "alice" in first.error.message
-    spent = priced.status(first.task_id).usage
+    spent = priced.task(first.task_id).status().usage
     assert spent is not None and DAILY_TOKENS < spent.total_tokens < 20 * 40  # stopped early
 
     with pytest.raises(BudgetExceededError) as refused:  # spent for today: refused at once
         submit(alice, ["Say yes."])
     assert refused.value.details["limit"] == "daily.max_tokens"
-    other = priced.wait(submit(bob, ["Say yes."]), timeout_s=120)  # bob has no budget
+    other = priced.task(submit(bob, ["Say yes."])).wait(timeout_s=120)  # bob has no budget
     assert other.machine.state is TaskState.COMPLETED, other.error
 
     ray.kill(priced.actor, no_restart=False)  # Ray restarts it; the tally is in the store

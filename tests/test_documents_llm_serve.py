@@ -74,7 +74,7 @@ def test_low_confidence_rules_fall_back_to_the_llm_and_the_run_says_so(
     assert record.machine.state is TaskState.COMPLETED, record.error
     switched = [w for w in record.warnings if "fallback `document.extraction.llm`" in w]
     assert switched and "under threshold 0.60" in switched[0]
-    status = llm_docs_swarm.status(record.task_id).model_dump(mode="json")
+    status = llm_docs_swarm.task(record.task_id).status().model_dump(mode="json")
     extract = status["subtasks"]["extract[0,battery]"]
     assert extract["status"] == "succeeded"
     # the LLM replica answered, or its answer failed the schema and the rules were kept

@@ -98,9 +98,9 @@ def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient
     task_id = docs_swarm.submit(
         template="compare_documents", items=tuple(paths), dimensions=("battery",)
     )
-    record = docs_swarm.wait(task_id, timeout_s=600)
+    record = docs_swarm.task(task_id).wait(timeout_s=600)
     assert record.machine.state is TaskState.COMPLETED, record.error
-    status = docs_swarm.status(task_id).model_dump(mode="json")
+    status = docs_swarm.task(task_id).status().model_dump(mode="json")
     parse = {sid: s for sid, s in status["subtasks"].items() if sid.startswith("parse[")}
     assert len(parse) == len(paths)
     assert {s["status"] for s in parse.values()} <= {"succeeded", "failed"}

@@ -429,7 +429,9 @@ def test_load_1000_tasks_from_50_clients_none_lost(gateway: Gateway, swarm: Swar
 
     asyncio.run(main())
     assert refused == [] and len(accepted) == total and len(set(accepted)) == total
-    states = {task_id: swarm.wait(task_id, timeout_s=120).machine.state for task_id in accepted}
+    states = {
+        task_id: swarm.task(task_id).wait(timeout_s=120).machine.state for task_id in accepted
+    }
     assert {str(s) for s in states.values()} == {"completed"}
     listed = {t.task_id for t in swarm.tasks(limit=1000)}
     assert set(accepted) <= listed

@@ -51,7 +51,7 @@ def test_rays_metrics_endpoint_serves_what_the_dashboard_queries(swarm: SwarmCli
     task_id = swarm.submit(
         template="echo_quick", items=("slow-a", "slow-b"), params={"delay_s": 2.0}
     )
-    swarm.wait(task_id, timeout_s=120)  # timeouts, retries and errors get counted
+    swarm.task(task_id).wait(timeout_s=120)  # timeouts, retries and errors get counted
     port = ray._private.worker.global_worker.node.metrics_export_port
     wanted = _queried() - {"ray_swarm_breaker_state", "ray_swarm_watermark_rejections_total"}
 

@@ -233,14 +233,14 @@ def test_killed_during_the_wait_answered_over_rest_and_a_default_at_the_deadline
             assert answered.status_code == 200, answered.text
             again = http.post(url, json={"answer": {"text": "gamma"}})
             assert again.status_code == 409
-            record = client.wait(task_id, timeout_s=120)
+            record = client.task(task_id).wait(timeout_s=120)
             assert record.machine.state is TaskState.COMPLETED, record.error
             assert record.output == {"text": "ALPHA BETA GAMMA", "count": 3}
-            events = client.events(task_id)
+            events = client.task(task_id).events_so_far()
             assert any(e.summary == "answered by `alice`" for e in events)
 
             late = http.post("/v1/tasks", json={"template": "human_default"}).json()["task_id"]
-            record = client.wait(late, timeout_s=120)
+            record = client.task(late).wait(timeout_s=120)
             assert record.machine.state is TaskState.COMPLETED, record.error
             assert record.output == {"text": "ALPHA BETA BY DEFAULT", "count": 3}
     finally:

@@ -2,7 +2,8 @@
 
 swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`
 swarm_ray/runtime/    the Ray edge: imports `core`, never a workload or `llm`
-gateway/ llm/ documents/ video/   beside them, importing downward
+gateway/ llm/ documents/ video/   beside them, importing downward; the gateway calls
+                      the orchestrator only through `AsyncSwarmClient`
 swarm_ray/agent.py    the one way in from a workload (llm/ documents/ video/ jobs/) to the
                       runtime: workloads import no private `swarm_ray.runtime._x` module
 """
@@ -58,6 +59,16 @@ def test_core_is_pure(path: Path) -> None:
 def test_runtime_imports_no_workload_and_no_llm(path: Path) -> None:
     for name in _imports(path):
         assert not name.startswith(_WORKLOADS), f"{path.name} imports `{name}`"
+
+
+@pytest.mark.parametrize("path", _modules("gateway"), ids=lambda p: p.name)
+def test_the_gateway_calls_the_orchestrator_through_the_async_client(path: Path) -> None:
+    # `AsyncSwarmClient` is the one place that knows the actor's methods and Ray's errors.
+    tree = ast.parse(path.read_text(), filename=str(path))
+    remote = [
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "remote"
+    ]
+    assert remote == [], f"gateway/{path.name} calls `.remote` on lines {remote}: use the client"
 
 
 _AGENT_CODE = ("llm", "documents", "video")

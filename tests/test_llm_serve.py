@@ -196,6 +196,6 @@ def test_tokens_and_time_roll_up_per_agent_subtask_and_task(llm_swarm: Any) -> N
     )
     assert len(runs) == 3
     assert all(later[0] >= earlier[1] for earlier, later in itertools.pairwise(runs))
-    status = llm_swarm.status(record.task_id).model_dump(mode="json")
+    status = llm_swarm.task(record.task_id).status().model_dump(mode="json")
     assert status["usage"]["completion_tokens"] == report.task.completion_tokens
     assert status["usage"]["prompt_tokens"] == report.task.prompt_tokens

@@ -161,7 +161,7 @@ def test_a_task_is_one_trace_whose_spans_follow_its_plan(
     )
     assert record.machine.state is TaskState.COMPLETED, record.error
     assert record.plan is not None
-    status = traced.status(record.task_id)
+    status = traced.task(record.task_id).status()
     root, attempts = _trace_of(receiver, record.task_id)
 
     assert root.trace_id == record.trace_id  # the task's own trace id, as exported
@@ -274,11 +274,11 @@ def test_a_cancelled_task_is_traced_to_its_end(
         params={"delay_s": 30, "record_dir": str(tmp_path)},
     )
     wait_until(
-        lambda: any(v.status == "running" for v in traced.status(task_id).subtasks.values()),
+        lambda: any(v.status == "running" for v in traced.task(task_id).status().subtasks.values()),
         60,
         "the echo to run",
     )
-    record = traced.cancel(task_id)
+    record = traced.task(task_id).cancel()
     root, attempts = _trace_of(receiver, task_id)
     assert record.machine.state is TaskState.CANCELLED
     assert root.attributes["swarm.task.state"] == "cancelled"
@@ -333,7 +333,7 @@ def test_a_traceparent_sent_to_the_gateway_is_the_roots_parent(
 
     root, attempts = _trace_of(receiver, task_id)
     assert root.trace_id == trace_id and root.parent_id == parent_id
-    assert traced.record(task_id).trace_id == trace_id  # events and log lines share it
+    assert traced.task(task_id).record().trace_id == trace_id  # events and log lines share it
     assert root.attributes["swarm.task.owner"] == "tracer"
     assert len(attempts) == 3 and all(s.parent_id == root.span_id for s in attempts)
 

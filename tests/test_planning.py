@@ -45,7 +45,7 @@ def planning_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) 
 
 
 def _events(client: SwarmClient, task_id: str) -> list[Any]:
-    return client.events(task_id)
+    return client.task(task_id).events_so_far()
 
 
 def test_a_planners_plan_runs(planning_swarm: SwarmClient) -> None:
@@ -55,7 +55,7 @@ def test_a_planners_plan_runs(planning_swarm: SwarmClient) -> None:
     assert record.machine.state is TaskState.COMPLETED, record.error
     assert record.plan is not None and record.plan.template.name == "llm-plan"
     assert {s.stage for s in record.plan.subtasks} == {"shout", "join"}
-    assert planning_swarm.output(record.task_id) == {"text": "HI THERE", "count": 2}
+    assert planning_swarm.task(record.task_id).output() == {"text": "HI THERE", "count": 2}
     planning = [e for e in _events(planning_swarm, record.task_id) if e.kind == "planning"]
     assert [e.status for e in planning] == ["asking", "planned"]
     assert planning[0].agent == "test.planning.good"
@@ -76,7 +76,7 @@ def test_a_refused_plan_with_no_template_fails_with_both_reasons(
     planning_swarm: SwarmClient,
 ) -> None:
     task_id = planning_swarm.submit(query="zzz qqq", planner="test.planning.cyclic")
-    record = planning_swarm.wait(task_id, timeout_s=120)
+    record = planning_swarm.task(task_id).wait(timeout_s=120)
     assert record.machine.state is TaskState.FAILED
     assert record.error is not None and record.error.code == "no_template"
     assert "plan was refused" in record.error.message and "cycle" in record.error.message
@@ -106,7 +106,7 @@ def test_auto_asks_the_real_llm_planner_when_no_template_matches(
 ) -> None:
     pytest.importorskip("llama_cpp")
     task_id = planning_swarm.submit(query="zzz qqq", items=("a",), planner="auto")
-    record = planning_swarm.wait(task_id, timeout_s=240)
+    record = planning_swarm.task(task_id).wait(timeout_s=240)
     planning = [e for e in _events(planning_swarm, task_id) if e.kind == "planning"]
     assert planning and planning[0].agent == "llm.planning.plan"
     # A 135M model may write a plan the checks accept (which then runs) or one they

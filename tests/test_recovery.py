@@ -43,7 +43,7 @@ def test_orchestrator_killed_three_times_mid_run(
         time.sleep(0.05)
     assert kills == 3
     for name, task_id in ids.items():
-        record = client.wait(task_id, timeout_s=120)
+        record = client.task(task_id).wait(timeout_s=120)
         assert record.machine.state is TaskState.COMPLETED, record.error
         assert record.output is not None and record.output["count"] == sizes[name]
         accepted = [e for e in record.log if isinstance(e, SubTaskDone)]
@@ -80,14 +80,14 @@ def test_orchestrator_killed_during_a_dynamic_fan_out(
     while len(count_executions(record_dir)) < 8 and time.monotonic() < deadline:
         time.sleep(0.05)
     ray.kill(client.actor, no_restart=False)
-    record = client.wait(task_id, timeout_s=120)
+    record = client.task(task_id).wait(timeout_s=120)
     assert record.machine.state is TaskState.COMPLETED, record.error
     assert record.output is not None and record.output["count"] == len(words)
     accepted = [e.result.subtask_id for e in record.log if isinstance(e, SubTaskDone)]
     assert len(accepted) == len(set(accepted)), "a result was recorded twice"
     assert accepted.count("split") == 1  # the list was made once, before the kill
     assert {f"echo[{i}]" for i in range(len(words))} <= set(accepted)
-    fanned = [e for e in client.events(task_id) if e.kind == "fanout"]
+    fanned = [e for e in client.task(task_id).events_so_far() if e.kind == "fanout"]
     assert len(fanned) == 1  # expanded once, replayed after the restart, not again
     runs = count_executions(record_dir)
     assert sorted(runs) == sorted(words)
@@ -115,7 +115,7 @@ def test_orchestrator_killed_during_a_video_job(ray_cluster: None, tmp_path) -> 
     def analysed() -> list[str]:
         return [
             e.subtask_id or ""
-            for e in client.events(task_id)
+            for e in client.task(task_id).events_so_far()
             if e.status == "succeeded" and (e.subtask_id or "").startswith("analyze[")
         ]
 
@@ -125,14 +125,14 @@ def test_orchestrator_killed_during_a_video_job(ray_cluster: None, tmp_path) -> 
     done_before = set(analysed())
     assert done_before, "no segment finished before the deadline"
     ray.kill(client.actor, no_restart=False)
-    record = client.wait(task_id, timeout_s=300)
+    record = client.task(task_id).wait(timeout_s=300)
     assert record.machine.state is TaskState.COMPLETED, record.error
     accepted = [e.result.subtask_id for e in record.log if isinstance(e, SubTaskDone)]
     assert len(accepted) == len(set(accepted)), "a result was recorded twice"
     segments = {s for s in accepted if s.startswith("analyze[")}
     assert done_before <= segments and len(segments) >= 5
     dispatched = {}
-    for e in client.events(task_id):
+    for e in client.task(task_id).events_so_far():
         if e.status == "running" and (e.subtask_id or "") in done_before:
             dispatched[e.subtask_id] = dispatched.get(e.subtask_id, 0) + 1
     assert all(n == 1 for n in dispatched.values()), dispatched  # never sent again
@@ -234,19 +234,19 @@ def test_a_side_effect_in_flight_at_a_crash_is_not_repeated_unless_its_owner_say
         )
         wait_until(lambda: len(count_effects(record_dir)) == 2, 60, "both payments to start")
         ray.kill(client.actor, no_restart=False)  # Ray restarts it: recovery runs
-        waiting = wait_until(lambda: client.status(task_id).waiting, 60, "a review")
-        wait_until(lambda: len(client.status(task_id).waiting) == 2, 30, "both reviews")
+        waiting = wait_until(lambda: client.task(task_id).status().waiting, 60, "a review")
+        wait_until(lambda: len(client.task(task_id).status().waiting) == 2, 30, "both reviews")
         assert all(w.review_of == 1 and "side effects" in w.prompt for w in waiting)
         time.sleep(1.0)
         assert sorted(count_effects(record_dir)) == ["pay-1", "pay-2"]  # none repeated
         assert count_executions(record_dir) == {}  # and neither finished
-        client.answer(task_id, "echo[0]", {"rerun": True})
-        client.answer(task_id, "echo[1]", {"rerun": False})
-        record = client.wait(task_id, timeout_s=60)
+        client.task(task_id).answer({"rerun": True}, "echo[0]")
+        client.task(task_id).answer({"rerun": False}, "echo[1]")
+        record = client.task(task_id).wait(timeout_s=60)
         assert record.machine.state is TaskState.COMPLETED, record.error
         assert record.output is not None and record.output["text"] == "PAY-1"
         assert sorted(count_effects(record_dir)) == ["pay-1", "pay-1", "pay-2"]
-        status = client.status(task_id)
+        status = client.task(task_id).status()
         assert status.subtasks["echo[1]"].status == "failed"
         assert any("chose not to run it again" in w for w in status.warnings)
     finally:

@@ -242,7 +242,7 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
         items=("r1", "r2", "r3"),
         params={"record_dir": str(tmp_path), "fail_first": 1},
     )
-    assert str(swarm.wait(task_id, timeout_s=120).machine.state) == "completed"
+    assert str(swarm.task(task_id).wait(timeout_s=120).machine.state) == "completed"
     root = swarm_state_dir / "results" / "rollouts"
     wait_until(lambda: task_id in _task_ids(root), 30, "the rollout")
     attempts = _rows(root, "attempts", [task_id])
@@ -257,7 +257,7 @@ def test_an_ended_task_leaves_its_rollout_and_rollouts_reads_it(
     # Read through a copy holding this run and one other: the session's own store holds
     # every task of the suite, and reading a thousand small files is slow on 2 cores.
     other = swarm.submit(template="echo_fanout", items=("other",))
-    swarm.wait(other, timeout_s=120)
+    swarm.task(other).wait(timeout_s=120)
     wait_until(lambda: other in _task_ids(root), 30, "the other rollout")
     runs = _copy_runs(root, tmp_path / "state", [task_id, other])
     tasks = swarm_ray.rollouts(runs).to_pandas()
@@ -284,7 +284,7 @@ def test_the_notebook_plots_the_runs(
     ids = []
     for items in (("n1",), ("n2", "n3", "n4")):
         ids.append(swarm.submit(template="echo_fanout", items=items))
-        swarm.wait(ids[-1], timeout_s=120)
+        swarm.task(ids[-1]).wait(timeout_s=120)
     task_id = ids[-1]
     root = swarm_state_dir / "results" / "rollouts"
     for ended in ids:

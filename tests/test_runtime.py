@@ -41,23 +41,47 @@ def test_fan_out_and_aggregate_with_events(swarm: SwarmClient) -> None:
         "finalizing",
         "completed",
     ]
-    events = swarm.events(record.task_id)
+    events = swarm.task(record.task_id).events_so_far()
     assert [e.seq for e in events] == list(range(1, len(events) + 1))
     assert {e.trace_id for e in events} == {record.trace_id}
     assert events[-1].status == "completed" and events[-1].progress == 1.0
-    assert [e.seq for e in swarm.events(record.task_id, after_seq=5)] == list(
+    assert [e.seq for e in swarm.task(record.task_id).events_so_far(after_seq=5)] == list(
         range(6, len(events) + 1)
     )
-    status = swarm.status(record.task_id).model_dump(mode="json")
+    status = swarm.task(record.task_id).status().model_dump(mode="json")
     assert status["subtasks"]["join"]["status"] == "succeeded"
     assert status["usage"]["compute_s"] > 0
+
+
+def test_the_sync_client_works_in_a_ray_task_and_on_an_async_actors_loop(
+    swarm: SwarmClient,
+) -> None:
+    """Drivers and agents hold the client where Ray runs them: a task's thread, an actor's
+    event loop (where `asyncio.run` would refuse)."""
+    record = swarm.run(template="echo_fanout", items=("a",))
+
+    @ray.remote(num_cpus=0)
+    def in_a_task(client: SwarmClient, task_id: str) -> str:
+        return client.task(task_id).status().state
+
+    @ray.remote(num_cpus=0)
+    class OnALoop:
+        async def state(self, client: SwarmClient, task_id: str) -> str:
+            return client.task(task_id).status().state
+
+    assert ray.get(in_a_task.remote(swarm, record.task_id), timeout=60) == "completed"
+    actor = OnALoop.remote()  # type: ignore[attr-defined]
+    try:
+        assert ray.get(actor.state.remote(swarm, record.task_id), timeout=60) == "completed"
+    finally:
+        ray.kill(actor)
 
 
 def test_submit_is_idempotent_with_a_task_id(swarm: SwarmClient) -> None:
     first = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
     again = swarm.submit(template="echo_fanout", items=("x",), task_id="fixed-id-1")
     assert first == again == "fixed-id-1"
-    assert swarm.wait(first).output == {"text": "X", "count": 1}
+    assert swarm.task(first).wait().output == {"text": "X", "count": 1}
 
 
 def test_unroutable_request_is_a_clear_error(swarm: SwarmClient) -> None:
@@ -112,7 +136,7 @@ def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
         victim = wait_until(lambda: _live_agent(swarm, "test.echo.text"), what="a live agent")
         killed_pids.add(ray.get(victim.pid.remote()))
         ray.kill(victim, no_restart=True)
-    record = swarm.wait(task_id, timeout_s=120)
+    record = swarm.task(task_id).wait(timeout_s=120)
     assert record.machine.state is TaskState.COMPLETED
     assert record.output is not None and record.output["count"] == 200
     runs = count_executions(record_dir)
@@ -126,7 +150,7 @@ def test_killed_agents_are_replaced_and_only_their_subtask_reruns(
 
 def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClient) -> None:
     task_id = swarm.submit(template="echo_fanout", items=("w",), params={"delay_s": 1.5})
-    wait_until(lambda: swarm.status(task_id).subtasks["echo[0]"].status == "running")
+    wait_until(lambda: swarm.task(task_id).status().subtasks["echo[0]"].status == "running")
     key = WatermarkKey(b"not-the-orchestrator-key")
     forged_token = issue_watermark(
         key,
@@ -144,7 +168,7 @@ def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClien
     }
     forged = SubTaskResult(**base, watermark=forged_token)
     assert ray.get(swarm.actor.report.remote(forged)) is False
-    record = swarm.wait(task_id)
+    record = swarm.task(task_id).wait()
     assert record.output == {"text": "W", "count": 1}
     # replay the genuine accepted result: refused as replayed
     done = next(e for e in record.log if e.kind == "done" and e.result.subtask_id == "echo[0]")
@@ -158,15 +182,15 @@ def test_watermarks_refuse_forged_altered_replayed_and_unknown(swarm: SwarmClien
     counts = swarm.info()["watermark_rejections"]
     assert counts.get("forged", 0) >= 1 and counts.get("replayed", 0) >= 1
     assert counts.get("mismatch", 0) >= 1 and counts.get("unknown_task", 0) >= 1
-    assert swarm.wait(task_id).output == {"text": "W", "count": 1}
+    assert swarm.task(task_id).wait().output == {"text": "W", "count": 1}
 
 
 def test_cancel_stops_the_task(swarm: SwarmClient) -> None:
     task_id = swarm.submit(template="echo_fanout", items=("c1", "c2"), params={"delay_s": 5})
-    wait_until(lambda: swarm.status(task_id).state == "executing")
-    record = swarm.cancel(task_id)
+    wait_until(lambda: swarm.task(task_id).status().state == "executing")
+    record = swarm.task(task_id).cancel()
     assert record.machine.state is TaskState.CANCELLED
-    assert swarm.status(task_id).subtasks["echo[0]"].status == "cancelled"
+    assert swarm.task(task_id).status().subtasks["echo[0]"].status == "cancelled"
 
 
 def test_serve_deployment_executor(swarm: SwarmClient) -> None:
@@ -184,7 +208,7 @@ def test_ray_data_stage_streams_rows_to_downstream_work(swarm: SwarmClient) -> N
     record = swarm.run(template="echo_data_chain", items=items, params={"delay_s": 0.5})
     assert record.machine.state is TaskState.COMPLETED
     assert record.output == {"text": " ".join(i.upper() for i in items), "count": 6}
-    events = swarm.events(record.task_id)
+    events = swarm.task(record.task_id).events_so_far()
     data_done = [
         e.at for e in events if e.status == "succeeded" and (e.subtask_id or "").startswith("echo[")
     ]
@@ -245,10 +269,10 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
     before = swarm.actor.__ray_call__.remote(lambda self: self._task_counts())
     completed_before = ray.get(before).get("completed", 0)
     first = swarm.run(template="noop_fanout", items=(0,))
-    first_events = swarm.events(first.task_id)
+    first_events = swarm.task(first.task_id).events_so_far()
     ids = [swarm.submit(template="noop_fanout", items=(i,)) for i in range(1, 31)]
     for task_id in ids:
-        assert swarm.wait(task_id).machine.state is TaskState.COMPLETED
+        assert swarm.task(task_id).wait().machine.state is TaskState.COMPLETED
     held = ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers)))
     assert held <= 20
     # A long listing reads evicted tasks back without keeping them.
@@ -257,11 +281,11 @@ def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
     assert listed[first.task_id] == "completed"
     assert ray.get(swarm.actor.__ray_call__.remote(lambda self: len(self._drivers))) <= 20
     # An evicted task reads back from the store, whole.
-    status = swarm.status(first.task_id).model_dump(mode="json")
+    status = swarm.task(first.task_id).status().model_dump(mode="json")
     assert status["state"] == "completed"
     assert status["subtasks"]["noop[0]"]["status"] == "succeeded"
-    assert swarm.events(first.task_id) == first_events
-    assert swarm.wait(first.task_id).output == first.output
+    assert swarm.task(first.task_id).events_so_far() == first_events
+    assert swarm.task(first.task_id).wait().output == first.output
     # Counts of ended tasks survive eviction.
     counts = ray.get(swarm.actor.__ray_call__.remote(lambda self: self._task_counts()))
     assert counts["completed"] >= completed_before + 31

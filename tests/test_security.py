@@ -1097,7 +1097,7 @@ def test_a_poisoned_record_fails_alone(tenants: Tenants) -> None:
     with SQLiteStateStore(tenants.state_dir / "state.db") as store:
         assert poisoned not in store.list_tasks(open_only=True)  # quarantined
     with pytest.raises(swarm_ray.RecordUnreadableError, match="quarantined"):
-        tenants.swarm.status(poisoned)
+        tenants.swarm.task(poisoned).status()
 
 
 def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None) -> None:

@@ -737,10 +737,12 @@ def test_an_orchestrator_that_does_not_answer_is_a_503_naming_no_internals(
 ) -> None:
     import asyncio
     import logging
+    from types import SimpleNamespace
 
     from fastapi import HTTPException
     from ray.exceptions import RayActorError
 
+    from swarm_ray import AsyncSwarmClient
     from swarm_ray.gateway._http import orchestrator_answer
 
     internals = "actor SwarmOrchestrator on node 10.0.0.7:6379 died"
@@ -753,11 +755,13 @@ def test_an_orchestrator_that_does_not_answer_is_a_503_naming_no_internals(
 
     for call, timeout_s, cause in ((died, 5.0, internals), (silent, 0.01, "TimeoutError")):
         caplog.clear()
+        away = SimpleNamespace(health=SimpleNamespace(remote=call))  # the actor, as a stand-in
+        client = AsyncSwarmClient(away, timeout_s=timeout_s, ride_out_restarts=False)
         with (
             caplog.at_level(logging.WARNING, logger="swarm_ray.gateway._http"),
             pytest.raises(HTTPException) as caught,
         ):
-            asyncio.run(orchestrator_answer(call(), timeout_s))
+            asyncio.run(orchestrator_answer(client.health()))
         body = caught.value.detail
         assert caught.value.status_code == 503 and body["code"] == "orchestrator_unavailable"
         assert body["detail"] == (

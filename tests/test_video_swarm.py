@@ -97,7 +97,7 @@ def test_every_segment_keeps_its_watermark(clean_run: VideoRun, video_swarm: Swa
     # The same tokens the orchestrator accepted, read back from the task's record.
     accepted = {
         e.result.subtask_id: e.result.watermark
-        for e in video_swarm.record(clean_run.task_id).log
+        for e in video_swarm.task(clean_run.task_id).record().log
         if isinstance(e, SubTaskDone)
     }
     assert [accepted[o.subtask_id] for o in clean_run.outcomes] == [
@@ -108,7 +108,7 @@ def test_every_segment_keeps_its_watermark(clean_run: VideoRun, video_swarm: Swa
 def test_segments_ran_as_one_streaming_data_stage(
     clean_run: VideoRun, video_swarm: SwarmClient
 ) -> None:
-    status = video_swarm.status(clean_run.task_id).model_dump(mode="json")
+    status = video_swarm.task(clean_run.task_id).status().model_dump(mode="json")
     count = len(clean_run.plan.segments)
     analysed = {k for k, v in status["subtasks"].items() if v["stage"] == "analyze"}
     assert analysed == {f"analyze[{i}]" for i in range(count)}
@@ -119,7 +119,7 @@ def test_segments_ran_as_one_streaming_data_stage(
         assert outcome.analysis.preroll_frames < 10
     plan = clean_run.plan
     assert plan.frames_decoded < plan.metadata.frame_count / 4
-    fanned = [e for e in video_swarm.events(clean_run.task_id) if e.kind == "fanout"]
+    fanned = [e for e in video_swarm.task(clean_run.task_id).events_so_far() if e.kind == "fanout"]
     assert [e.subtask_id for e in fanned] == ["segment"] and f"{count} sub-tasks" in fanned[
         0
     ].summary
@@ -128,7 +128,7 @@ def test_segments_ran_as_one_streaming_data_stage(
 def test_segments_are_analysed_in_parallel(clean_run: VideoRun, video_swarm: SwarmClient) -> None:
     spans = sorted(
         (e.result.timings.started_at or 0.0, e.result.timings.finished_at or 0.0)
-        for e in video_swarm.record(clean_run.task_id).log
+        for e in video_swarm.task(clean_run.task_id).record().log
         if isinstance(e, SubTaskDone) and e.result.subtask_id.startswith("analyze[")
     )
     assert len(spans) == len(clean_run.plan.segments)

@@ -29,6 +29,7 @@ wrong while running and a retry, a fallback or an operator may help::
         ├── HumanTimeoutError           nobody answered a waiting sub-task by its deadline
         ├── AskedHumanError             not a failure: the attempt paused to ask a person
         ├── InvalidStateTransitionError an illegal move of the task state machine
+        ├── OrchestratorUnavailableError the orchestrator did not answer (in time)
         └── StateStoreError             the state or result store failed
             └── RecordUnreadableError   a stored task record that cannot be loaded
 
@@ -60,6 +61,7 @@ __all__ = [
     "InvalidStateTransitionError",
     "LimitExceededError",
     "NoTemplateMatchedError",
+    "OrchestratorUnavailableError",
     "RecordUnreadableError",
     "ResourceLimitError",
     "SanitizationError",
@@ -99,6 +101,7 @@ class ErrorCode(StrEnum):
     CIRCUIT_OPEN = "circuit_open"
     INVALID_TRANSITION = "invalid_transition"
     STATE_STORE = "state_store"
+    ORCHESTRATOR_UNAVAILABLE = "orchestrator_unavailable"
     ANSWER_REFUSED = "answer_refused"
     HUMAN_TIMEOUT = "human_timeout"
     ASKED_HUMAN = "asked_human"
@@ -312,6 +315,16 @@ class InvalidStateTransitionError(SwarmRuntimeError):
     code = ErrorCode.INVALID_TRANSITION
 
 
+class OrchestratorUnavailableError(SwarmRuntimeError):
+    """The orchestrator did not answer a client's call in time, or is gone.
+
+    Raised by the clients (`swarm_ray.runtime._aclient`), chained from Ray's own error,
+    whose text names actors, nodes and addresses (the operator's, not an HTTP caller's).
+    """
+
+    code = ErrorCode.ORCHESTRATOR_UNAVAILABLE
+
+
 class StateStoreError(SwarmRuntimeError):
     """The state store or result store failed to read or write."""
 
@@ -355,6 +368,7 @@ _ALL_ERRORS: tuple[type[SwarmError], ...] = (
     HumanTimeoutError,
     AskedHumanError,
     InvalidStateTransitionError,
+    OrchestratorUnavailableError,
     StateStoreError,
     RecordUnreadableError,
 )

@@ -1,9 +1,9 @@
 """The gateway: a FastAPI ingress on Ray Serve in front of the orchestrator actor.
 
 Replicas keep no state of their own: every request becomes a call on the detached
-orchestrator (awaited, never blocking the replica's event loop; concurrent submits share
-one call, see `_coalesce`), so any number of replicas answer alike, and `/metrics` shows
-swarm-level numbers whichever one answers.
+orchestrator through the async client (`AsyncSwarmClient`, awaited, never blocking the
+replica's event loop; concurrent submits share one call, see `_coalesce`), so any number
+of replicas answer alike, and `/metrics` shows swarm-level numbers whichever one answers.
 Errors come back with the status that fits and swarm-ray's error code: a request that
 fails validation gets 422 with field-level detail before anything is planned or run.
 
@@ -13,7 +13,8 @@ never by server path, and is held to the request limits (`_limits`, `swarm_ray.c
 """
 
 import asyncio
-from typing import Annotated, Any
+from collections.abc import Awaitable
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, FastAPI, HTTPException, Query, Request, WebSocket
 from fastapi import Path as PathParam
@@ -27,8 +28,7 @@ from swarm_ray.core._errors import (
     SwarmError,
 )
 from swarm_ray.core._principal import Principal
-from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._trace import find_tokens
+from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
@@ -62,6 +62,7 @@ from swarm_ray.gateway._prometheus import CONTENT_TYPE, render
 from swarm_ray.gateway._redact import CallerNames
 from swarm_ray.gateway._sockets import SocketGuard, SocketLimits, SocketSlots
 from swarm_ray.gateway._ui import install_ui
+from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._client import connect
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._config import tune_gc
@@ -69,6 +70,8 @@ from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._uploads import UploadInfo, Uploads
 
 __all__ = ["Gateway", "app", "build_app"]
+
+T = TypeVar("T")
 
 _TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,80}$", description="A task id.")
 _SUBTASK_ID = PathParam(
@@ -139,13 +142,13 @@ class Gateway:
             idle_timeout_s=self._config.ws_idle_timeout_s,
         )
         self._sockets = SocketSlots(Keys.sockets)
-        client = connect(
+        # HTTP callers retry: a call fails at once while the orchestrator is away (503).
+        self._swarm: AsyncSwarmClient = connect(
             catalogs=self._config.catalogs,
             state_dir=self._config.state_dir,
             name=self._config.orchestrator,
             namespace=self._config.namespace,
-        )
-        self._actor = client.actor
+        ).aio.options(timeout_s=self._config.call_timeout_s, ride_out_restarts=False)
         self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None
         self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
@@ -153,13 +156,13 @@ class Gateway:
 
     # ---- plumbing --------------------------------------------------------------------
 
-    async def _call(self, call: Any, timeout_s: float | None = None) -> Any:
-        """Await a call on the orchestrator (`self._actor.METHOD.remote(...)`).
+    async def _call(self, call: Awaitable[T]) -> T:
+        """Await a call of the async client (`self._swarm.METHOD(...)`).
 
         Swarm-ray errors become HTTP errors; an orchestrator that does not answer in time
         (or is restarting) is a 503 (`orchestrator_answer`).
         """
-        return await orchestrator_answer(call, timeout_s or self._config.call_timeout_s)
+        return await orchestrator_answer(call)
 
     async def _submit_batch(
         self, batch: list[tuple[TaskRequest, Principal]]
@@ -167,15 +170,13 @@ class Gateway:
         """Submit concurrent requests in one orchestrator call; each gets its own answer."""
         requests = [request for request, _ in batch]
         principals = [principal for _, principal in batch]
-        answers: list[str | SwarmError] = await self._call(
-            self._actor.submit_many.remote(requests, principals)
-        )
+        answers = await self._call(self._swarm.submit_many(requests, principals))
         return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
 
     async def _storage(self) -> dict[str, str]:
         """Where the orchestrator keeps results and tasks' files (asked once)."""
         if self._storage_of is None:
-            self._storage_of = await self._call(self._actor.storage.remote())
+            self._storage_of = await self._call(self._swarm.storage())
         return self._storage_of
 
     async def _uploads(self) -> Uploads:
@@ -225,23 +226,21 @@ class Gateway:
         self, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
     ) -> list[TaskStatus]:
         """The caller's newest tasks first (an admin's: everyone's)."""
-        tasks: list[TaskStatus] = await self._call(
-            self._actor.tasks.remote(limit, principal=caller)
-        )
+        tasks = await self._call(self._swarm.tasks(limit, principal=caller))
         names = await self._names()
         return [names.model(caller, t) for t in tasks]
 
     @app.get("/v1/tasks/{task_id}", response_model=TaskStatus, responses=_ERRORS)
     async def get_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """State, plan (each sub-task's status), result references, warnings."""
-        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
+        status = await self._call(self._swarm.status(task_id, principal=caller))
         return (await self._names()).model(caller, status)
 
     @app.post("/v1/tasks/{task_id}/cancel", response_model=TaskStatus, responses=_ERRORS)
     async def cancel_task(self, task_id: Annotated[str, _TASK_ID], caller: Caller) -> TaskStatus:
         """Cancel a running task (an ended one is left as it is)."""
-        await self._call(self._actor.cancel.remote(task_id, principal=caller))
-        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
+        await self._call(self._swarm.cancel(task_id, principal=caller))
+        status = await self._call(self._swarm.status(task_id, principal=caller))
         return (await self._names()).model(caller, status)
 
     @app.post(
@@ -266,8 +265,8 @@ class Gateway:
         Only the task's owner answers; the answer must match the sub-task's schema. It is
         recorded with the caller's principal before the sub-task runs with it.
         """
-        status: TaskStatus = await self._call(
-            self._actor.answer.remote(task_id, subtask_id, body.answer, principal=caller)
+        status = await self._call(
+            self._swarm.answer(task_id, subtask_id, body.answer, principal=caller)
         )
         return (await self._names()).model(caller, status)
 
@@ -288,7 +287,7 @@ class Gateway:
         format: Annotated[str, Query(pattern="^(json|markdown)$")] = "json",
     ) -> Any:
         """The output of a completed task; `format=markdown` for a Markdown report file."""
-        status: TaskStatus = await self._call(self._actor.status.remote(task_id, principal=caller))
+        status = await self._call(self._swarm.status(task_id, principal=caller))
         if status.state != "completed":
             raise HTTPException(
                 409,
@@ -299,9 +298,9 @@ class Gateway:
             )
         output = status.output
         if output is None:
-            output = await self._call(self._actor.output.remote(task_id, principal=caller))
+            output = await self._call(self._swarm.output(task_id, principal=caller))
         if format == "markdown":
-            text = await self._call(self._actor.markdown.remote(task_id, principal=caller))
+            text = await self._call(self._swarm.markdown(task_id, principal=caller))
             if text is None:
                 raise HTTPException(
                     404,
@@ -343,11 +342,11 @@ class Gateway:
             # ends it at the next poll, not when the task ends.
             while websocket.client_state is WebSocketState.CONNECTED:
                 try:
-                    batch: list[TaskEvent] = await self._call(
-                        self._actor.events.remote(
+                    # A long poll: the client allows it `event_poll_s` on top of its timeout.
+                    batch = await self._call(
+                        self._swarm.events(
                             task_id, seq, self._config.event_poll_s, principal=caller
-                        ),
-                        timeout_s=self._config.event_poll_s + self._config.call_timeout_s,
+                        )
                     )
                 except HTTPException as exc:
                     if exc.status_code == 404:
@@ -359,9 +358,7 @@ class Gateway:
                     await websocket.send_text(names.text(caller, event.model_dump_json()))
                     seq = event.seq
                 if not batch:
-                    status: TaskStatus = await self._call(
-                        self._actor.status.remote(task_id, principal=caller)
-                    )
+                    status = await self._call(self._swarm.status(task_id, principal=caller))
                     if status.ended:
                         await websocket.close(code=1000, reason=f"task {status.state}")
                         return
@@ -452,8 +449,7 @@ class Gateway:
     )
     async def capabilities(self) -> list[dict[str, Any]]:
         """Every registered capability with its input and output JSON Schemas."""
-        catalogue: list[dict[str, Any]] = await self._call(self._actor.catalogue.remote(True))
-        return catalogue
+        return await self._call(self._swarm.catalogue(schemas=True))
 
     @app.get(
         "/v1/capabilities/{capability_id}",
@@ -463,8 +459,7 @@ class Gateway:
     )
     async def capability(self, capability_id: Annotated[str, _CAPABILITY_ID]) -> dict[str, Any]:
         """One capability with its JSON Schemas."""
-        info: dict[str, Any] = await self._call(self._actor.capability.remote(capability_id))
-        return info
+        return await self._call(self._swarm.capability(capability_id))
 
     @app.get(
         "/health",
@@ -483,7 +478,7 @@ class Gateway:
         """
         detailed = sees_swarm(credentials)
         try:
-            report: dict[str, Any] = await self._call(self._actor.health.remote(), timeout_s=5.0)
+            report = await self._call(self._swarm.options(timeout_s=5.0).health())
         except HTTPException:
             return JSONResponse({"status": "down"}, status_code=503)
         everyone_in = all(c["in_dispatch"] for c in report["capabilities"].values())
@@ -518,7 +513,7 @@ class Gateway:
                 403,
                 detail={"detail": "`/metrics` needs an admin key", "code": "forbidden"},
             )
-        snapshot: dict[str, Any] = await self._call(self._actor.metrics.remote())
+        snapshot = await self._call(self._swarm.metrics())
         return Response(render(snapshot), media_type=CONTENT_TYPE)
 
     @app.post(
@@ -536,11 +531,8 @@ class Gateway:
         caller's own tasks are looked up (an admin's: any); the sub-task's input comes
         back with `include_input`, to the task's owner only.
         """
-        tokens = find_tokens(query.text)  # linear, and at most `MAX_TOKENS`
-        traces: list[dict[str, Any]] = await self._call(
-            self._actor.trace_watermarks.remote(
-                tokens, principal=caller, include_input=query.include_input
-            )
+        traces = await self._call(
+            self._swarm.trace(query.text, include_input=query.include_input, principal=caller)
         )
         if not traces:
             raise HTTPException(

@@ -4,21 +4,20 @@ The gateway's routes depend on `Caller` (the principal of a good key, else 401) 
 translate swarm-ray errors to HTTP in one place (`http_error`).
 """
 
-import asyncio
 import logging
 import os
 import secrets
 from collections.abc import Awaitable
-from typing import Annotated, Any
+from typing import Annotated, TypeVar
 
 from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
-from ray.exceptions import RayActorError, RayTaskError
 
 from swarm_ray.core._errors import (
     AnswerRefusedError,
     BudgetExceededError,
     InvalidInputError,
+    OrchestratorUnavailableError,
     SwarmError,
     SwarmUserError,
     TaskConflictError,
@@ -44,6 +43,8 @@ __all__ = [
 ]
 
 _log = logging.getLogger(__name__)
+
+T = TypeVar("T")
 
 bearer = HTTPBearer(auto_error=False, description="An API key from the gateway's keys.")
 
@@ -156,27 +157,22 @@ def http_error(exc: SwarmError) -> HTTPException:
     return HTTPException(500, detail=body)
 
 
-async def orchestrator_answer(call: Awaitable[Any], timeout_s: float) -> Any:
-    """Await a call on the orchestrator, its errors as HTTP errors (in one place).
+async def orchestrator_answer(call: Awaitable[T]) -> T:
+    """Await a call of the async client, its errors as HTTP errors (in one place).
 
     Swarm-ray errors answer as `http_error` says. An orchestrator that does not answer
-    in time (or is restarting) is a 503 with a fixed message and an error id: Ray's own
-    message names actors, nodes and addresses, which are the operator's, so only the log
-    has it.
+    in time (or is restarting: `OrchestratorUnavailableError`) is a 503 with a fixed
+    message and an error id: Ray's own message names actors, nodes and addresses, which
+    are the operator's, so only the log has it.
     """
     try:
-        return await asyncio.wait_for(call, timeout_s)
-    except RayTaskError as exc:
-        cause = exc.cause if isinstance(exc.cause, SwarmError) else exc
-        if isinstance(cause, SwarmError):
-            raise http_error(cause) from None
-        raise
+        return await call
+    except OrchestratorUnavailableError as exc:
+        raise unavailable(
+            "the orchestrator did not answer", "orchestrator_unavailable", exc.__cause__ or exc
+        ) from None
     except SwarmError as exc:
         raise http_error(exc) from None
-    except (TimeoutError, RayActorError) as exc:
-        raise unavailable(
-            "the orchestrator did not answer", "orchestrator_unavailable", exc
-        ) from None
 
 
 def unavailable(what: str, code: str, exc: BaseException) -> HTTPException:

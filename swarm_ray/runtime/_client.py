@@ -3,30 +3,35 @@
 Works the same from a driver script, a `ray job submit` entrypoint, a notebook or a Serve
 replica, on a local cluster (started here when none runs) or on one given by address.
 The orchestrator is a named detached actor, so every caller in the namespace shares it.
+
+`SwarmClient` is the synchronous face of `AsyncSwarmClient` (`_aclient`, which holds the
+calls themselves), and `TaskHandle` the one way to ask about one task.
 """
 
 from __future__ import annotations
 
-import contextlib
+import asyncio
+import atexit
 import os
 import socket
-import time
-from collections.abc import Callable, Iterator, Mapping, Sequence
+import threading
+from collections.abc import AsyncGenerator, Coroutine, Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import ray
 from pydantic import BaseModel
 from ray._common.constants import HEAD_NODE_RESOURCE_NAME
-from ray.exceptions import RayActorError
 
-from swarm_ray.core._errors import AnswerRefusedError, SwarmRuntimeError
+from swarm_ray.core._errors import SwarmRuntimeError
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._trace import find_tokens
 from swarm_ray.core._views import TaskStatus
+from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._orchestrator import Orchestrator
 
-__all__ = ["NAMESPACE", "ORCHESTRATOR_NAME", "SwarmClient", "TaskHandle", "connect"]
+__all__ = ["SwarmClient", "TaskHandle", "connect"]
+
+T = TypeVar("T")
 
 ORCHESTRATOR_NAME = "swarm-ray-orchestrator"
 """Name of the detached orchestrator actor."""
@@ -138,28 +143,31 @@ def connect(
             None if state_dir is None else os.fspath(state_dir),
         )
     )
-    return SwarmClient(actor)
+    return SwarmClient(AsyncSwarmClient(actor))
 
 
 class SwarmClient:
-    """A synchronous handle on the orchestrator (picklable: pass it to tasks).
+    """A synchronous client of the orchestrator (picklable: pass it to tasks).
 
-    Every call rides out a restart of the orchestrator (Ray retries it on the new one).
+    It runs the calls of `aio` (an `AsyncSwarmClient`, the one place that knows the
+    orchestrator's methods) on an event loop of its own (`_LoopThread`), so it works
+    the same in a script, a notebook, a `ray job submit` driver, a Ray actor and an
+    agent, whether or not the calling thread runs an event loop. Calls about one task go
+    through its handle: `client.task(task_id).status()`, or the one `start` returns.
+    Every call rides out a restart of the orchestrator.
     """
 
-    def __init__(self, actor: Any) -> None:
-        self.actor = actor
+    def __init__(self, aio: AsyncSwarmClient) -> None:
+        self.aio = aio
+        """The async client this one wraps (for code that runs on an event loop)."""
 
-    def _call(self, call: Callable[[Any], Any], timeout_s: float | None = None) -> Any:
-        """`ray.get(call(actor))`, again while the orchestrator restarts."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            try:
-                return ray.get(call(self.actor), timeout=timeout_s)
-            except RayActorError:
-                if deadline is not None and time.monotonic() > deadline:
-                    raise
-                time.sleep(0.2)
+    def __repr__(self) -> str:
+        return f"SwarmClient({self.aio!r})"
+
+    @property
+    def actor(self) -> Any:
+        """The orchestrator's actor handle."""
+        return self.aio.actor
 
     def submit(self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any) -> str:
         """Submit a task; returns its id at once. Raises `SwarmUserError` for bad input."""
@@ -167,114 +175,57 @@ class SwarmClient:
             request = TaskRequest(**fields)
         elif isinstance(request, dict):
             request = TaskRequest.model_validate({**request, **fields})
-        task_id: str = self._call(lambda a: a.submit.remote(request))
-        return task_id
+        return _LOOP.run(self.aio.submit(request))
 
     def start(
         self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any
     ) -> TaskHandle:
         """Submit a task and return its handle (`submit` returns the id alone)."""
-        return TaskHandle(self, self.submit(request, **fields))
+        return self.task(self.submit(request, **fields))
 
     def task(self, task_id: str) -> TaskHandle:
         """A handle on a task submitted earlier (by this client or another)."""
         return TaskHandle(self, task_id)
 
-    def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
-        """Block until the task ends; returns its record."""
-        deadline = None if timeout_s is None else time.monotonic() + timeout_s
-        while True:
-            left = None if deadline is None else max(0.0, deadline - time.monotonic())
-            step = 5.0 if left is None else min(5.0, left)
-
-            def call(actor: Any, step: float = step) -> Any:
-                return actor.wait.remote(task_id, step)
-
-            record: TaskRecord = self._call(call)
-            if record.machine.state.terminal or (
-                deadline is not None and time.monotonic() >= deadline
-            ):
-                return record
-
     def run(self, request: TaskRequest | dict[str, Any] | None = None, **fields: Any) -> TaskRecord:
-        """Submit and wait."""
-        return self.wait(self.submit(request, **fields))
-
-    def output(self, task_id: str) -> dict[str, Any] | None:
-        """The task's output, fetched from the result store when it was large."""
-        output: dict[str, Any] | None = self._call(lambda a: a.output.remote(task_id))
-        return output
-
-    def status(self, task_id: str) -> TaskStatus:
-        """State, progress, sub-tasks, warnings, usage and output (the gateway's model)."""
-        status: TaskStatus = self._call(lambda a: a.status.remote(task_id))
-        return status
-
-    def record(self, task_id: str) -> TaskRecord:
-        """The full record: plan, audit log, scheduler log."""
-        record: TaskRecord = self._call(lambda a: a.record.remote(task_id))
-        return record
+        """Submit and wait; the task's record once it ends."""
+        return self.start(request, **fields).wait()
 
     def tasks(self, limit: int = 100) -> list[TaskStatus]:
         """Newest tasks first, in brief."""
-        tasks: list[TaskStatus] = self._call(lambda a: a.tasks.remote(limit))
-        return tasks
-
-    def events(self, task_id: str, after_seq: int = 0, wait_s: float = 0.0) -> list[TaskEvent]:
-        """Events after `after_seq` (long-polls up to `wait_s` when there are none)."""
-        events: list[TaskEvent] = self._call(lambda a: a.events.remote(task_id, after_seq, wait_s))
-        return events
-
-    def follow(self, task_id: str, after_seq: int = 0) -> Iterator[TaskEvent]:
-        """Yield events as they happen until the task ends."""
-        while True:
-            batch = self.events(task_id, after_seq, wait_s=2.0)
-            for event in batch:
-                after_seq = event.seq
-                yield event
-            if not batch and self.status(task_id).ended:
-                return
-
-    def cancel(self, task_id: str) -> TaskRecord:
-        """Cancel a task."""
-        record: TaskRecord = self._call(lambda a: a.cancel.remote(task_id))
-        return record
-
-    def answer(self, task_id: str, subtask_id: str, answer: dict[str, Any]) -> TaskStatus:
-        """Answer a sub-task waiting for a person (`TaskStatus.waiting` lists them).
-
-        Raises:
-            AnswerRefusedError: the sub-task is not waiting (any more).
-            InvalidInputError: the answer does not match the sub-task's schema.
-        """
-        status: TaskStatus = self._call(lambda a: a.answer.remote(task_id, subtask_id, answer))
-        return status
+        return _LOOP.run(self.aio.tasks(limit))
 
     def trace(self, text: str, *, include_input: bool = True) -> list[dict[str, Any]]:
         """What produced each watermark found in `text` (full tokens or `wm:` short ids).
 
         Sub-task, capability, agent, timings, digests and, by default, the input.
         """
-        tokens = find_tokens(text)
-        traced: list[dict[str, Any]] = self._call(
-            lambda a: a.trace_watermarks.remote(tokens, None, include_input)
-        )
-        return traced
+        return _LOOP.run(self.aio.trace(text, include_input=include_input))
 
     def info(self) -> dict[str, Any]:
         """Capabilities, templates, agents and counters."""
-        info: dict[str, Any] = self._call(lambda a: a.info.remote())
-        return info
+        return _LOOP.run(self.aio.info())
 
     def shutdown(self) -> None:
         """Kill the orchestrator for good (its state stays in the store).
 
         Rollouts of tasks that just ended are written first (waiting up to 10 s).
         """
-        with contextlib.suppress(Exception):  # gone, restarting or stuck: kill it anyway
-            ray.get(self.actor.flush_rollouts.remote(), timeout=10)
-        with contextlib.suppress(ValueError):  # already gone
-            ray.kill(self.actor, no_restart=True)
+        _LOOP.run(self.aio.shutdown())
+
+    # ---- kept for `swarm_ray.video._pipeline` until it calls the handle ----------------
+
+    def follow(self, task_id: str, after_seq: int = 0) -> Iterator[TaskEvent]:
+        """Deprecated: `client.task(task_id).events(after_seq)`."""
+        return self.task(task_id).events(after_seq)
+
+    def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
+        """Deprecated: `client.task(task_id).wait(timeout_s)`."""
+        return self.task(task_id).wait(timeout_s)
+
+    def output(self, task_id: str) -> dict[str, Any] | None:
+        """Deprecated: `client.task(task_id).output()`."""
+        return self.task(task_id).output()
 
 
 M = TypeVar("M", bound=BaseModel)
@@ -299,23 +250,27 @@ class TaskHandle:
 
     def events(self, after_seq: int = 0) -> Iterator[TaskEvent]:
         """The task's events as they happen, until it ends."""
-        return self.client.follow(self.id, after_seq)
+        return _LOOP.iterate(self.client.aio.follow(self.id, after_seq))
+
+    def events_so_far(self, after_seq: int = 0, wait_s: float = 0.0) -> list[TaskEvent]:
+        """The events after `after_seq` now (waiting up to `wait_s` for one if none)."""
+        return _LOOP.run(self.client.aio.events(self.id, after_seq, wait_s))
 
     def wait(self, timeout_s: float | None = None) -> TaskRecord:
-        """Block until the task ends; its record."""
-        return self.client.wait(self.id, timeout_s)
+        """Block until the task ends (or `timeout_s` passes); its record."""
+        return _LOOP.run(self.client.aio.wait(self.id, timeout_s))
 
     def status(self) -> TaskStatus:
-        """State, progress, sub-tasks, warnings, usage and output."""
-        return self.client.status(self.id)
+        """State, progress, sub-tasks, warnings, usage and output (the gateway's model)."""
+        return _LOOP.run(self.client.aio.status(self.id))
 
     def record(self) -> TaskRecord:
         """The full record: plan, audit log, scheduler log."""
-        return self.client.record(self.id)
+        return _LOOP.run(self.client.aio.record(self.id))
 
     def cancel(self) -> TaskRecord:
-        """Cancel the task."""
-        return self.client.cancel(self.id)
+        """Cancel the task (an ended one is left as it is); its record."""
+        return _LOOP.run(self.client.aio.cancel(self.id))
 
     def answer(self, answer: dict[str, Any], subtask_id: str | None = None) -> TaskStatus:
         """Answer a sub-task waiting for a person: `subtask_id`, or the one that waits.
@@ -325,17 +280,7 @@ class TaskHandle:
                 the one named does not.
             InvalidInputError: the answer does not match the sub-task's schema.
         """
-        if subtask_id is None:
-            waiting = [w.subtask_id for w in self.status().waiting]
-            if len(waiting) != 1:
-                raise AnswerRefusedError(
-                    f"task `{self.id}` has {len(waiting)} sub-tasks waiting for an answer "
-                    f"({', '.join(waiting) or 'none'}); name one",
-                    task_id=self.id,
-                    reason="not_waiting",
-                )
-            subtask_id = waiting[0]
-        return self.client.answer(self.id, subtask_id, answer)
+        return _LOOP.run(self.client.aio.answer(self.id, subtask_id, answer))
 
     @overload
     def output(self, model: None = None) -> dict[str, Any] | None: ...
@@ -349,10 +294,79 @@ class TaskHandle:
         Raises:
             SwarmRuntimeError: `model` is given and the task has no output (yet).
         """
-        raw = self.client.output(self.id)
+        raw = _LOOP.run(self.client.aio.output(self.id))
         if model is None:
             return raw
         if raw is None:
             state = self.status().state
             raise SwarmRuntimeError(f"task `{self.id}` has no output ({state})", task_id=self.id)
         return model.model_validate(raw)
+
+
+class _LoopThread:
+    """An event loop on a daemon thread of its own, where the sync client's calls run.
+
+    The calling thread may run a loop already (a notebook, an async actor, a Serve
+    replica), where `asyncio.run` refuses, or none at all (a script): a loop of the
+    client's own serves both, and one per process keeps the cost to a thread. Started on
+    first use, again in a forked child, stopped at exit.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._loop: asyncio.AbstractEventLoop | None = None
+        self._thread: threading.Thread | None = None
+        self._pid = 0
+
+    def _started(self) -> asyncio.AbstractEventLoop:
+        with self._lock:
+            if self._loop is None or self._pid != os.getpid():
+                loop = asyncio.new_event_loop()
+                thread = threading.Thread(
+                    target=loop.run_forever, name="swarm-ray-client", daemon=True
+                )
+                thread.start()
+                self._loop, self._thread, self._pid = loop, thread, os.getpid()
+            return self._loop
+
+    def run(self, call: Coroutine[Any, Any, T]) -> T:
+        """Run `call` on the loop and block until it returns (or the caller is interrupted)."""
+        loop = self._started()
+        if threading.current_thread() is self._thread:
+            call.close()
+            raise RuntimeError("a `SwarmClient` call on its own loop: await `client.aio` there")
+        future = asyncio.run_coroutine_threadsafe(call, loop)
+        try:
+            return future.result()
+        finally:
+            future.cancel()  # interrupted (Ctrl-C): the call stops as well
+
+    def iterate(self, items: AsyncGenerator[T, None]) -> Iterator[T]:
+        """`items` one by one, each fetched on the loop; closed there when left early."""
+
+        async def step() -> list[T]:  # the next item, or none at the end
+            try:
+                return [await anext(items)]
+            except StopAsyncIteration:
+                return []
+
+        try:
+            while batch := self.run(step()):
+                yield batch[0]
+        finally:
+            self.run(items.aclose())
+
+    def stop(self) -> None:
+        """Stop the loop (at exit: no call is waiting then)."""
+        loop, thread = self._loop, self._thread
+        if loop is None or thread is None or self._pid != os.getpid():
+            return
+        loop.call_soon_threadsafe(loop.stop)
+        thread.join(timeout=5)
+        if not thread.is_alive():
+            loop.close()
+        self._loop = self._thread = None
+
+
+_LOOP = _LoopThread()
+atexit.register(_LOOP.stop)

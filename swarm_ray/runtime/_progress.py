@@ -185,13 +185,13 @@ def follow_with_progress(
     stream: TextIO | None = None,
     interactive: bool | None = None,
 ) -> Iterator[TaskEvent]:
-    """`client.follow(task_id)`, showing per-stage progress while it runs."""
+    """`client.task(task_id).events()`, showing per-stage progress while it runs."""
+    task = client.task(task_id)
 
     def stages() -> dict[str, str]:
-        subtasks = client.status(task_id).subtasks
-        return {sid: info.stage for sid, info in subtasks.items()}
+        return {sid: info.stage for sid, info in task.status().subtasks.items()}
 
     with ProgressReport(stages, stream=stream, interactive=interactive) as report:
-        yield from report.follow(client.follow(task_id))
+        yield from report.follow(task.events())
         if not report.interactive:
             report.say(f"stages: {report.summary()}")
