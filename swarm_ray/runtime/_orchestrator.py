@@ -1,10 +1,12 @@
 """The orchestrator: a detached, restartable Ray actor that is only wiring.
 
 Who decides what happens next to a task: its `TaskDriver` (`_driver.py`), always. This
-actor feeds each driver its inputs (`driver.step(...)`: a plan, a result, a cancel, a
-timer, a restart) and carries out the commands it answers (`_apply`: run attempts on
-the executors, stop them, arm timers, ask planners, wake waiters). It is an async actor:
-everything runs on one event loop, so no locks.
+actor is the swarm's API (submit, follow, answer, cancel, report, trace) and its event
+loop: it takes requests in (`_intake`), makes drivers and finds them (`_tasks`), and hands
+each input to the `Runner` (`_runner`), which feeds the driver and carries out the
+commands it answers (run attempts on the executors, stop them, arm timers, plan again,
+tell the task's end to its observers). It is an async actor: everything runs on one
+event loop, so no locks.
 
 What it records and its background loops live in `_upkeep`.
 
@@ -20,9 +22,8 @@ import logging
 import os
 import time
 from collections import defaultdict
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, assert_never
+from typing import Any
 
 import ray
 
@@ -33,26 +34,12 @@ from swarm_ray.core._commands import (
     Accepted,
     Answer,
     AnswerRejected,
-    Arrived,
     AskChild,
-    BreakerMoved,
-    Broken,
     Cancel,
     ChildAdmitted,
     ChildRefused,
-    ChildSettled,
-    Close,
-    DriverInput,
-    Halt,
     PlanFailed,
-    Refused,
-    Replan,
     Resume,
-    Retrying,
-    Run,
-    Step,
-    Wake,
-    WakeAt,
 )
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._errors import (
@@ -61,13 +48,11 @@ from swarm_ray.core._errors import (
     RecordUnreadableError,
     StateStoreError,
     SwarmError,
-    SwarmRuntimeError,
     SwarmUserError,
     TaskNotFoundError,
 )
 from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._planning import PLAN_SUBTASK
 from swarm_ray.core._principal import LOCAL, Principal
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray.core._subtask import SubTaskResult
@@ -92,10 +77,10 @@ from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter
+from swarm_ray.runtime._runner import Runner
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._store import open_state_store
-from swarm_ray.runtime._tasks import InFlight, TaskTable
-from swarm_ray.runtime._turns import Turns
+from swarm_ray.runtime._tasks import TaskTable
 from swarm_ray.runtime._upkeep import Observer, reported_states, start_upkeep
 from swarm_ray.runtime._uploads import Uploads
 
@@ -134,14 +119,12 @@ class Orchestrator:
         self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
-        self._inflight = InFlight()
-        self._turns = Turns(self._store, self._commit_failed)
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
         self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
         self._serve = ServeExecutor(out_of_dispatch=self._health.why_out_if_out)
         self._data = DataExecutor()
-        self._executors: dict[ExecutorKind, Executor] = {
+        executors: dict[ExecutorKind, Executor] = {
             ExecutorKind.ACTOR: self._pool,
             ExecutorKind.SERVE: self._serve,
             ExecutorKind.DATA: self._data,
@@ -151,13 +134,22 @@ class Orchestrator:
         self._recovered: asyncio.Task[int] | None = None
         self._background: list[asyncio.Task[None]] = []
         self._children = ChildBook()
-        self._on_end: tuple[Callable[[TaskDriver], None], ...] = (
-            self._observer.ended,  # its root span
-            self._count_spend,  # on its owner's daily tally
-            self._ended,  # its waiters woken, its uploads freed if it asked
-            self._rollouts.record,  # its rollout, Parquet under the result store
+        self._runner = Runner(
+            registry=self._registry,
+            executors=executors,
+            drivers=self._drivers,
+            store=self._store,
+            observer=self._observer,
+            metrics=self._metrics,
+            children=self._children,
+            replan=self._replan,
+            on_end=(  # what happens when a task ends, in order
+                self._observer.ended,  # its root span
+                self._count_spend,  # on its owner's daily tally
+                self._ended,  # its waiters woken, its uploads freed if it asked
+                self._rollouts.record,  # its rollout, Parquet under the result store
+            ),
         )
-        """What happens when a task ends, in order; each keeps its own failures."""
         context = ray.get_runtime_context()
         self._name = f"{context.namespace}/{context.get_actor_name()}"
         self.started_at = time.time()
@@ -192,7 +184,7 @@ class Orchestrator:
                 if driver is None:
                     continue
                 self._track(driver)
-                self._step(driver, Resume())
+                self._runner.step(driver, Resume())
             except RecordUnreadableError:
                 continue
             except SwarmError as exc:
@@ -366,7 +358,7 @@ class Orchestrator:
         )
         self._track(driver)
         assert intake.start is not None
-        self._step(driver, intake.start)
+        self._runner.step(driver, intake.start)
         if isinstance(intake.start, PlanFailed):
             raise intake.start.error
         if driver.state.terminal and isinstance(driver.error, SwarmUserError):
@@ -382,7 +374,7 @@ class Orchestrator:
             router=self._router,
             layout=self._layout,
         )
-        self._step(driver, start)
+        self._runner.step(driver, start)
 
     async def wait(
         self, task_id: str, timeout_s: float | None = None, principal: Principal | None = None
@@ -391,7 +383,7 @@ class Orchestrator:
         await self.recover()
         driver = self._driver(task_id, principal)
         await self._drivers.until_ended(task_id, timeout_s)
-        await self._turns.committed()
+        await self._runner.turns.committed()
         return record_view(driver)
 
     async def record(self, task_id: str, principal: Principal | None = None) -> TaskRecord:
@@ -457,8 +449,8 @@ class Orchestrator:
         """Cancel a running task (no-op for an ended one)."""
         await self.recover()
         driver = self._driver(task_id, principal)
-        self._step(driver, Cancel(reason))
-        await self._turns.committed()
+        self._runner.step(driver, Cancel(reason))
+        await self._runner.turns.committed()
         return record_view(driver)
 
     async def answer(
@@ -482,17 +474,17 @@ class Orchestrator:
         await self.recover()
         who = principal or LOCAL
         driver = self._driver(task_id, who)
-        for notice in self._step(driver, Answer(subtask_id, answer, who)).notices:
+        for notice in self._runner.step(driver, Answer(subtask_id, answer, who)).notices:
             if isinstance(notice, AnswerRejected):
                 raise notice.error
-        await self._turns.committed()
+        await self._runner.turns.committed()
         return status_view(driver)
 
     async def report(self, result: SubTaskResult) -> bool:
         """Accept a result from an external agent; False (and counted) when refused."""
         await self.recover()
-        accepted = any(isinstance(n, Accepted) for n in self._on_result(result).notices)
-        await self._turns.committed()
+        accepted = any(isinstance(n, Accepted) for n in self._runner.on_result(result).notices)
+        await self._runner.turns.committed()
         return accepted
 
     async def run_child(
@@ -512,7 +504,7 @@ class Orchestrator:
         await self.recover()
         driver = self._driver(task_id)
         ask = AskChild(parent_subtask_id, parent_watermark, capability_id, data, key)
-        for notice in self._step(driver, ask).notices:
+        for notice in self._runner.step(driver, ask).notices:
             match notice:
                 case ChildRefused(error=error):
                     raise error
@@ -520,7 +512,7 @@ class Orchestrator:
                     return outcome  # settled already: a call asked again
                 case ChildAdmitted(child_id=child_id):
                     settled = self._children.wait(driver.task_id, child_id)
-                    await self._turns.committed()
+                    await self._runner.turns.committed()
                     return await settled
         raise AssertionError("an AskChild is always admitted or refused")
 
@@ -639,109 +631,3 @@ class Orchestrator:
     async def capability(self, capability_id: str) -> dict[str, Any]:
         """One capability with its JSON Schemas; raises `UnknownCapabilityError`."""
         return self._registry.describe(capability_id)
-
-    # ---- feeding drivers and carrying out their commands -------------------------------
-
-    def _step(self, driver: TaskDriver, event: DriverInput) -> Step:
-        """Feed one input to a task's driver and carry out what it answers.
-
-        A write the driver could not make, or a bug in taking the input, stops that task
-        by name (`Broken`), never the orchestrator and never the other tasks.
-        """
-        gate = self._turns.gate_for(driver.task_id)
-        try:
-            step = driver.step(event)
-        except Exception as exc:  # a failed write, or a bug: the task stops, named
-            why = exc.message if isinstance(exc, SwarmError) else f"{type(exc).__name__}: {exc}"
-            subtask_id = None
-            if isinstance(event, Arrived):
-                r = event.result
-                subtask_id = r.subtask_id
-                why = (
-                    f"the result of sub-task `{r.subtask_id}` (attempt {r.attempt}) could not "
-                    f"be taken in, so the task stopped rather than lose it: {why}"
-                )
-            kind = StateStoreError if isinstance(exc, StateStoreError) else SwarmRuntimeError
-            self._metrics.error("orchestrator", type(exc).__name__)
-            step = driver.step(Broken(kind(why, task_id=driver.task_id), subtask_id))
-        self._apply(driver, step, gate)
-        return step
-
-    def _commit_failed(self, touched: set[str], exc: StateStoreError) -> None:
-        """A turn's commit failed: every task that wrote in it stops, by name."""
-        for task_id in touched:
-            driver = self._drivers.get(task_id)
-            if driver is not None and not driver.state.terminal:
-                error = StateStoreError(
-                    f"task `{task_id}` stopped: its state could not be committed: {exc.message}",
-                    task_id=task_id,
-                )
-                self._apply(driver, driver.step(Broken(error)), None)
-
-    def _apply(self, driver: TaskDriver, step: Step, gate: asyncio.Future[bool] | None) -> None:
-        for notice in step.notices:
-            match notice:
-                case Accepted(result=result, trace_id=trace_id):
-                    self._observer.result(result, trace_id)
-                case Retrying(capability_id=cid, kind=kind):
-                    self._metrics.retry(cid, kind)
-                case BreakerMoved(capability_id=cid, state=state):
-                    self._metrics.breaker(cid, state)
-                case Refused(reason=reason):
-                    self._metrics.rejection(reason)
-                case ChildSettled(child_id=child_id, outcome=outcome):
-                    self._children.settle(driver.task_id, child_id, outcome)
-                case AnswerRejected() | ChildAdmitted() | ChildRefused():
-                    pass  # answered by `answer` and `run_child`, which asked
-                case _:
-                    assert_never(notice)
-        batches: dict[tuple[str, float], list[Any]] = defaultdict(list)
-        for command in step.commands:
-            match command:
-                case Run(subtask=subtask, delay_s=delay):
-                    batches[(subtask.capability_id, delay)].append(subtask)
-                case Halt(subtask_ids=halted):
-                    self._inflight.halt(driver.task_id, set(halted))
-                case WakeAt(at=at):
-                    delay = max(0.0, at - time.time())
-                    asyncio.get_running_loop().call_later(delay, self._wake, driver.task_id)
-                case Replan():
-                    self._inflight.spawn(driver.task_id, [PLAN_SUBTASK], self._replan(driver))
-                case Close():
-                    for observer in self._on_end:
-                        observer(driver)
-                case _:
-                    assert_never(command)
-        for (cid, delay), subtasks in batches.items():
-            spec = self._registry.get(cid)
-            for ids, run in self._executors[spec.executor].runs(spec, subtasks, self._on_result):
-                self._inflight.spawn(driver.task_id, ids, self._after(delay, driver, run, gate))
-        self._drivers.notify(driver.task_id)
-
-    async def _after(
-        self, delay_s: float, driver: TaskDriver, run: Any, gate: asyncio.Future[bool] | None
-    ) -> None:
-        """Start `run` once its dispatch is committed, after a retry's backoff.
-
-        Not at all when the commit failed or the task ended meanwhile.
-        """
-        committed = True if gate is None else await asyncio.shield(gate)
-        if delay_s and committed:
-            await asyncio.sleep(delay_s)
-        if not committed or driver.state.terminal:
-            run.close()
-            return
-        await run
-
-    def _on_result(self, result: SubTaskResult) -> Step:
-        """An executor's result for its task's driver (never raises)."""
-        driver = self._drivers.get(result.task_id)
-        if driver is None:
-            self._metrics.rejection("unknown_task")
-            return Step()
-        return self._step(driver, Arrived(result))
-
-    def _wake(self, task_id: str) -> None:
-        driver = self._drivers.get(task_id)
-        if driver is not None and not driver.state.terminal:
-            self._step(driver, Wake())
