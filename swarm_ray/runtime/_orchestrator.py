@@ -43,7 +43,6 @@ from swarm_ray.core._commands import (
 )
 from swarm_ray.core._driver import TaskDriver
 from swarm_ray.core._errors import (
-    BudgetExceededError,
     InputNotAllowedError,
     RecordUnreadableError,
     StateStoreError,
@@ -69,12 +68,12 @@ from swarm_ray.runtime._intake import (
     Intake,
     Layout,
     failure_of,
-    named_uploads,
     plan_again,
     take_in_each,
 )
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
+from swarm_ray.runtime._owners import Owners
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter
 from swarm_ray.runtime._runner import Runner
@@ -115,10 +114,12 @@ class Orchestrator:
         self._rollouts = RolloutWriter(self._results)
         self._layout = Layout(home, Uploads(self._results))
         self._limits = RequestLimits.from_env()
-        self._spend = DailySpend.from_env(self._store)
         self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
+        self._owners = Owners(
+            self._drivers, self._limits, DailySpend.from_env(self._store), self._layout.uploads
+        )
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
         self._pool = ActorPoolExecutor(namespace=ray.get_runtime_context().namespace)
@@ -145,7 +146,7 @@ class Orchestrator:
             replan=self._replan,
             on_end=(  # what happens when a task ends, in order
                 self._observer.ended,  # its root span
-                self._count_spend,  # on its owner's daily tally
+                self._owners.count,  # on its owner's daily tally
                 self._ended,  # its waiters woken, its uploads freed if it asked
                 self._rollouts.record,  # its rollout, Parquet under the result store
             ),
@@ -173,7 +174,7 @@ class Orchestrator:
             agent_idle_s=float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60")),
             health_interval_s=float(os.environ.get("SWARM_RAY_HEALTH_INTERVAL_S", "10")),
             uploads=self._layout.uploads,
-            uploads_in_use=self._uploads_in_use,
+            uploads_in_use=self._owners.in_use,
         )
         resumed = 0
         for n, task_id in enumerate(self._store.list_tasks(open_only=True)):
@@ -230,9 +231,7 @@ class Orchestrator:
     def _track(self, driver: TaskDriver) -> None:
         driver.orchestrator = self._name  # agents call back here for child sub-tasks
         driver.compute_prices = self._compute_prices
-        owner = driver.record.owner
-        if owner is not None and self._spend.limit_of(owner) is not None:
-            driver.allowance = self._allowance  # (an ended task checks no allowance)
+        self._owners.watch(driver)
         self._drivers.track(driver)
         if driver.state.terminal:
             self._ended(driver)
@@ -240,41 +239,7 @@ class Orchestrator:
     def _ended(self, driver: TaskDriver) -> None:
         """Wake the task's waiters and free what it asked to free."""
         self._drivers.ended(driver.task_id)
-        self._free_uploads(driver.record)
-
-    def _allowance(self, driver: TaskDriver) -> BudgetExceededError | None:
-        """`TaskDriver.allowance`: past its owner's daily budget, the task stops."""
-        owner = driver.record.owner
-        if owner is None:
-            return None
-        return self._spend.over(owner, self._drivers.open_usage(owner))
-
-    def _count_spend(self, driver: TaskDriver) -> None:
-        """Put an ended task's spend on its owner's tally for today (see `_spend`)."""
-        try:
-            self._spend.ended(driver.record.owner, driver.task_id, driver.usage())
-        except StateStoreError as exc:  # the task's own end is stored; the tally waits
-            _log.warning("task %s: its spend was not counted: %s", driver.task_id, exc)
-
-    def _uploads_in_use(self) -> set[tuple[str, str]]:
-        """(principal tag, file id) of every upload an open task names: never swept."""
-        return {
-            (Principal(id=d.record.owner).tag, file_id)
-            for d in self._drivers
-            if d.record.owner is not None and not d.state.terminal
-            for file_id in named_uploads(d.record.request)
-        }
-
-    def _free_uploads(self, record: TaskRecord) -> None:
-        """Delete the owner's uploads an ended task names, when its request asks to."""
-        if not record.request.free_uploads or record.owner is None:
-            return
-        owner = Principal(id=record.owner)
-        for file_id in named_uploads(record.request):
-            try:
-                self._layout.uploads.delete(owner, file_id)  # False once already gone
-            except StateStoreError as exc:
-                _log.warning("task %s: upload %s not freed: %s", record.task_id, file_id, exc)
+        self._owners.free(driver.record)
 
     def _driver(self, task_id: str, principal: Principal | None = None) -> TaskDriver:
         """The task's driver, if `principal` may see it (others' tasks are not known)."""
@@ -342,13 +307,7 @@ class Orchestrator:
         """Create the task an intake describes and start it (on the event loop)."""
         if intake.existing or intake.task_id in self._drivers:
             return intake.task_id
-        if intake.owner is not None:
-            self._limits.check_open(self._drivers.open_of(intake.owner))
-            if self._spend.limit_of(intake.owner) is not None:  # else no usage to sum
-                open_usage = self._drivers.open_usage(intake.owner)
-                over = self._spend.over(intake.owner, open_usage, new=True)
-                if over is not None:
-                    raise over
+        self._owners.admit(intake.owner)
         driver = TaskDriver.create(
             intake.request,
             task_id=intake.task_id,
