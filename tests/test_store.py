@@ -21,7 +21,12 @@ import pytest
 import swarm_ray
 from swarm_ray import InvalidSpecError, StateStoreError
 from swarm_ray.core._journal import LogEntry, StateStore
-from swarm_ray.runtime._store import SQLiteStateStore, open_state_store
+from swarm_ray.runtime._store import (
+    _LAYOUT_STEPS,
+    STORE_LAYOUT_VERSION,
+    SQLiteStateStore,
+    open_state_store,
+)
 from swarm_ray.runtime._store_redis import RedisStateStore
 from tests.conftest_redis import free_port, running_redis_server
 
@@ -267,9 +272,61 @@ def test_sqlite_uses_wal_and_records_its_layout_version(tmp_path: Path) -> None:
         probe = sqlite3.connect(path)
         try:
             assert probe.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-            assert probe.execute("SELECT value FROM meta").fetchall() == [("1",)]
+            layout = [(str(STORE_LAYOUT_VERSION),)]
+            assert probe.execute("SELECT value FROM meta").fetchall() == layout
         finally:
             probe.close()
+
+
+_LAYOUT_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL UNIQUE, record_json TEXT NOT NULL, is_open INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE INDEX tasks_open ON tasks (is_open, id);
+CREATE TABLE log (task_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    kind TEXT NOT NULL, payload_json TEXT NOT NULL, dedupe_key TEXT, at REAL NOT NULL,
+    PRIMARY KEY (task_id, seq));
+CREATE UNIQUE INDEX log_dedupe ON log (task_id, dedupe_key) WHERE dedupe_key IS NOT NULL;
+INSERT INTO meta VALUES ('layout_version', '1');
+INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at)
+    VALUES ('before-owners', '{}', 1, 1, 1.0);
+INSERT INTO log VALUES ('before-owners', 1, 'tick', '{}', NULL, 1.0);
+"""
+"""A state file as swarm-ray wrote it before tasks had owners (layout 1, written by hand)."""
+
+
+@pytest.mark.parametrize("owners", [False, True], ids=["without-owner-column", "with-it"])
+def test_sqlite_brings_a_layout_1_file_up_to_date_when_opened(tmp_path: Path, owners: bool) -> None:
+    """Layout 1 files lack the `owner` column, unless an open after owners came added it."""
+    path = tmp_path / "state.db"
+    probe = sqlite3.connect(path)
+    probe.executescript(_LAYOUT_1)
+    if owners:
+        probe.executescript(
+            "ALTER TABLE tasks ADD COLUMN owner TEXT;"
+            " CREATE INDEX tasks_owner ON tasks (owner, id);"
+        )
+    probe.close()
+    with SQLiteStateStore(path) as store:
+        assert store.list_tasks(owner="alice") == []
+        assert [e.kind for e in store.read_log("before-owners")] == ["tick"]
+        store.put_task("mine", "{}", is_open=True, schema_version=1, owner="alice")
+        assert store.list_tasks(owner="alice") == ["mine"]
+        assert store.list_tasks(open_only=True) == ["before-owners", "mine"]
+    with SQLiteStateStore(path) as again:  # once is enough: the file says its layout
+        assert again.list_tasks(owner="alice") == ["mine"]
+    probe = sqlite3.connect(path)
+    try:
+        assert probe.execute("SELECT value FROM meta").fetchall() == [("2",)]
+        indexes = {row[1] for row in probe.execute("PRAGMA index_list(tasks)")}
+        assert "tasks_owner" in indexes
+    finally:
+        probe.close()
+
+
+def test_every_layout_version_has_its_step() -> None:
+    assert sorted(_LAYOUT_STEPS) == list(range(1, STORE_LAYOUT_VERSION))
 
 
 def test_sqlite_refuses_a_file_from_a_newer_layout(tmp_path: Path) -> None:
