@@ -446,13 +446,24 @@ def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, 
         driver.task_id,
         driver.record.model_dump_json(),
         is_open=True,
-        schema_version=driver.record.schema_version,
+        schema_version=1,  # the record version of that layout
     )
     with store._lock, store._conn:  # type: ignore[attr-defined]
         store._conn.execute("DELETE FROM log WHERE kind = 'spec'")  # type: ignore[attr-defined]
     reloaded = TaskDriver.load(driver.task_id, **deps)
     assert reloaded is not None and reloaded.record.request.items == ("a", "b")
     assert reloaded.record.plan == driver.record.plan
+    # Written again, it keeps its request and plan (now in the log), and is read again.
+    runs = [c.subtask for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert [r.subtask_id for r in runs] == ["echo[0]", "echo[1]"]
+    reloaded.step(Arrived(_done(runs[0])))
+    step = reloaded.step(Arrived(_done(runs[1])))
+    [join] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    reloaded.step(Arrived(_done(join, output={"text": "A B", "count": 2})))
+    assert reloaded.state is TaskState.COMPLETED
+    final = TaskDriver.load(driver.task_id, **deps)
+    assert final is not None and final.state is TaskState.COMPLETED
+    assert final.record.request.items == ("a", "b") and final.record.plan == driver.record.plan
 
 
 @pytest.mark.parametrize(

@@ -21,6 +21,7 @@ import pytest
 import swarm_ray
 from swarm_ray import InvalidSpecError, StateStoreError
 from swarm_ray.core._journal import LogEntry, StateStore
+from swarm_ray.core._record import SCHEMA_VERSION
 from swarm_ray.runtime._store import (
     _LAYOUT_STEPS,
     STORE_LAYOUT_VERSION,
@@ -153,7 +154,7 @@ def test_delete_task_removes_record_and_log(store: StateStore) -> None:
 
 
 def test_newer_schema_version_is_refused_by_name(make_store: MakeStore) -> None:
-    store = make_store()
+    store = make_store(supported_schema_version=1)
     store.put_task("t-new", "{}", is_open=True, schema_version=2)
     with pytest.raises(StateStoreError) as info:
         store.get_task("t-new")
@@ -163,6 +164,60 @@ def test_newer_schema_version_is_refused_by_name(make_store: MakeStore) -> None:
     newer = make_store(supported_schema_version=2)
     got = newer.get_task("t-new")
     assert got is not None and got.schema_version == 2
+
+
+def test_a_task_in_todays_version_is_loaded_as_it_is(store: StateStore) -> None:
+    store.put_task("t", '{"x": 1}', is_open=True, schema_version=SCHEMA_VERSION)
+    store.append("t", "event", "{}")
+    loaded = store.load_task("t")
+    assert loaded is not None and loaded.record_json == '{"x": 1}'
+    assert (loaded.snapshot_version, loaded.log_version) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    assert [e.kind for e in loaded.log] == ["event"]
+    assert store.load_task("nothing") is None
+
+
+def test_a_log_goes_on_in_todays_version_after_its_mark(store: StateStore) -> None:
+    store.put_task("t", '{"schema_version": 1}', is_open=True, schema_version=1)
+    store.append("t", "plan", json.dumps({"kind": "start", "at": 1.0}))
+    loaded = store.load_task("t")
+    assert loaded is not None and loaded.log_version == 1
+    assert json.loads(loaded.record_json) == {"schema_version": 2}
+    store.mark_version("t", loaded.log_version)
+    store.mark_version("t", loaded.log_version)  # once a version
+    store.append("t", "plan", json.dumps({"kind": "today's own"}))
+    store.put_task("t", '{"schema_version": 2}', is_open=True, schema_version=2)
+    again = store.load_task("t")
+    assert again is not None and (again.snapshot_version, again.log_version) == (2, 2)
+    # The entry before the mark is migrated; the one after it, in today's version, is
+    # read as it was written.
+    assert [(e.kind, e.payload_json) for e in again.log] == [
+        ("sched", json.dumps({"kind": "start", "at": 1.0})),
+        ("plan", json.dumps({"kind": "today's own"})),
+    ]
+    assert [e.kind for e in store.read_log("t")] == ["plan", "version", "plan"]  # as stored
+
+
+def test_a_record_newer_than_the_code_is_refused_by_name(make_store: MakeStore) -> None:
+    store = make_store()
+    newer = SCHEMA_VERSION + 1
+    store.put_task("snap", "{}", is_open=True, schema_version=newer)
+    with pytest.raises(StateStoreError, match=f"`schema_version` {newer}, newer than") as info:
+        store.load_task("snap")
+    assert info.value.details["task_id"] == "snap"
+    # An orchestrator of the newer version marked the log, then stopped before its
+    # snapshot was written: what it appended is refused as well.
+    store.put_task("log", "{}", is_open=True, schema_version=SCHEMA_VERSION)
+    mark = {"from": SCHEMA_VERSION, "to": newer}
+    store.append("log", "version", json.dumps(mark))
+    with pytest.raises(StateStoreError, match=f"`schema_version` {newer}, newer than"):
+        store.load_task("log")
+
+
+def test_a_version_no_migration_reads_is_refused_by_name(make_store: MakeStore) -> None:
+    store = make_store(supported_schema_version=SCHEMA_VERSION + 1)
+    store.put_task("t", "{}", is_open=True, schema_version=SCHEMA_VERSION)
+    with pytest.raises(StateStoreError, match="cannot migrate to"):
+        store.load_task("t")
 
 
 def test_a_second_store_on_the_same_location_sees_all_writes(make_store: MakeStore) -> None:

@@ -117,7 +117,7 @@ from swarm_ray.core._subtask import (
     effects_keys,
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._tasklog import TaskLog, output_text, read_record
+from swarm_ray.core._tasklog import TaskLog, output_text, record_of
 from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._watermark import WatermarkKey
 
@@ -217,12 +217,12 @@ class TaskDriver:
     def load(cls, task_id: str, **deps: Any) -> TaskDriver | None:
         """Reload a task from the store and replay its scheduler log."""
         store: StateStore = deps["store"]
-        entries = store.read_log(task_id)
-        record = read_record(store, task_id, entries)
-        if record is None:
+        loaded = store.load_task(task_id)
+        if loaded is None:
             return None
+        record = record_of(loaded)
         driver = cls(record, **deps)
-        replayed = driver._log.replay(record, entries)
+        replayed = driver._log.replay(record, loaded)
         driver.events = replayed.events
         first = record.planning if record.planning is not None else record.plan
         if first is not None:  # the DAG it started with; the log grows it again

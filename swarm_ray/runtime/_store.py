@@ -4,7 +4,9 @@ The orchestrator writes every transition and every accepted sub-task result here
 *before* it acts on them, so that after its process dies a new one can reload the open
 tasks and dispatch only what is not done. The store keeps opaque JSON text: the caller
 serialises its own records and stamps them with a schema version, which keeps this module
-free of any model and lets a reader refuse records written by a newer swarm-ray.
+free of any model and lets a reader refuse records written by a newer swarm-ray. Older
+ones are read in today's format: `load_task` runs the record migrations of
+`_migrations` (see `core._journal`).
 
 Two backends share one contract: `SQLiteStateStore`, the default (embedded, one file in
 WAL mode, nothing to run), and `RedisStateStore`, for clusters where the orchestrator may
@@ -26,7 +28,9 @@ from urllib.parse import unquote, urlsplit
 
 from swarm_ray.core._errors import InvalidSpecError, StateStoreError
 from swarm_ray.core._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core._record import SCHEMA_VERSION
 from swarm_ray.runtime._config import state_dir as default_state_dir
+from swarm_ray.runtime._migrations import MIGRATIONS
 
 __all__: list[str] = []
 
@@ -91,10 +95,14 @@ class SQLiteStateStore(StateStore):
         self,
         path: str | os.PathLike[str],
         *,
-        supported_schema_version: int = 1,
+        supported_schema_version: int = SCHEMA_VERSION,
         busy_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(os.fspath(path), supported_schema_version=supported_schema_version)
+        super().__init__(
+            os.fspath(path),
+            supported_schema_version=supported_schema_version,
+            migrations=MIGRATIONS,
+        )
         self._lock = threading.Lock()
         self._batching = False
         self._next_seq: dict[str, int] = {}
@@ -310,7 +318,7 @@ def open_state_store(
     url: str | None = None,
     *,
     state_dir: str | os.PathLike[str] | None = None,
-    supported_schema_version: int = 1,
+    supported_schema_version: int = SCHEMA_VERSION,
     **options: Any,
 ) -> StateStore:
     """Open the state store a URL names: the one entry point for configuration.
