@@ -9,7 +9,8 @@ Beside the stores rather than in `_store.py`: the stores keep opaque JSON, while
 know what the records hold.
 
 Version 1: everything written before 4 December 2026. Version 2: planning is a node of
-the task's one scheduler, and the request and plans live in the log alone.
+the task's one scheduler, the request and plans live in the log alone, and the core
+knows nothing of the document workload's dimensions.
 """
 
 from __future__ import annotations
@@ -37,6 +38,9 @@ def v1_to_v2(task: TaskParts) -> TaskParts:
     - A log written while the planning sub-task had a scheduler of its own: its `plan`
       entries are `sched` ones, and the `Start` of the second scheduler that began once
       the plan was made is the `PlanAdopted` of the task's plan.
+    - The retired spellings of the document workload's dimensions, wherever a request, a
+      template or a sub-task is stored (`request_v1_to_v2`, `template_v1_to_v2`,
+      `subtask_v1_to_v2`).
     """
     snapshot = dict(task.snapshot)
     entries = list(task.entries)
@@ -46,7 +50,7 @@ def v1_to_v2(task: TaskParts) -> TaskParts:
         if inline:
             at = float(snapshot.get("updated_at", 0.0))
             entries.append((1, LogEntry(0, _SPEC, json.dumps(inline), None, at)))
-    entries = [(v, _spec_v1(e) if v == 1 and e.kind == _SPEC else e) for v, e in entries]
+    entries = [(v, _entry_v1(e) if v == 1 else e) for v, e in entries]
     plan = _last_plan(entries)
     planned_apart = False  # the planning sub-task had a scheduler of its own
     for n, (version, entry) in enumerate(entries):
@@ -63,14 +67,100 @@ def v1_to_v2(task: TaskParts) -> TaskParts:
     return TaskParts(snapshot, task.snapshot_version, tuple(entries))
 
 
-def _spec_v1(entry: LogEntry) -> LogEntry:
-    """A `spec` entry whose planning plan names its drafting sub-task."""
-    spec = json.loads(entry.payload_json)
-    planning = spec.get("planning")
-    if planning is None or planning.get("draft_subtask") is not None:
-        return entry
-    spec["planning"] = {**planning, "draft_subtask": planning["subtasks"][0]["id"]}
-    return _with(entry, spec)
+def _entry_v1(entry: LogEntry) -> LogEntry:
+    """A `spec` or scheduler entry with what it holds in version 2's format."""
+    if entry.kind == _SPEC:
+        spec = json.loads(entry.payload_json)
+        if spec.get("request") is not None:
+            spec["request"] = request_v1_to_v2(spec["request"])
+        if spec.get("plan") is not None:
+            spec["plan"] = _plan_v1(spec["plan"])
+        planning = spec.get("planning")
+        if planning is not None:
+            planning = _plan_v1(planning)
+            if planning.get("draft_subtask") is None:  # it names its one sub-task
+                planning["draft_subtask"] = planning["subtasks"][0]["id"]
+            spec["planning"] = planning
+        return _with(entry, spec)
+    if entry.kind in (_SCHED, _OLD_PLAN):
+        event = json.loads(entry.payload_json)
+        if event.get("kind") == "child":
+            return _with(entry, {**event, "spec": subtask_v1_to_v2(event["spec"])})
+        if event.get("kind") == "adopt":
+            return _with(entry, {**event, "plan": _plan_v1(event["plan"])})
+    return entry
+
+
+def _plan_v1(plan: dict[str, Any]) -> dict[str, Any]:
+    """A stored `Plan`: its request, template and sub-tasks."""
+    migrated = dict(plan)
+    if "request" in plan:
+        migrated["request"] = request_v1_to_v2(plan["request"])
+    if "template" in plan:
+        migrated["template"] = template_v1_to_v2(plan["template"])
+    migrated["subtasks"] = [subtask_v1_to_v2(s) for s in plan.get("subtasks", [])]
+    return migrated
+
+
+def request_v1_to_v2(request: dict[str, Any]) -> dict[str, Any]:
+    """A `TaskRequest`: the retired top-level `dimensions` is `params.dimensions`.
+
+    That is what the document template fans out over; `params` may name its own.
+    """
+    if "dimensions" not in request:
+        return request
+    migrated = dict(request)
+    dimensions = migrated.pop("dimensions")
+    if dimensions:
+        migrated["params"] = {"dimensions": list(dimensions), **(request.get("params") or {})}
+    return migrated
+
+
+def template_v1_to_v2(template: dict[str, Any]) -> dict[str, Any]:
+    """A `TaskTemplate`: each stage's retired spellings (`_stage_v1`)."""
+    stages = template.get("stages")
+    if not isinstance(stages, list):
+        return template
+    return {**template, "stages": [_stage_v1(s) for s in stages]}
+
+
+def _stage_v1(stage: dict[str, Any]) -> dict[str, Any]:
+    """A stage of a template.
+
+    `fan_out: per_item_dimension` is `per_item` over `for_each: $params.dimensions`. In its
+    input, `$dimensions` is `$params.dimensions` (left out, rather than `[]`, when the
+    request has none: the input model's default applies) and `$dimension` is `$each` in a
+    stage that fans out over a list; elsewhere it was the sub-task's label, which only a
+    triggered stage's sub-task had (its source's), and is null.
+    """
+    migrated = dict(stage)
+    if stage.get("fan_out") == "per_item_dimension":
+        migrated.update(fan_out="per_item", for_each="$params.dimensions")
+    each = "$each" if migrated.get("for_each") is not None else None
+    if "input" in stage:
+        migrated["input"] = _placeholders_v1(stage["input"], each)
+    return migrated
+
+
+def _placeholders_v1(value: Any, each: str | None) -> Any:
+    if isinstance(value, dict):
+        return {k: _placeholders_v1(v, each) for k, v in value.items()}
+    if isinstance(value, list):
+        return [_placeholders_v1(v, each) for v in value]
+    if value == "$dimension":
+        return each
+    if value == "$dimensions":
+        return "$params.dimensions"
+    return value
+
+
+def subtask_v1_to_v2(spec: dict[str, Any]) -> dict[str, Any]:
+    """A `SubTaskSpec`: its per-item element label was `dimension`, and is `element`."""
+    if "dimension" not in spec:
+        return spec
+    migrated = {k: v for k, v in spec.items() if k != "dimension"}
+    migrated["element"] = spec["dimension"]
+    return migrated
 
 
 def _last_plan(entries: list[tuple[int, LogEntry]]) -> dict[str, Any] | None:
