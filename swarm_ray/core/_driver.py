@@ -500,7 +500,11 @@ class TaskDriver:
         out.commands.append(Close())
 
     def _resume(self, out: Step) -> None:
-        """After a restart: plan again if no plan was stored, else re-send what was out."""
+        """After a restart: plan again if no plan was stored, else re-send what was out.
+
+        A store that commits write by write (Redis) may keep the snapshot that set the
+        task's DAG and lose the `Start` written after it: that DAG is started now.
+        """
         if self.state.terminal:
             out.commands.append(Close())
             return
@@ -509,6 +513,11 @@ class TaskDriver:
             return
         if self.scheduler is None:
             out.commands.append(Replan())  # planned as a new request would be
+            return
+        if not self.scheduler.started:  # its DAG was stored, its `Start` was not
+            self._carry(self._feed(Start(at=self._clock())), out)
+            if self.state is TaskState.DISPATCHING:
+                self._move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)
