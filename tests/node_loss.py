@@ -94,7 +94,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
         task_id = swarm.submit(
             template="compare_documents",
             items=tuple(sample_set.pdf_paths),
-            dimensions=("battery",),
+            params={"dimensions": ["battery"]},
         )
         stage = "extract["
     removed: dict[str, Any] = {}

@@ -65,7 +65,8 @@ stages:
     input: {text: $item}
   - name: extract
     capability: doc.extract.text
-    fan_out: per_item_dimension
+    fan_out: per_item
+    for_each: $params.dimensions
     depends_on: [parse]
     input: {text: $from.parse.text}
   - name: merge

@@ -11,7 +11,7 @@ from swarm_ray.core._signals import ChildAdded, Dispatch, FinishTask, Start, War
 from swarm_ray.core._subtask import SubTaskSpec
 from tests.support import done, pipeline, registry
 
-REQ = TaskRequest(query="compare", items=("a",), dimensions=("battery",))
+REQ = TaskRequest(query="compare", items=("a",), params={"dimensions": ["battery"]})
 
 
 def child(parent: str, key: str, data: dict[str, object]) -> ChildAdded:

@@ -89,7 +89,7 @@ def test_rules_under_the_threshold_switch_the_subtask_to_the_llm_fallback() -> N
     llm = registry.get("document.extraction.llm")
     assert (llm.input_model, llm.output_model) == (rules.input_model, rules.output_model)
     request = TaskRequest(
-        template="compare_documents", items=("aero.pdf",), dimensions=("battery",)
+        template="compare_documents", items=("aero.pdf",), params={"dimensions": ["battery"]}
     )
     scheduler = Scheduler(expand(router.get("compare_documents"), request, task_id="t1"), registry)
     (parse,) = scheduler.handle(Start(at=0))

@@ -68,8 +68,12 @@ def test_low_confidence_rules_fall_back_to_the_llm_and_the_run_says_so(
     record = llm_docs_swarm.run(
         template="compare_documents",
         items=(path,),
-        dimensions=("battery",),
-        params={"llm_cross_check": True, "llm_extract": True, "out_dir": str(out)},
+        params={
+            "dimensions": ["battery"],
+            "llm_cross_check": True,
+            "llm_extract": True,
+            "out_dir": str(out),
+        },
     )
     assert record.machine.state is TaskState.COMPLETED, record.error
     switched = [w for w in record.warnings if "fallback `document.extraction.llm`" in w]

@@ -96,7 +96,7 @@ def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient
         pytest.skip(f"no corpus at {CORPUS}")
     paths = list_pdfs(str(CORPUS))
     task_id = docs_swarm.submit(
-        template="compare_documents", items=tuple(paths), dimensions=("battery",)
+        template="compare_documents", items=tuple(paths), params={"dimensions": ["battery"]}
     )
     record = docs_swarm.task(task_id).wait(timeout_s=600)
     assert record.machine.state is TaskState.COMPLETED, record.error

@@ -446,13 +446,24 @@ def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, 
         driver.task_id,
         driver.record.model_dump_json(),
         is_open=True,
-        schema_version=driver.record.schema_version,
+        schema_version=1,  # the record version of that layout
     )
     with store._lock, store._conn:  # type: ignore[attr-defined]
         store._conn.execute("DELETE FROM log WHERE kind = 'spec'")  # type: ignore[attr-defined]
     reloaded = TaskDriver.load(driver.task_id, **deps)
     assert reloaded is not None and reloaded.record.request.items == ("a", "b")
     assert reloaded.record.plan == driver.record.plan
+    # Written again, it keeps its request and plan (now in the log), and is read again.
+    runs = [c.subtask for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
+    assert [r.subtask_id for r in runs] == ["echo[0]", "echo[1]"]
+    reloaded.step(Arrived(_done(runs[0])))
+    step = reloaded.step(Arrived(_done(runs[1])))
+    [join] = [c.subtask for c in step.commands if isinstance(c, Run)]
+    reloaded.step(Arrived(_done(join, output={"text": "A B", "count": 2})))
+    assert reloaded.state is TaskState.COMPLETED
+    final = TaskDriver.load(driver.task_id, **deps)
+    assert final is not None and final.state is TaskState.COMPLETED
+    assert final.record.request.items == ("a", "b") and final.record.plan == driver.record.plan
 
 
 @pytest.mark.parametrize(
@@ -708,3 +719,37 @@ def test_a_child_whose_input_the_log_cannot_hold_is_refused_and_the_task_goes_on
     assert isinstance(refused, ChildRefused) and isinstance(refused.error, InvalidInputError)
     assert "not JSON" in refused.error.message and step.commands == []
     assert driver.state is TaskState.EXECUTING
+
+
+class _StartLost(SQLiteStateStore):
+    """A store that commits write by write (as Redis does), in a process that stops after
+    writing a task's `dispatching` snapshot and before the `Start` that follows it."""
+
+    def append(
+        self, task_id: str, kind: str, payload_json: str, *, dedupe_key: str | None = None
+    ) -> int:
+        if kind == "sched" and payload_json.startswith('{"kind":"start"'):
+            return 0  # never written
+        return super().append(task_id, kind, payload_json, dedupe_key=dedupe_key)
+
+
+@pytest.mark.parametrize("planner", [False, True], ids=["template", "planner"])
+def test_a_restart_after_the_plan_was_stored_but_not_its_start_starts_it(
+    deps: dict[str, object], tmp_path: Path, planner: bool
+) -> None:
+    lossy = {**deps, "store": _StartLost(tmp_path / "lossy.db")}
+    if planner:
+        request = TaskRequest(query="shout", items=("hi",), planner="test.planning.good")
+        lost = TaskDriver.create(request, **lossy)
+        lost.step(AskPlanner("test.planning.good", request))
+        first = "plan"
+    else:
+        lost = _driver(lossy, TaskRequest(template="echo_fanout", items=("a",)))
+        lost.step(Planned(_plan(deps, lost)))
+        first = "echo[0]"
+    again = TaskDriver.load(
+        lost.task_id, **{**lossy, "store": SQLiteStateStore(tmp_path / "lossy.db")}
+    )
+    assert again is not None and again.scheduler is not None
+    [run] = [c.subtask for c in again.step(Resume()).commands if isinstance(c, Run)]
+    assert run.subtask_id == first

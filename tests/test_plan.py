@@ -1,3 +1,5 @@
+import json
+
 import pytest
 
 from swarm_ray import (
@@ -14,9 +16,12 @@ from swarm_ray import (
 from swarm_ray.core._plan import expand, validate_plan
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._subtask import SubTaskSpec
+from swarm_ray.runtime._migrations import request_v1_to_v2, template_v1_to_v2
 from tests.support import PIPELINE_YAML, pipeline, registry
 
-REQ = TaskRequest(query="compare", items=("a.pdf", "b.pdf"), dimensions=("battery", "motor"))
+REQ = TaskRequest(
+    query="compare", items=("a.pdf", "b.pdf"), params={"dimensions": ["battery", "motor"]}
+)
 
 
 def test_yaml_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
@@ -24,7 +29,7 @@ def test_yaml_round_trip(tmp_path) -> None:  # type: ignore[no-untyped-def]
     path.write_text(PIPELINE_YAML)
     template = load_template(path)
     assert [s.name for s in template.stages] == ["parse", "extract", "merge"]
-    extract = template.stage("extract")  # the retired `per_item_dimension`, read anew
+    extract = template.stage("extract")  # per item, and over a parameter's list
     assert extract.fan_out is FanOut.PER_ITEM and extract.for_each == "$params.dimensions"
 
 
@@ -144,28 +149,23 @@ def test_a_conditional_stage_is_expanded_only_when_its_parameter_is_true(
 
 
 def test_placeholders() -> None:
-    template = TaskTemplate(
-        name="p",
-        stages=(
-            Stage(
-                name="a",
-                capability="doc.parse.text",
-                input={
-                    "text": "$query",
-                    "k": "$params.k",
-                    "all": "$items",
-                    "d": "$dimensions",
-                    "lit": "plain",
-                    "nested": [{"x": "$query"}],
-                },
-            ),
-        ),
-    )
-    plan = expand(
-        template,
-        TaskRequest(query="q", items=(1, 2), dimensions=("x",), params={"k": 5}),
-        task_id="t",
-    )
+    # Written with the retired `$dimensions` and top-level `dimensions`, read through the
+    # record migration (the core no longer reads them).
+    stage = {
+        "name": "a",
+        "capability": "doc.parse.text",
+        "input": {
+            "text": "$query",
+            "k": "$params.k",
+            "all": "$items",
+            "d": "$dimensions",
+            "lit": "plain",
+            "nested": [{"x": "$query"}],
+        },
+    }
+    template = TaskTemplate.model_validate(template_v1_to_v2({"name": "p", "stages": [stage]}))
+    old = {"query": "q", "items": (1, 2), "dimensions": ("x",), "params": {"k": 5}}
+    plan = expand(template, TaskRequest.model_validate(request_v1_to_v2(old)), task_id="t")
     assert plan.subtasks[0].input == {
         "text": "q",
         "k": 5,
@@ -174,6 +174,12 @@ def test_placeholders() -> None:
         "lit": "plain",
         "nested": [{"x": "q"}],
     }
+
+
+def test_an_unknown_one_word_placeholder_is_refused() -> None:
+    stage = {"name": "a", "capability": "doc.parse.text", "input": {"d": ["$dimension"]}}
+    with pytest.raises(InvalidSpecError, match=r"unknown placeholder '\$dimension'"):
+        TaskTemplate.from_yaml(json.dumps({"name": "p", "stages": [stage]}))
 
 
 def test_from_placeholder_must_name_a_dependency() -> None:

@@ -208,7 +208,7 @@ def test_histories_and_the_longest_path_follow_the_dag() -> None:
 
 def test_running_attempts_count_in_a_history(tmp_path: Path) -> None:
     reg = registry()
-    request = TaskRequest(template="pipeline", items=("a",), dimensions=("x",))
+    request = TaskRequest(template="pipeline", items=("a",), params={"dimensions": ["x"]})
     from tests.support import pipeline
 
     plan = expand(pipeline(), request, task_id="t1")

@@ -40,7 +40,7 @@ from swarm_ray.core._signals import (
 )
 from tests.support import ManyIn, done, failed, pipeline, registry, spec
 
-REQ = TaskRequest(query="compare", items=("a", "b"), dimensions=("battery", "motor"))
+REQ = TaskRequest(query="compare", items=("a", "b"), params={"dimensions": ["battery", "motor"]})
 
 
 def make(template: TaskTemplate | None = None, req: TaskRequest = REQ, reg=None) -> Scheduler:  # type: ignore[no-untyped-def]
@@ -234,7 +234,7 @@ def test_fallback_that_also_fails_keeps_the_low_confidence_result() -> None:
 
 
 def test_invalid_input_is_refused_before_dispatch() -> None:
-    s = make(req=TaskRequest(query="q", items=("ok", 42), dimensions=("d",)))
+    s = make(req=TaskRequest(query="q", items=("ok", 42), params={"dimensions": ["d"]}))
     out = s.handle(Start(at=0))
     assert ids(out) == ["parse[0]"]  # parse[1] never dispatched: its text is an int
     assert s.status("parse[1]") is SubTaskStatus.FAILED
@@ -259,7 +259,7 @@ def breaker_registry(fallback: str | None = None):  # type: ignore[no-untyped-de
 
 
 def test_breaker_opens_holds_half_opens_and_closes() -> None:
-    req = TaskRequest(query="q", items=("a", "b", "c", "d"), dimensions=("x",))
+    req = TaskRequest(query="q", items=("a", "b", "c", "d"), params={"dimensions": ["x"]})
     s = make(req=req, reg=breaker_registry())
     p = runs(s.handle(Start(at=0)))
     assert len(p) == 4
@@ -287,7 +287,7 @@ def test_held_subtask_is_the_half_open_trial() -> None:
             breaker=BreakerPolicy(failure_threshold=2, cooldown_s=10),
         )
     )
-    s = make(req=TaskRequest(query="q", items=("a", "b"), dimensions=("x",)), reg=reg)
+    s = make(req=TaskRequest(query="q", items=("a", "b"), params={"dimensions": ["x"]}), reg=reg)
     p0, p1 = runs(s.handle(Start(at=0)))
     retry0 = runs(s.handle(failed(p0, at=1)))
     assert len(retry0) == 1  # first failure: retried
@@ -313,7 +313,7 @@ def test_failed_trial_reopens_the_breaker() -> None:
             breaker=BreakerPolicy(failure_threshold=1, cooldown_s=10),
         )
     )
-    s = make(req=TaskRequest(query="q", items=("a",), dimensions=("x",)), reg=reg)
+    s = make(req=TaskRequest(query="q", items=("a",), params={"dimensions": ["x"]}), reg=reg)
     (p0,) = runs(s.handle(Start(at=0)))
     assert of(s.handle(failed(p0, at=1)), BreakerOpened)
     (trial,) = runs(s.handle(Tick(at=11)))
@@ -334,7 +334,7 @@ def test_a_half_open_trial_that_settles_its_sub_task_may_start_other_capabilitie
             breaker=BreakerPolicy(failure_threshold=1, cooldown_s=10),
         )
     )
-    s = make(req=TaskRequest(query="q", items=("a",), dimensions=("x",)), reg=reg)
+    s = make(req=TaskRequest(query="q", items=("a",), params={"dimensions": ["x"]}), reg=reg)
     (p0,) = runs(s.handle(Start(at=0)))
     assert of(s.handle(failed(p0, at=1)), BreakerOpened)
     assert s.status("parse[0]") is SubTaskStatus.HELD
@@ -346,7 +346,7 @@ def test_a_half_open_trial_that_settles_its_sub_task_may_start_other_capabilitie
 
 def test_open_breaker_sends_work_to_the_fallback() -> None:
     s = make(
-        req=TaskRequest(query="q", items=("a", "b", "c"), dimensions=("x",)),
+        req=TaskRequest(query="q", items=("a", "b", "c"), params={"dimensions": ["x"]}),
         reg=breaker_registry(fallback="doc.extract.backup"),
     )
     p = runs(s.handle(Start(at=0)))
@@ -537,7 +537,7 @@ def _rich_registry():  # type: ignore[no-untyped-def]
 @settings(max_examples=60, deadline=None)
 @given(st.lists(OUTCOMES, max_size=40), st.integers(min_value=1, max_value=60))
 def test_replaying_the_event_log_rebuilds_the_same_state(choices: list[str], cut: int) -> None:
-    req = TaskRequest(query="q", items=("a", "b", "c"), dimensions=("x", "y"))
+    req = TaskRequest(query="q", items=("a", "b", "c"), params={"dimensions": ["x", "y"]})
     s = make(req=req, reg=_rich_registry())
     drive(s, _answer_with(list(choices), [0.0]))
     assert s.outcome is not None
@@ -587,7 +587,7 @@ def test_success_while_open_closes_the_breaker_and_releases_held_work() -> None:
             breaker=BreakerPolicy(failure_threshold=1, cooldown_s=100),
         )
     )
-    s = make(req=TaskRequest(query="q", items=("a", "b"), dimensions=("x",)), reg=reg)
+    s = make(req=TaskRequest(query="q", items=("a", "b"), params={"dimensions": ["x"]}), reg=reg)
     p0, p1 = runs(s.handle(Start(at=0)))
     assert of(s.handle(failed(p0, at=1)), BreakerOpened)
     assert s.status("parse[0]") is SubTaskStatus.HELD

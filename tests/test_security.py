@@ -218,16 +218,14 @@ def test_keys_file_video_path_regex_fields_and_chroma_url_are_refused(
             body = {
                 "template": "compare_documents",
                 "items": [uploaded],
-                "params": params,
-                "dimensions": ["fields"],
+                "params": {**params, "dimensions": ["fields"]},
             }
             _refused(http.post("/v1/tasks", json=body))
         plain = {"name": "reach", "unit": "km", "labels": ["transmission distance"]}
         body = {
             "template": "compare_documents",
             "items": [uploaded],
-            "params": {"fields": [plain]},
-            "dimensions": ["fields"],
+            "params": {"fields": [plain], "dimensions": ["fields"]},
         }
         assert http.post("/v1/tasks", json=body).status_code == 202
 
@@ -279,8 +277,7 @@ def test_a_regex_under_a_dollar_key_is_refused(tenants: Tenants) -> None:
             body = {
                 "template": "compare_documents",
                 "items": [uploaded],
-                "params": {"fields": [field]},
-                "dimensions": ["fields"],
+                "params": {"fields": [field], "dimensions": ["fields"]},
             }
             assert "regular expression" in _refused(http.post("/v1/tasks", json=body))
 
@@ -615,7 +612,7 @@ def test_fan_out_over_the_limits_is_refused_before_planning(tenants: Tenants) ->
         fields = {
             "template": "compare_documents",
             "items": ["x"] * 400,
-            "dimensions": [f"d{i}" for i in range(60)],
+            "params": {"dimensions": [f"d{i}" for i in range(60)]},
         }
         assert "max_fanout" in _refused(http.post("/v1/tasks", json=fields), "limit_exceeded")
         assert len(http.get("/v1/tasks", params={"limit": 1000}).json()) == before
@@ -821,7 +818,11 @@ def test_uploads_are_bounded_in_parts_headers_body_and_quota(tenants: Tenants) -
 def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(tenants: Tenants) -> None:
     with tenants.http("alice") as http:
         ids = [_upload(http, f"brochure-{n}.pdf", _pdf_bytes(n)) for n in range(3)]
-        body = {"template": "compare_documents", "items": ids, "dimensions": ["battery"]}
+        body = {
+            "template": "compare_documents",
+            "items": ids,
+            "params": {"dimensions": ["battery"]},
+        }
         accepted = http.post("/v1/tasks", json=body)
         assert accepted.status_code == 202, accepted.text
         task_id = accepted.json()["task_id"]
@@ -922,7 +923,11 @@ def test_a_callers_upload_paths_are_shown_as_file_id_and_name(tenants: Tenants) 
     with tenants.http("alice") as http:
         good = _upload(http, "good.pdf", _pdf_bytes(3))
         broken = _upload(http, "broken.pdf", b"%PDF-1.4\n" + b"not a pdf at all " * 200)
-        body = {"template": "compare_documents", "items": [good, broken], "dimensions": ["battery"]}
+        body = {
+            "template": "compare_documents",
+            "items": [good, broken],
+            "params": {"dimensions": ["battery"]},
+        }
         task_id = http.post("/v1/tasks", json=body).json()["task_id"]
         status = _ended(http, task_id, timeout_s=240)
         shown = [json.dumps(status), http.get(f"/v1/tasks/{task_id}").text]
@@ -989,7 +994,11 @@ def test_a_pdf_bomb_fails_its_own_parse_with_resource_limit(tenants: Tenants) ->
     with tenants.http("alice") as http:
         good = _upload(http, "fine.pdf", _pdf_bytes(5))
         boom = _upload(http, "bomb.pdf", bomb)
-        body = {"template": "compare_documents", "items": [good, boom], "dimensions": ["battery"]}
+        body = {
+            "template": "compare_documents",
+            "items": [good, boom],
+            "params": {"dimensions": ["battery"]},
+        }
         task_id = http.post("/v1/tasks", json=body).json()["task_id"]
         status = _ended(http, task_id, timeout_s=240)
     assert status["state"] == "completed", status.get("error")

@@ -19,6 +19,7 @@ from swarm_ray.core._catalog import load_catalogs
 from swarm_ray.core._commands import Planned
 from swarm_ray.core._limits import RequestLimits, json_depth
 from swarm_ray.core._principal import LOCAL, Principal, scoped_task_id
+from swarm_ray.documents._capabilities import count_fields
 from swarm_ray.documents._index import IndexRequest
 from swarm_ray.documents._stage_inputs import ParseIn
 from swarm_ray.gateway._limits import json_nesting
@@ -112,13 +113,15 @@ def test_task_ids_are_scoped_to_their_principal() -> None:
 
 
 def test_limits_name_the_limit_and_spare_trusted_callers() -> None:
-    limits = RequestLimits(max_items=3, max_fields=2, max_fanout=4, max_string=50)
+    limits = RequestLimits(
+        max_items=3, max_fields=2, max_fanout=4, max_string=50, count_fields=(count_fields,)
+    )
     many = TaskRequest(template="t", items=tuple(str(i) for i in range(4)))
     with pytest.raises(LimitExceededError, match="`max_items`") as caught:
         limits.check(many, untrusted=True)
     assert caught.value.details == {"limit": "max_items", "value": 4, "maximum": 3}
     limits.check(many, untrusted=False)
-    wide = TaskRequest(template="t", items=("a", "b", "c"), dimensions=("x", "y"))
+    wide = TaskRequest(template="t", items=("a", "b", "c"), params={"dimensions": ["x", "y"]})
     with pytest.raises(LimitExceededError, match="`max_fanout`"):
         limits.check(wide, untrusted=True)
     long = TaskRequest(template="t", items=("a" * 51,))

@@ -21,7 +21,13 @@ import pytest
 import swarm_ray
 from swarm_ray import InvalidSpecError, StateStoreError
 from swarm_ray.core._journal import LogEntry, StateStore
-from swarm_ray.runtime._store import SQLiteStateStore, open_state_store
+from swarm_ray.core._record import SCHEMA_VERSION
+from swarm_ray.runtime._store import (
+    _LAYOUT_STEPS,
+    STORE_LAYOUT_VERSION,
+    SQLiteStateStore,
+    open_state_store,
+)
 from swarm_ray.runtime._store_redis import RedisStateStore
 from tests.conftest_redis import free_port, running_redis_server
 
@@ -148,7 +154,7 @@ def test_delete_task_removes_record_and_log(store: StateStore) -> None:
 
 
 def test_newer_schema_version_is_refused_by_name(make_store: MakeStore) -> None:
-    store = make_store()
+    store = make_store(supported_schema_version=1)
     store.put_task("t-new", "{}", is_open=True, schema_version=2)
     with pytest.raises(StateStoreError) as info:
         store.get_task("t-new")
@@ -158,6 +164,60 @@ def test_newer_schema_version_is_refused_by_name(make_store: MakeStore) -> None:
     newer = make_store(supported_schema_version=2)
     got = newer.get_task("t-new")
     assert got is not None and got.schema_version == 2
+
+
+def test_a_task_in_todays_version_is_loaded_as_it_is(store: StateStore) -> None:
+    store.put_task("t", '{"x": 1}', is_open=True, schema_version=SCHEMA_VERSION)
+    store.append("t", "event", "{}")
+    loaded = store.load_task("t")
+    assert loaded is not None and loaded.record_json == '{"x": 1}'
+    assert (loaded.snapshot_version, loaded.log_version) == (SCHEMA_VERSION, SCHEMA_VERSION)
+    assert [e.kind for e in loaded.log] == ["event"]
+    assert store.load_task("nothing") is None
+
+
+def test_a_log_goes_on_in_todays_version_after_its_mark(store: StateStore) -> None:
+    store.put_task("t", '{"schema_version": 1}', is_open=True, schema_version=1)
+    store.append("t", "plan", json.dumps({"kind": "start", "at": 1.0}))
+    loaded = store.load_task("t")
+    assert loaded is not None and loaded.log_version == 1
+    assert json.loads(loaded.record_json) == {"schema_version": 2}
+    store.mark_version("t", loaded.log_version)
+    store.mark_version("t", loaded.log_version)  # once a version
+    store.append("t", "plan", json.dumps({"kind": "today's own"}))
+    store.put_task("t", '{"schema_version": 2}', is_open=True, schema_version=2)
+    again = store.load_task("t")
+    assert again is not None and (again.snapshot_version, again.log_version) == (2, 2)
+    # The entry before the mark is migrated; the one after it, in today's version, is
+    # read as it was written.
+    assert [(e.kind, e.payload_json) for e in again.log] == [
+        ("sched", json.dumps({"kind": "start", "at": 1.0})),
+        ("plan", json.dumps({"kind": "today's own"})),
+    ]
+    assert [e.kind for e in store.read_log("t")] == ["plan", "version", "plan"]  # as stored
+
+
+def test_a_record_newer_than_the_code_is_refused_by_name(make_store: MakeStore) -> None:
+    store = make_store()
+    newer = SCHEMA_VERSION + 1
+    store.put_task("snap", "{}", is_open=True, schema_version=newer)
+    with pytest.raises(StateStoreError, match=f"`schema_version` {newer}, newer than") as info:
+        store.load_task("snap")
+    assert info.value.details["task_id"] == "snap"
+    # An orchestrator of the newer version marked the log, then stopped before its
+    # snapshot was written: what it appended is refused as well.
+    store.put_task("log", "{}", is_open=True, schema_version=SCHEMA_VERSION)
+    mark = {"from": SCHEMA_VERSION, "to": newer}
+    store.append("log", "version", json.dumps(mark))
+    with pytest.raises(StateStoreError, match=f"`schema_version` {newer}, newer than"):
+        store.load_task("log")
+
+
+def test_a_version_no_migration_reads_is_refused_by_name(make_store: MakeStore) -> None:
+    store = make_store(supported_schema_version=SCHEMA_VERSION + 1)
+    store.put_task("t", "{}", is_open=True, schema_version=SCHEMA_VERSION)
+    with pytest.raises(StateStoreError, match="cannot migrate to"):
+        store.load_task("t")
 
 
 def test_a_second_store_on_the_same_location_sees_all_writes(make_store: MakeStore) -> None:
@@ -267,9 +327,61 @@ def test_sqlite_uses_wal_and_records_its_layout_version(tmp_path: Path) -> None:
         probe = sqlite3.connect(path)
         try:
             assert probe.execute("PRAGMA journal_mode").fetchone() == ("wal",)
-            assert probe.execute("SELECT value FROM meta").fetchall() == [("1",)]
+            layout = [(str(STORE_LAYOUT_VERSION),)]
+            assert probe.execute("SELECT value FROM meta").fetchall() == layout
         finally:
             probe.close()
+
+
+_LAYOUT_1 = """
+CREATE TABLE meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE tasks (id INTEGER PRIMARY KEY AUTOINCREMENT,
+    task_id TEXT NOT NULL UNIQUE, record_json TEXT NOT NULL, is_open INTEGER NOT NULL,
+    schema_version INTEGER NOT NULL, updated_at REAL NOT NULL);
+CREATE INDEX tasks_open ON tasks (is_open, id);
+CREATE TABLE log (task_id TEXT NOT NULL, seq INTEGER NOT NULL,
+    kind TEXT NOT NULL, payload_json TEXT NOT NULL, dedupe_key TEXT, at REAL NOT NULL,
+    PRIMARY KEY (task_id, seq));
+CREATE UNIQUE INDEX log_dedupe ON log (task_id, dedupe_key) WHERE dedupe_key IS NOT NULL;
+INSERT INTO meta VALUES ('layout_version', '1');
+INSERT INTO tasks (task_id, record_json, is_open, schema_version, updated_at)
+    VALUES ('before-owners', '{}', 1, 1, 1.0);
+INSERT INTO log VALUES ('before-owners', 1, 'tick', '{}', NULL, 1.0);
+"""
+"""A state file as swarm-ray wrote it before tasks had owners (layout 1, written by hand)."""
+
+
+@pytest.mark.parametrize("owners", [False, True], ids=["without-owner-column", "with-it"])
+def test_sqlite_brings_a_layout_1_file_up_to_date_when_opened(tmp_path: Path, owners: bool) -> None:
+    """Layout 1 files lack the `owner` column, unless an open after owners came added it."""
+    path = tmp_path / "state.db"
+    probe = sqlite3.connect(path)
+    probe.executescript(_LAYOUT_1)
+    if owners:
+        probe.executescript(
+            "ALTER TABLE tasks ADD COLUMN owner TEXT;"
+            " CREATE INDEX tasks_owner ON tasks (owner, id);"
+        )
+    probe.close()
+    with SQLiteStateStore(path) as store:
+        assert store.list_tasks(owner="alice") == []
+        assert [e.kind for e in store.read_log("before-owners")] == ["tick"]
+        store.put_task("mine", "{}", is_open=True, schema_version=1, owner="alice")
+        assert store.list_tasks(owner="alice") == ["mine"]
+        assert store.list_tasks(open_only=True) == ["before-owners", "mine"]
+    with SQLiteStateStore(path) as again:  # once is enough: the file says its layout
+        assert again.list_tasks(owner="alice") == ["mine"]
+    probe = sqlite3.connect(path)
+    try:
+        assert probe.execute("SELECT value FROM meta").fetchall() == [("2",)]
+        indexes = {row[1] for row in probe.execute("PRAGMA index_list(tasks)")}
+        assert "tasks_owner" in indexes
+    finally:
+        probe.close()
+
+
+def test_every_layout_version_has_its_step() -> None:
+    assert sorted(_LAYOUT_STEPS) == list(range(1, STORE_LAYOUT_VERSION))
 
 
 def test_sqlite_refuses_a_file_from_a_newer_layout(tmp_path: Path) -> None:

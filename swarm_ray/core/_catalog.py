@@ -15,6 +15,7 @@ from typing import Any
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core._limits import FieldCount
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._template import TaskTemplate
@@ -30,6 +31,9 @@ class Catalog:
     """Capability specs."""
     templates: tuple[TaskTemplate, ...] = ()
     """Task templates using them."""
+    count_fields: FieldCount | None = None
+    """How many fields a request asks of each item, for the `max_fields` and `max_fanout`
+    limits (`_limits`), where the workload has such a notion."""
 
 
 @functools.cache
@@ -47,15 +51,28 @@ def load_entrypoint(entrypoint: str) -> Callable[..., Any]:
     return target  # type: ignore[no-any-return]
 
 
-def load_catalogs(paths: Iterable[str]) -> tuple[Registry, TemplateRouter]:
-    """Import every catalog function and merge them into one registry and router."""
-    registry, router = Registry(), TemplateRouter()
+def read_catalogs(paths: Iterable[str]) -> list[Catalog]:
+    """Import every catalog function and call it."""
+    catalogs = []
     for path in paths:
         catalog = load_entrypoint(path)()
         if not isinstance(catalog, Catalog):
             raise InvalidSpecError(
                 f"catalog `{path}` returned {type(catalog).__name__}, not Catalog"
             )
+        catalogs.append(catalog)
+    return catalogs
+
+
+def load_catalogs(paths: Iterable[str]) -> tuple[Registry, TemplateRouter]:
+    """Import every catalog function and merge them into one registry and router."""
+    return merge_catalogs(read_catalogs(paths))
+
+
+def merge_catalogs(catalogs: Iterable[Catalog]) -> tuple[Registry, TemplateRouter]:
+    """One registry and router of all the catalogs' capabilities and templates."""
+    registry, router = Registry(), TemplateRouter()
+    for catalog in catalogs:
         for spec in catalog.capabilities:
             registry.register(spec)
         for template in catalog.templates:

@@ -100,7 +100,7 @@ def admit_child(
         input=data,
         parent=parent,
         item=spec.item,
-        dimension=spec.dimension,
+        element=spec.element,
     )
     depth = nesting_depth({**specs, child_id: child}, child_id)
     if depth > plan.template.max_depth:

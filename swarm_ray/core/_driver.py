@@ -117,7 +117,7 @@ from swarm_ray.core._subtask import (
     effects_keys,
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._tasklog import TaskLog, output_text, read_record
+from swarm_ray.core._tasklog import TaskLog, output_text, record_of
 from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._watermark import WatermarkKey
 
@@ -217,12 +217,12 @@ class TaskDriver:
     def load(cls, task_id: str, **deps: Any) -> TaskDriver | None:
         """Reload a task from the store and replay its scheduler log."""
         store: StateStore = deps["store"]
-        entries = store.read_log(task_id)
-        record = read_record(store, task_id, entries)
-        if record is None:
+        loaded = store.load_task(task_id)
+        if loaded is None:
             return None
+        record = record_of(loaded)
         driver = cls(record, **deps)
-        replayed = driver._log.replay(record, entries)
+        replayed = driver._log.replay(record, loaded)
         driver.events = replayed.events
         first = record.planning if record.planning is not None else record.plan
         if first is not None:  # the DAG it started with; the log grows it again
@@ -500,7 +500,11 @@ class TaskDriver:
         out.commands.append(Close())
 
     def _resume(self, out: Step) -> None:
-        """After a restart: plan again if no plan was stored, else re-send what was out."""
+        """After a restart: plan again if no plan was stored, else re-send what was out.
+
+        A store that commits write by write (Redis) may keep the snapshot that set the
+        task's DAG and lose the `Start` written after it: that DAG is started now.
+        """
         if self.state.terminal:
             out.commands.append(Close())
             return
@@ -509,6 +513,11 @@ class TaskDriver:
             return
         if self.scheduler is None:
             out.commands.append(Replan())  # planned as a new request would be
+            return
+        if not self.scheduler.started:  # its DAG was stored, its `Start` was not
+            self._carry(self._feed(Start(at=self._clock())), out)
+            if self.state is TaskState.DISPATCHING:
+                self._move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)

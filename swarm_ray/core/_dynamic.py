@@ -50,7 +50,7 @@ def rule_subtask(plan: Plan, rule: DynamicRule, source: SubTaskSpec) -> SubTaskS
         plan.template.stage(rule.trigger),
         request=plan.request,
         item=source.item,
-        dimension=source.dimension,
+        element=source.element,
         depends_on={source.stage: ([source.id], False)},
         parent=source.id,
         workdir=plan.workdir,

@@ -94,7 +94,7 @@ class Expansion:
                     stage,
                     request=self.plan.request,
                     item=None,
-                    dimension=None,
+                    element=None,
                     depends_on={source.stage: ([sid], False)},
                     workdir=self.plan.workdir,
                     each=element,

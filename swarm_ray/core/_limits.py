@@ -10,6 +10,10 @@ must not be able to ask for an unbounded amount. Two kinds of limit:
   parameter bytes, open tasks per principal. Trusted callers (jobs, the Python client)
   run what their cluster can hold.
 
+What a field is, is the workload's to say: each catalog may count the fields a request
+asks of every item (`Catalog.count_fields`; the document workload counts its dimensions
+and inline fields), and the limits take the largest count.
+
 Each limit is configurable (`SWARM_RAY_LIMIT_<NAME>`, e.g. `SWARM_RAY_LIMIT_MAX_ITEMS`)
 and a breach raises `LimitExceededError` naming the limit, the value and the maximum.
 """
@@ -19,6 +23,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +31,9 @@ from swarm_ray.core._errors import InvalidSpecError, LimitExceededError
 from swarm_ray.core._task import TaskRequest
 
 __all__: list[str] = []
+
+FieldCount = Callable[[TaskRequest], int]
+"""How many fields a request asks of each item, as one workload counts them."""
 
 
 @dataclass(frozen=True)
@@ -37,7 +45,7 @@ class RequestLimits:
     max_items: int = 1000
     """Items of one request."""
     max_fields: int = 64
-    """Fields or dimensions a request extracts (`dimensions` plus `params.fields`)."""
+    """Fields a request asks of each item, as its workloads count them (`count_fields`)."""
     max_fanout: int = 20_000
     """Items x fields: the sub-tasks a per-item-and-field stage becomes."""
     max_string: int = 10_000
@@ -46,19 +54,24 @@ class RequestLimits:
     """Bytes of the request's `params` and `items` as JSON."""
     max_open_tasks: int = 100
     """Tasks one principal may have running at once."""
+    count_fields: tuple[FieldCount, ...] = ()
+    """The workloads' counts of a request's fields (`Catalog.count_fields`): the largest
+    is the request's (none: no fields)."""
 
     @classmethod
-    def from_env(cls) -> RequestLimits:
+    def from_env(cls, *, count_fields: tuple[FieldCount, ...] = ()) -> RequestLimits:
         """Defaults, each overridden by `SWARM_RAY_LIMIT_<NAME>` when set."""
         values: dict[str, int] = {}
         for f in dataclasses.fields(cls):
+            if not f.name.startswith("max_"):
+                continue
             name = f"SWARM_RAY_LIMIT_{f.name.upper()}"
             if (raw := os.environ.get(name)) is not None:
                 try:
                     values[f.name] = int(raw)
                 except ValueError:
                     raise InvalidSpecError(f"`{name}` must be an integer, got {raw!r}") from None
-        return cls(**values)
+        return cls(**values, count_fields=count_fields)
 
     def check(self, request: TaskRequest, *, untrusted: bool) -> None:
         """Raise `LimitExceededError` for the first limit `request` breaks."""
@@ -75,11 +88,7 @@ class RequestLimits:
         items = len(request.items)
         if items > self.max_items:
             _breach("max_items", f"{items} items", items, self.max_items)
-        declared = request.params.get("fields")
-        groups = request.params.get("dimensions")
-        fields = (len(groups) if isinstance(groups, list) else 0) + (
-            len(declared) if isinstance(declared, list) else 0
-        )
+        fields = max((count(request) for count in self.count_fields), default=0)
         if fields > self.max_fields:
             _breach("max_fields", f"{fields} fields", fields, self.max_fields)
         fanout = max(items, 1) * max(fields, 1)

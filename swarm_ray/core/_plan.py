@@ -59,7 +59,7 @@ class Plan(BaseModel):
     template: TaskTemplate
     """The template (rules, loops and triggered stages are read from it at run time)."""
     subtasks: tuple[SubTaskSpec, ...]
-    """Sub-tasks in a deterministic order (stage order, then item, then dimension)."""
+    """Sub-tasks in a deterministic order (stage order, then item, then element)."""
     warnings: tuple[str, ...] = ()
     """How the plan was made, if it degraded (LLM planner fell back to a template)."""
     workdir: str | None = None
@@ -90,10 +90,10 @@ def _topological(template: TaskTemplate) -> list[Stage]:
     return order
 
 
-def _key(item: int | None, dimension: str | None) -> str:
+def _key(item: int | None, element: str | None) -> str:
     if item is None:
         return ""
-    return f"[{item}]" if dimension is None else f"[{item},{dimension}]"
+    return f"[{item}]" if element is None else f"[{item},{element}]"
 
 
 def stage_subtask(
@@ -101,7 +101,7 @@ def stage_subtask(
     *,
     request: TaskRequest,
     item: int | None,
-    dimension: str | None,
+    element: str | None,
     depends_on: Mapping[str, tuple[list[str], bool]],
     parent: str | None = None,
     required: bool = False,
@@ -111,11 +111,12 @@ def stage_subtask(
 ) -> SubTaskSpec:
     """Build one sub-task of `stage`; `depends_on` maps stage -> (ids, many).
 
-    A `for_each` stage's sub-task gets its element (`each`) and position (`each_index`).
+    A `for_each` stage's sub-task gets its element (`each`) and position (`each_index`);
+    per item, `element` labels it (`SubTaskSpec.element`).
     """
     deps = [i for ids, _ in depends_on.values() for i in ids]
     many = {name: flag for name, (_, flag) in depends_on.items()}
-    key = _key(item, dimension) if item is not None or each_index is None else f"[{each_index}]"
+    key = _key(item, element) if item is not None or each_index is None else f"[{each_index}]"
     return SubTaskSpec(
         id=stage.name + key,
         stage=stage.name,
@@ -125,7 +126,6 @@ def stage_subtask(
             _Context(
                 request=request,
                 item=item,
-                dimension=dimension,
                 many=many,
                 workdir=workdir,
                 each=each,
@@ -135,7 +135,7 @@ def stage_subtask(
         depends_on=tuple(deps),
         parent=parent,
         item=item,
-        dimension=dimension,
+        element=element,
         required=stage.required or required,
         partial_ok=stage.partial_ok,
         each=each_index,
@@ -148,7 +148,6 @@ class _Context:
 
     request: TaskRequest
     item: int | None
-    dimension: str | None
     many: Mapping[str, bool]
     workdir: str | None
     each: Any = _NO_EACH
@@ -167,12 +166,8 @@ def _fill(value: Any, ctx: _Context) -> Any:
     request = ctx.request
     if value == "$item":
         return None if ctx.item is None else request.items[ctx.item]
-    if value == "$dimension":  # the retired name of a per-item `for_each` element
-        return ctx.each if ctx.each is not _NO_EACH else ctx.dimension
     if value == "$items":
         return list(request.items)
-    if value == "$dimensions":  # the retired name of `$params.dimensions`
-        return list(request.params.get("dimensions") or [])
     if value == "$query":
         return request.query
     if value in ("$each", "$each_index") and ctx.each is not _NO_EACH:
@@ -203,11 +198,11 @@ def _dependency_ids(
     dep: Stage,
     ids: Mapping[str, list[tuple[str, int | None, str | None]]],
     item: int | None,
-    dimension: str | None,
+    element: str | None,
 ) -> tuple[list[str], bool]:
     """Which sub-tasks of `dep` one sub-task of `stage` waits for, and whether many.
 
-    `dimension` is the element label of a per-item `for_each` sub-task (`extract[0,battery]`).
+    `element` is the element label of a per-item `for_each` sub-task (`extract[0,battery]`).
     """
     upstream = ids[dep.name]
     if dep.for_each is not None and dep.fan_out is FanOut.ONCE:
@@ -219,7 +214,7 @@ def _dependency_ids(
     if dep.for_each is None:  # a plain per-item stage: this item's sub-task
         return [i for i, it, _ in upstream if it == item], False
     if stage.for_each is not None:  # per item and element, both: the same pair
-        return [i for i, it, d in upstream if it == item and d == dimension], False
+        return [i for i, it, e in upstream if it == item and e == element], False
     return [i for i, it, _ in upstream if it == item], True
 
 
@@ -257,16 +252,15 @@ def expand(
         else:
             keys = [(i, lab, j, e) for i in range(len(request.items)) for lab, j, e in elements]
         ids[stage.name] = []
-        for item, dimension, index, element in keys:
+        for item, label, index, element in keys:
             depends = {
-                d: _dependency_ids(stage, by_name[d], ids, item, dimension)
-                for d in stage.depends_on
+                d: _dependency_ids(stage, by_name[d], ids, item, label) for d in stage.depends_on
             }
             spec = stage_subtask(
                 stage,
                 request=request,
                 item=item,
-                dimension=dimension,
+                element=label,
                 depends_on=depends,
                 required=stage.name == template.aggregate,
                 workdir=workdir,
@@ -274,7 +268,7 @@ def expand(
                 each_index=index,
             )
             subtasks.append(spec)
-            ids[stage.name].append((spec.id, item, dimension))
+            ids[stage.name].append((spec.id, item, label))
     return Plan(
         task_id=task_id,
         request=request,
@@ -334,7 +328,7 @@ def _expand_each(
             stage,
             request=request,
             item=None,
-            dimension=None,
+            element=None,
             depends_on=depends,
             workdir=workdir,
             each=element,

@@ -20,8 +20,10 @@ from swarm_ray.core._task import TaskRequest
 
 __all__ = ["TaskRecord"]
 
-SCHEMA_VERSION = 1
-"""Version of the persisted record format; bumped on incompatible changes."""
+SCHEMA_VERSION = 2
+"""Version of the persisted record format, bumped on every change to what is stored: a
+record of an older version is migrated as it is read (`runtime._migrations`), one of a
+newer one refused."""
 
 
 class TaskRecord(BaseModel):
@@ -29,8 +31,9 @@ class TaskRecord(BaseModel):
 
     model_config = ConfigDict(frozen=True, extra="forbid")
 
-    schema_version: Literal[1] = 1
-    """Format version; a store refuses records newer than it understands."""
+    schema_version: Literal[2] = 2
+    """Format version (`SCHEMA_VERSION`): the stores keep it beside each task's snapshot,
+    migrate older ones as they read them and refuse newer ones."""
     task_id: str
     """The task."""
     trace_id: str

@@ -124,6 +124,8 @@ class Scheduler(Expansion, Waiting):
         self.drafted: DraftSettled | None = None
         """Set when the draft settled, until its plan is adopted (a restarted driver that
         finds it set makes the plan again: the planner is not asked twice)."""
+        self.started = False
+        """Whether it took its `Start` (a restarted driver whose log lost it starts it)."""
         self._take(plan)
 
     # ---- public ----------------------------------------------------------------------
@@ -155,6 +157,7 @@ class Scheduler(Expansion, Waiting):
                 return out
         match event:
             case Start():
+                self.started = True
                 out += self._dispatch_ready(event.at)
             case SubTaskDone(result=result) | SubTaskFailed(result=result):
                 self._received.append(result)

@@ -118,7 +118,7 @@ class SubTaskSpec(BaseModel):
     model_config = _FROZEN
 
     id: str = Field(min_length=1)
-    """Unique within the plan and deterministic: `stage[item,dimension]@rN`."""
+    """Unique within the plan and deterministic: `stage[item,element]@rN`."""
     stage: str
     """The template stage that produced it."""
     capability_id: str
@@ -131,8 +131,10 @@ class SubTaskSpec(BaseModel):
     """The sub-task that spawned this one (dynamic rules, feedback rounds), if any."""
     item: int | None = None
     """Index of the request item it works on, for fan-out stages."""
-    dimension: str | None = None
-    """The dimension it works on, for item-and-dimension fan-out."""
+    element: str | None = None
+    """The label of its element, for a per-item stage that also fans out over a list
+    (`fan_out: per_item` with `for_each: $params.NAME`): `battery` in `extract[0,battery]`,
+    a short word as itself, else its position."""
     round: int = Field(default=1, ge=1)
     """Feedback round (1 for the first attempt of a generate-judge loop)."""
     each: int | None = None

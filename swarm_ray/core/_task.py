@@ -93,22 +93,6 @@ class TaskRequest(BaseModel):
     from a valid `traceparent` header. It places the task in a trace and is no part of
     what is asked: a retried submit with another one is the same request."""
 
-    @model_validator(mode="before")
-    @classmethod
-    def _dimensions_are_a_parameter(cls, data: Any) -> Any:
-        """Read the retired top-level `dimensions` as `params.dimensions`.
-
-        That is what a template's `for_each: $params.dimensions` fans out over.
-        """
-        if isinstance(data, dict) and "dimensions" in data:
-            data = dict(data)
-            dimensions = data.pop("dimensions")
-            if dimensions:
-                params = dict(data.get("params") or {})
-                params.setdefault("dimensions", list(dimensions))
-                data["params"] = params
-        return data
-
     @model_validator(mode="after")
     def _query_or_template(self) -> Self:
         if not self.query.strip() and self.template is None:

@@ -9,11 +9,10 @@ log of entries of three kinds:
 - `sched`: every scheduler event, written before the scheduler sees it, so replaying the
   log rebuilds exactly what was done and what was outstanding.
 
-Logs written before planning was a node of the task's one scheduler are migrated as they
-are read (nothing is rewritten): the planning sub-task's events were `plan` entries and
-are read as `sched` ones; the `Start` of the second scheduler they then began is read as
-the `PlanAdopted` of the record's plan; and the planning plan, which did not name its
-draft, names its one sub-task (`read_record`).
+It is read in today's format whatever wrote it (`StateStore.load_task` migrates older
+records: `core._journal`); a task read from an older version and written again goes on
+after a version mark, and logs its request and plans again (an old snapshot may have
+held them, and the new one will not).
 
 Large outputs go to the result store and the log keeps a reference (`offload`). Retries
 of a failing write are the store's own (SQLite's busy timeout, Redis's connection retries):
@@ -26,7 +25,7 @@ from __future__ import annotations
 import json
 from dataclasses import dataclass, field
 
-from swarm_ray.core._journal import Blobs, LogEntry, StateStore, should_offload
+from swarm_ray.core._journal import Blobs, LoadedTask, StateStore, should_offload
 from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
 from swarm_ray.core._scheduler import EVENT_ADAPTER
 from swarm_ray.core._signals import (
@@ -36,7 +35,6 @@ from swarm_ray.core._signals import (
     ReviewRequested,
     SchedulerEvent,
     SpendingStopped,
-    Start,
     SubTaskDone,
     SubTaskFailed,
     SubTaskTimedOut,
@@ -46,36 +44,24 @@ from swarm_ray.core._task import TaskEvent
 __all__: list[str] = []
 
 SCHED, EVENT, SPEC = "sched", "event", "spec"
-_OLD_PLAN = "plan"
-"""The planning sub-task's own scheduler events, in logs written before it was a node."""
 _SPEC_FIELDS = ("request", "plan", "planning")
 """Record fields written once to the log rather than in every snapshot."""
 
 
-def read_record(
-    store: StateStore, task_id: str, entries: list[LogEntry] | None = None
-) -> TaskRecord | None:
-    """A stored task's record: its snapshot joined with the last `spec` log entry.
+def read_record(store: StateStore, task_id: str) -> TaskRecord | None:
+    """A stored task's record (see `record_of`), or None when the store has no such task."""
+    loaded = store.load_task(task_id)
+    return None if loaded is None else record_of(loaded)
 
-    Snapshots written before the request and plans moved to the log hold them inline. A
-    planning plan stored before `Plan.draft_subtask` existed is read as naming its one
-    sub-task (see the module docstring).
-    """
-    stored = store.get_task(task_id)
-    if stored is None:
-        return None
-    data = json.loads(stored.record_json)
-    if "request" not in data:
-        for entry in reversed(entries if entries is not None else store.read_log(task_id)):
-            if entry.kind == SPEC:
-                data.update(json.loads(entry.payload_json))
-                break
-    record = TaskRecord.model_validate(data)
-    planning = record.planning
-    if planning is not None and planning.draft_subtask is None:
-        planning = planning.model_copy(update={"draft_subtask": planning.subtasks[0].id})
-        record = record.model_copy(update={"planning": planning})
-    return record
+
+def record_of(loaded: LoadedTask) -> TaskRecord:
+    """A loaded task's record: its snapshot joined with the last `spec` log entry."""
+    data = json.loads(loaded.record_json)
+    for entry in reversed(loaded.log):
+        if entry.kind == SPEC:
+            data.update(json.loads(entry.payload_json))
+            break
+    return TaskRecord.model_validate(data)
 
 
 def output_text(event: SchedulerEvent) -> str | None:
@@ -124,9 +110,18 @@ class TaskLog:
         self._results = results
         self._saved_spec: tuple[int, int, int] | None = None
         """Identity of the request and plans last written to the log (see `save`)."""
+        self._written_in: int | None = None
+        """The older record version the log was read in, until it is marked (`_mark`)."""
+
+    def _mark(self) -> None:
+        """Before the first write to a log read from an older version, mark it."""
+        if self._written_in is not None:
+            self._store.mark_version(self.task_id, self._written_in)
+            self._written_in = None
 
     def save(self, record: TaskRecord) -> None:
         """Write the snapshot; the request and plans only when they changed."""
+        self._mark()
         spec = (id(record.request), id(record.plan), id(record.planning))
         if spec != self._saved_spec:
             payload = record.model_dump_json(include=set(_SPEC_FIELDS))
@@ -142,10 +137,12 @@ class TaskLog:
 
     def append_event(self, event: TaskEvent) -> None:
         """Log one of the task's numbered events (once, whatever the restarts)."""
+        self._mark()
         self._store.append(self.task_id, EVENT, event.model_dump_json(), dedupe_key=f"e{event.seq}")
 
     def append(self, event: SchedulerEvent, text: str | None) -> None:
         """Log a scheduler event before the scheduler sees it; `text` is `output_text`."""
+        self._mark()
         stored = self._offload(event, text)
         self._store.append(
             self.task_id,
@@ -154,24 +151,23 @@ class TaskLog:
             dedupe_key=dedupe_key(event),
         )
 
-    def replay(self, record: TaskRecord, entries: list[LogEntry]) -> Replayed:
-        """Read `entries` (the task's log) back, large outputs fetched again.
+    def replay(self, record: TaskRecord, loaded: LoadedTask) -> Replayed:
+        """Read the task's log back (`loaded`; `record` is its record), large outputs too.
 
-        An old log's `plan` entries are migrated as they are read (module docstring).
+        A task read from an older version is marked before it is written again, and logs
+        its request and plans again.
         """
-        self._saved_spec = (id(record.request), id(record.plan), id(record.planning))
+        if loaded.snapshot_version == SCHEMA_VERSION:
+            self._saved_spec = (id(record.request), id(record.plan), id(record.planning))
+        if loaded.log_version < SCHEMA_VERSION:
+            self._written_in = loaded.log_version
         out = Replayed()
-        planned_apart = False  # an old log: the planning sub-task had its own scheduler
-        for entry in entries:
+        for entry in loaded.log:
             if entry.kind == EVENT:
                 out.events.append(TaskEvent.model_validate_json(entry.payload_json))
-            elif entry.kind in (SCHED, _OLD_PLAN):
-                event = self._rehydrate(EVENT_ADAPTER.validate_json(entry.payload_json))
-                planned_apart = planned_apart or entry.kind == _OLD_PLAN
-                started = entry.kind == SCHED and isinstance(event, Start)
-                if planned_apart and started and record.plan is not None:
-                    event = PlanAdopted(at=event.at, plan=record.plan)
-                out.scheduled.append(event)
+            elif entry.kind == SCHED:
+                event = EVENT_ADAPTER.validate_json(entry.payload_json)
+                out.scheduled.append(self._rehydrate(event))
         return out
 
     def _offload(self, event: SchedulerEvent, text: str | None) -> SchedulerEvent:

@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from enum import StrEnum
 from pathlib import Path
 from typing import Any, Self
@@ -57,6 +57,22 @@ FOR_EACH = re.compile(
 when that sub-task succeeds) or `$params.NAME` (a list in the request, expanded at once)."""
 ANSWER = re.compile(r"^\$answer(?:\.([\w.]+))?$")
 """`$answer` or `$answer.FIELD` in a stage's input (group 1: the path)."""
+WORD_PLACEHOLDERS = frozenset(
+    (
+        "$item",
+        "$items",
+        "$query",
+        "$each",
+        "$each_index",
+        "$warnings",
+        "$costs",
+        "$task_dir",
+        "$answer",
+    )
+)
+"""The placeholders that are one word: an input string that is one word after a `$` and
+none of these is refused, rather than passed on as it is written."""
+_WORD = re.compile(r"^\$[A-Za-z_][A-Za-z0-9_]*$")
 
 
 class FanOut(StrEnum):
@@ -93,7 +109,7 @@ class Stage(BaseModel):
     """`$params.NAME`: expanded only when the request sets that parameter to a true value.
 
     Left out, the stage has no sub-tasks: stages depending on it do not wait for it, and
-    their `$from.STAGE` inputs get an empty list (one per item or dimension: none).
+    their `$from.STAGE` inputs get an empty list (one per item or element: none).
     """
     for_each: str | None = Field(default=None, pattern=FOR_EACH.pattern)
     """Fan out over a list computed along the way: one sub-task per element, `$each` in
@@ -119,13 +135,16 @@ class Stage(BaseModel):
             raise ValueError(f"stage `{self.name}` reads `$answer` but declares no `await_human`")
         return self
 
-    @model_validator(mode="before")
-    @classmethod
-    def _per_item_dimension(cls, data: Any) -> Any:
-        """Read the retired `fan_out: per_item_dimension` as what it always meant."""
-        if isinstance(data, dict) and data.get("fan_out") == "per_item_dimension":
-            return {**data, "fan_out": "per_item", "for_each": "$params.dimensions"}
-        return data
+    @model_validator(mode="after")
+    def _placeholders_are_known(self) -> Self:
+        for text in _strings(self.input):
+            if _WORD.match(text) and text not in WORD_PLACEHOLDERS:
+                known = ", ".join(f"`{p}`" for p in sorted(WORD_PLACEHOLDERS))
+                raise ValueError(
+                    f"stage `{self.name}` input names the unknown placeholder {text!r}"
+                    f" (known: {known}, and `$params.NAME`, `$from.STAGE...`)"
+                )
+        return self
 
 
 class DynamicRule(BaseModel):
@@ -285,13 +304,21 @@ class TaskTemplate(BaseModel):
             ) from None
 
 
+def _strings(value: Any) -> Iterator[str]:
+    """Every string value in an input template (the keys left out)."""
+    if isinstance(value, dict):
+        for v in value.values():
+            yield from _strings(v)
+    elif isinstance(value, list):
+        for v in value:
+            yield from _strings(v)
+    elif isinstance(value, str):
+        yield value
+
+
 def _names_answer(value: Any) -> bool:
     """Whether an input template uses `$answer` anywhere."""
-    if isinstance(value, dict):
-        return any(_names_answer(v) for v in value.values())
-    if isinstance(value, list):
-        return any(_names_answer(v) for v in value)
-    return isinstance(value, str) and ANSWER.match(value) is not None
+    return any(ANSWER.match(text) is not None for text in _strings(value))
 
 
 def _each_source(stage: Stage) -> str | None:

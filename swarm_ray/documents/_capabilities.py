@@ -29,6 +29,7 @@ from swarm_ray.core._capability import (
 )
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import ErrorCode, InvalidInputError
+from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.documents._compare import Comparison, compare_facts
 from swarm_ray.documents._dimensions import Dimension, FieldSpec, default_dimensions, field_groups
@@ -525,9 +526,22 @@ stages:
 """
 
 
+def count_fields(request: TaskRequest) -> int:
+    """The fields a request asks of each document, for the `max_fields` limit.
+
+    Its dimensions (the extraction fans out over them) and its inline fields (each one is
+    read in every document).
+    """
+    return sum(
+        len(value) if isinstance(value, list) else 0
+        for value in (request.params.get("dimensions"), request.params.get("fields"))
+    )
+
+
 def documents_catalog() -> Catalog:
     """Capabilities and the `compare_documents` template."""
     return Catalog(
         capabilities=tuple(_capabilities()),
         templates=(TaskTemplate.from_yaml(COMPARE_TEMPLATE, source="compare_documents"),),
+        count_fields=count_fields,
     )

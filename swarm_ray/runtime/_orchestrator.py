@@ -29,7 +29,7 @@ import ray
 
 from swarm_ray.core._access import Access
 from swarm_ray.core._capability import ExecutorKind
-from swarm_ray.core._catalog import load_catalogs
+from swarm_ray.core._catalog import merge_catalogs, read_catalogs
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
@@ -102,7 +102,8 @@ class Orchestrator:
         # The executors read streamed results that are already here with `ray.get(ref,
         # timeout=0)`, which never blocks; Ray would still warn of a blocking get.
         os.environ.setdefault("RAY_WARN_BLOCKING_GET_INSIDE_ASYNC", "0")
-        self._registry, self._router = load_catalogs(catalogs)
+        loaded = read_catalogs(catalogs)
+        self._registry, self._router = merge_catalogs(loaded)
         home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
         secure_state_dir(home)
         self._store = open_state_store(
@@ -113,7 +114,8 @@ class Orchestrator:
         self._results = ResultStore(results_uri)
         self._rollouts = RolloutWriter(self._results)
         self._layout = Layout(home, Uploads(self._results))
-        self._limits = RequestLimits.from_env()
+        counts = tuple(c.count_fields for c in loaded if c.count_fields is not None)
+        self._limits = RequestLimits.from_env(count_fields=counts)
         self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))

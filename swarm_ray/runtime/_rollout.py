@@ -259,7 +259,7 @@ def rollout_rows(record: TaskRecord, scheduler: Scheduler, results: ResultStore)
             "capability_id": spec.capability_id,
             "planned_capability_id": spec.capability_id,
             "item": spec.item,
-            "dimension": spec.dimension,
+            "dimension": spec.element,
             "round": spec.round,
             "depends_on": list(spec.depends_on),
             "on_critical_path": spec.id in on_chain,

@@ -4,7 +4,9 @@ The orchestrator writes every transition and every accepted sub-task result here
 *before* it acts on them, so that after its process dies a new one can reload the open
 tasks and dispatch only what is not done. The store keeps opaque JSON text: the caller
 serialises its own records and stamps them with a schema version, which keeps this module
-free of any model and lets a reader refuse records written by a newer swarm-ray.
+free of any model and lets a reader refuse records written by a newer swarm-ray. Older
+ones are read in today's format: `load_task` runs the record migrations of
+`_migrations` (see `core._journal`).
 
 Two backends share one contract: `SQLiteStateStore`, the default (embedded, one file in
 WAL mode, nothing to run), and `RedisStateStore`, for clusters where the orchestrator may
@@ -19,37 +21,55 @@ import os
 import sqlite3
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
 from swarm_ray.core._errors import InvalidSpecError, StateStoreError
 from swarm_ray.core._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core._record import SCHEMA_VERSION
 from swarm_ray.runtime._config import state_dir as default_state_dir
+from swarm_ray.runtime._migrations import MIGRATIONS
 
 __all__: list[str] = []
 
-STORE_LAYOUT_VERSION = 1
-"""Version of the store's own tables (not of the records it holds)."""
+STORE_LAYOUT_VERSION = 2
+"""Version of the SQLite file's own tables (not of the records they hold); see
+`_LAYOUT_STEPS` for what each version changed."""
 
-
-_SQLITE_SCHEMA = f"""
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY AUTOINCREMENT,
-    task_id TEXT NOT NULL UNIQUE, record_json TEXT NOT NULL, is_open INTEGER NOT NULL,
-    schema_version INTEGER NOT NULL, updated_at REAL NOT NULL);
-CREATE INDEX IF NOT EXISTS tasks_open ON tasks (is_open, id);
-CREATE TABLE IF NOT EXISTS log (task_id TEXT NOT NULL, seq INTEGER NOT NULL,
-    kind TEXT NOT NULL, payload_json TEXT NOT NULL, dedupe_key TEXT, at REAL NOT NULL,
-    PRIMARY KEY (task_id, seq));
-CREATE UNIQUE INDEX IF NOT EXISTS log_dedupe ON log (task_id, dedupe_key)
-    WHERE dedupe_key IS NOT NULL;
-INSERT OR IGNORE INTO meta VALUES ('layout_version', '{STORE_LAYOUT_VERSION}');
-"""
+_SQLITE_TABLES = (
+    "CREATE TABLE IF NOT EXISTS tasks (id INTEGER PRIMARY KEY AUTOINCREMENT,"
+    " task_id TEXT NOT NULL UNIQUE, record_json TEXT NOT NULL, is_open INTEGER NOT NULL,"
+    " schema_version INTEGER NOT NULL, updated_at REAL NOT NULL, owner TEXT)",
+    "CREATE INDEX IF NOT EXISTS tasks_open ON tasks (is_open, id)",
+    "CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)",
+    "CREATE TABLE IF NOT EXISTS log (task_id TEXT NOT NULL, seq INTEGER NOT NULL,"
+    " kind TEXT NOT NULL, payload_json TEXT NOT NULL, dedupe_key TEXT, at REAL NOT NULL,"
+    " PRIMARY KEY (task_id, seq))",
+    "CREATE UNIQUE INDEX IF NOT EXISTS log_dedupe ON log (task_id, dedupe_key)"
+    " WHERE dedupe_key IS NOT NULL",
+)
+"""A new file's tables, at `STORE_LAYOUT_VERSION`."""
 _SEQ_CACHE = 4096
 """Tasks whose next log seq a SQLite store remembers (the open ones, in practice)."""
 _SQLITE_LAYOUT = "SELECT value FROM meta WHERE key = 'layout_version'"
+
+
+def _layout_1_to_2(conn: sqlite3.Connection) -> None:
+    """Tasks have owners: the `owner` column and the index that lists a principal's tasks.
+
+    Layout 1 files written after owners came already have both (they used to be added at
+    every open), so the column is added only where it is missing.
+    """
+    columns = {row[1] for row in conn.execute("PRAGMA table_info(tasks)")}
+    if "owner" not in columns:
+        conn.execute("ALTER TABLE tasks ADD COLUMN owner TEXT")
+    conn.execute("CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)")
+
+
+_LAYOUT_STEPS: dict[int, Callable[[sqlite3.Connection], None]] = {1: _layout_1_to_2}
+"""From layout N to N + 1, one function a version; run in order when a file is opened."""
 
 
 class SQLiteStateStore(StateStore):
@@ -58,7 +78,9 @@ class SQLiteStateStore(StateStore):
     WAL mode lets readers run while the orchestrator writes, and `synchronous=NORMAL`
     keeps every committed write through a crash of the process (not of the machine),
     which is the failure the orchestrator recovers from. One connection serves all
-    threads under a lock; other processes may open the same file.
+    threads under a lock; other processes may open the same file. A file of an older
+    layout is brought up to today's when it is opened, one step a version
+    (`_LAYOUT_STEPS`), and one of a newer layout is refused.
 
     Args:
         path: The database file; parent directories are created.
@@ -73,10 +95,14 @@ class SQLiteStateStore(StateStore):
         self,
         path: str | os.PathLike[str],
         *,
-        supported_schema_version: int = 1,
+        supported_schema_version: int = SCHEMA_VERSION,
         busy_timeout_s: float = 10.0,
     ) -> None:
-        super().__init__(os.fspath(path), supported_schema_version=supported_schema_version)
+        super().__init__(
+            os.fspath(path),
+            supported_schema_version=supported_schema_version,
+            migrations=MIGRATIONS,
+        )
         self._lock = threading.Lock()
         self._batching = False
         self._next_seq: dict[str, int] = {}
@@ -90,26 +116,46 @@ class SQLiteStateStore(StateStore):
             try:
                 self._conn.execute("PRAGMA journal_mode=WAL")
                 self._conn.execute("PRAGMA synchronous=NORMAL")
-                self._conn.executescript(_SQLITE_SCHEMA)
-                self._add_owner_column()
-                (found,) = self._conn.execute(_SQLITE_LAYOUT).fetchone()
-                if int(found) > STORE_LAYOUT_VERSION:
-                    raise StateStoreError(
-                        f"State file {self.location!r} has `layout_version` {int(found)!r},"
-                        f" newer than the supported {STORE_LAYOUT_VERSION!r}; upgrade swarm-ray",
-                        backend=self.backend,
-                        operation="open",
-                    )
+                if self._layout() != STORE_LAYOUT_VERSION:
+                    self._lay_out()
             except BaseException:
                 self._conn.close()
                 raise
 
-    def _add_owner_column(self) -> None:
-        """Give files written before tasks had owners their `owner` column and index."""
-        columns = {row[1] for row in self._conn.execute("PRAGMA table_info(tasks)")}
-        if "owner" not in columns:
-            self._conn.execute("ALTER TABLE tasks ADD COLUMN owner TEXT")
-        self._conn.execute("CREATE INDEX IF NOT EXISTS tasks_owner ON tasks (owner, id)")
+    def _layout(self) -> int | None:
+        """The file's `layout_version`; None for a new file (no tables yet)."""
+        self._conn.execute(
+            "CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)"
+        )
+        row = self._conn.execute(_SQLITE_LAYOUT).fetchone()
+        return None if row is None else int(row[0])
+
+    def _lay_out(self) -> None:
+        """Create a new file's tables, or bring an older file's up to today's layout.
+
+        One transaction holding the write lock, so of two processes opening one old file,
+        the second finds it done. A file of a newer layout is refused, by name.
+        """
+        with self._transaction():
+            found = self._layout()
+            if found is None:
+                for statement in _SQLITE_TABLES:
+                    self._conn.execute(statement)
+                found = STORE_LAYOUT_VERSION
+                self._conn.execute("INSERT INTO meta VALUES ('layout_version', ?)", (str(found),))
+            if found > STORE_LAYOUT_VERSION:
+                raise StateStoreError(
+                    f"State file {self.location!r} has `layout_version` {found!r},"
+                    f" newer than the supported {STORE_LAYOUT_VERSION!r}; upgrade swarm-ray",
+                    backend=self.backend,
+                    operation="open",
+                )
+            for version in range(found, STORE_LAYOUT_VERSION):
+                _LAYOUT_STEPS[version](self._conn)
+            self._conn.execute(
+                "UPDATE meta SET value = ? WHERE key = 'layout_version'",
+                (str(STORE_LAYOUT_VERSION),),
+            )
 
     @contextlib.contextmanager
     def batch(self) -> Iterator[None]:
@@ -272,7 +318,7 @@ def open_state_store(
     url: str | None = None,
     *,
     state_dir: str | os.PathLike[str] | None = None,
-    supported_schema_version: int = 1,
+    supported_schema_version: int = SCHEMA_VERSION,
     **options: Any,
 ) -> StateStore:
     """Open the state store a URL names: the one entry point for configuration.

@@ -11,6 +11,8 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from swarm_ray.core._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core._record import SCHEMA_VERSION
+from swarm_ray.runtime._migrations import MIGRATIONS
 
 __all__: list[str] = []
 
@@ -72,13 +74,15 @@ class RedisStateStore(StateStore):
         url: str,
         *,
         namespace: str = "swarm-ray",
-        supported_schema_version: int = 1,
+        supported_schema_version: int = SCHEMA_VERSION,
         socket_timeout_s: float = 5.0,
         retries: int = 2,
     ) -> None:
         parts = urlsplit(url)  # the location in messages leaves out any password
         location = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
-        super().__init__(location, supported_schema_version=supported_schema_version)
+        super().__init__(
+            location, supported_schema_version=supported_schema_version, migrations=MIGRATIONS
+        )
         self._ns = namespace
         with self._guard("open"):
             self._client: redis.Redis[str] = redis.Redis.from_url(
