@@ -26,7 +26,7 @@ from swarm_ray.video import (
     probe_video,
     remux_repeat,
 )
-from swarm_ray.video._features import signature
+from swarm_ray.video._features import FrameSignature, SignatureReader, content_delta, signature
 
 CUT_TOLERANCE_S = 1 / 15 + 1e-6
 """A cut is found on its exact frame (one frame of slack for rounding)."""
@@ -187,7 +187,7 @@ def test_worker_memory_does_not_grow_with_file_length(sample: SampleVideo, tmp_p
     [(1280, 720, "yuv420p"), (1920, 1080, "yuv420p"), (642, 362, "yuv422p"), (320, 90, "yuv444p")],
 )
 def test_signature_keeps_every_nth_pixel_of_each_plane(width: int, height: int, fmt: str) -> None:
-    # The picks are read as machine words (see `_plane`): they must be the same pixels as
+    # The picks are read as machine words (see `SignatureReader`): they must be the same pixels as
     # plain byte striding, whatever the step, the padding and the chroma layout.
     rng = np.random.default_rng(7)
     frame = av.VideoFrame(width, height, fmt)
@@ -201,3 +201,28 @@ def test_signature_keeps_every_nth_pixel_of_each_plane(width: int, height: int, 
         rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
         pick = step if index == 0 else max(1, step // 2)
         assert np.array_equal(got, rows[::pick, : plane.width : pick])
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "fmt"), [(1280, 720, "yuv420p"), (642, 362, "yuv422p")]
+)
+def test_packed_distances_match_plane_by_plane(width: int, height: int, fmt: str) -> None:
+    # The analysis loop compares frames in one pass over their packed picks, and reads the
+    # luma mean and histogram from one count: the same figures as plane by plane.
+    rng = np.random.default_rng(11)
+    reader = SignatureReader()
+    sigs = []
+    for _ in range(3):
+        frame = av.VideoFrame(width, height, fmt)
+        for plane in frame.planes:
+            plane.update(rng.integers(0, 256, plane.buffer_size, dtype=np.uint8).tobytes())
+        sigs.append(reader(frame))
+    for a, b in itertools.pairwise(sigs):
+        plain = [
+            FrameSignature(y=s.y.copy(), u=s.u.copy(), v=s.v.copy(), hist=s.hist) for s in (a, b)
+        ]
+        assert a.packed is not None and plain[0].packed is None
+        assert content_delta(a, b) == content_delta(*plain)
+        assert a.luma_mean() == plain[0].luma_mean() == int(a.y.sum()) / a.y.size
+        levels = np.bincount((a.y >> 4).ravel(), minlength=16)
+        assert np.array_equal(a.hist, levels / a.y.size)
