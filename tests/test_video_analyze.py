@@ -26,7 +26,14 @@ from swarm_ray.video import (
     probe_video,
     remux_repeat,
 )
-from swarm_ray.video._features import FrameSignature, SignatureReader, content_delta, signature
+from swarm_ray.video._features import (
+    CutScore,
+    FrameSignature,
+    SignatureReader,
+    content_delta,
+    cut_score,
+    signature,
+)
 
 CUT_TOLERANCE_S = 1 / 15 + 1e-6
 """A cut is found on its exact frame (one frame of slack for rounding)."""
@@ -226,3 +233,21 @@ def test_packed_distances_match_plane_by_plane(width: int, height: int, fmt: str
         assert a.luma_mean() == plain[0].luma_mean() == int(a.y.sum()) / a.y.size
         levels = np.bincount((a.y >> 4).ravel(), minlength=16)
         assert np.array_equal(a.hist, levels / a.y.size)
+
+
+def test_a_lazy_cut_score_is_the_counted_one(sample: SampleVideo) -> None:
+    # The analysis loop counts histograms only where a cut is possible: the score it gets
+    # then is the one of fully counted signatures, and the bound it skips by holds.
+    reader = SignatureReader()
+    with av.open(sample.path) as container:
+        frames = list(itertools.islice(container.decode(video=0), 0, 120, 3))
+    lazy = [reader(f, histogram=False) for f in frames]
+    eager = [reader(f) for f in frames]
+    assert all(s.hist.size == 0 for s in lazy)
+    for (a, b), (ea, eb) in zip(itertools.pairwise(lazy), itertools.pairwise(eager), strict=True):
+        assert np.array_equal(a.counted().hist, ea.hist) and a.luma_mean() == ea.luma_mean()
+        score = CutScore(content_delta(a, b), a, b)
+        exact = cut_score(ea, eb)
+        assert score.upper >= exact
+        assert score.at_least(exact) and not score.at_least(exact + 1e-9)
+        assert score.value() == exact

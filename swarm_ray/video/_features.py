@@ -12,10 +12,14 @@ signatures give
   motion within one scene barely does.
 
 The numpy work is done once per frame, not once per plane: the picks of the three planes
-go back to back into one array, one 256-bin count of the luma gives both the histogram
-and the mean level (black frames), and the distance of two frames is one pass over
-their arrays. Measured per frame of 720p inside the decoding loop (`bench/video.py`),
-this is the analysis's main cost after decoding, so each call counts.
+go back to back into one array, and the distance of two frames is one pass over their
+arrays. Measured per frame of 720p inside the decoding loop (`bench/video.py`), this is
+the analysis's main cost after decoding, so each call counts. The histogram is the
+dearest part (a count over every kept luma pixel) and matters only where a frame could
+be a cut: the analysis loop leaves it uncounted (`histogram=False`) and scores frames
+with `CutScore`, which counts the two histograms only when the content delta alone
+could reach the threshold or a possible cut asks for its neighbours' scores. The
+scores and cuts are the same as when every histogram is counted.
 
 `CutDetector` is the adaptive rule PySceneDetect's AdaptiveDetector uses: a frame is a
 cut when its content delta is high in absolute terms and several times that of its
@@ -26,13 +30,14 @@ from __future__ import annotations
 
 import sys
 from collections import deque
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Generic, TypeVar
 
 import numpy as np
 
 __all__ = [
     "CutDetector",
+    "CutScore",
     "FrameSignature",
     "SignatureReader",
     "audio_samples",
@@ -72,7 +77,7 @@ class FrameSignature:
     v: np.ndarray
     """Subsampled second chroma plane (uint8)."""
     hist: np.ndarray
-    """16-bin luma histogram, summing to 1."""
+    """16-bin luma histogram, summing to 1; empty when not counted (`counted` counts it)."""
     packed: np.ndarray | None = field(default=None, repr=False, compare=False)
     """`y`, `u` and `v` back to back (they are views of it): one pass compares two frames.
     None for signatures rebuilt from JSON."""
@@ -98,6 +103,12 @@ class FrameSignature:
             hist=np.asarray(data["hist"], dtype=np.float64),
         )
 
+    def counted(self) -> FrameSignature:
+        """This signature with its histogram counted (itself when it is)."""
+        if self.hist.size:
+            return self
+        return replace(self, hist=_histogram(np.bincount(self.y.ravel(), minlength=256), self.y))
+
     def luma_mean(self) -> float:
         """Mean of the kept luma (0-255)."""
         total = int(self.y.sum()) if self.luma_sum is None else self.luma_sum
@@ -116,6 +127,15 @@ class _Pick:
     """Bytes between kept rows and between kept pixels."""
     start: int
     """Where they go in the packed array."""
+
+
+_UNCOUNTED = np.zeros(0)
+"""The histogram of a signature read with `histogram=False`."""
+
+
+def _histogram(counts: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """16 bins, summing to 1, from a 256-bin count of `y`."""
+    return np.add.reduceat(counts, _BINS) / max(1, y.size)
 
 
 def _pick(plane: Any, step: int, start: int) -> _Pick:
@@ -156,8 +176,13 @@ class SignatureReader:
             start += pick.shape[0] * pick.shape[1]
         self._layout, self._picks, self._size = layout, tuple(picks), start
 
-    def __call__(self, frame: Any) -> FrameSignature:
-        """Signature of a decoded `av.VideoFrame` (8-bit planar YUV, else converted first)."""
+    def __call__(self, frame: Any, *, histogram: bool = True) -> FrameSignature:
+        """Signature of a decoded `av.VideoFrame` (8-bit planar YUV, else converted first).
+
+        Args:
+            frame: A decoded video frame.
+            histogram: Count the luma histogram now; without, `counted` counts it later.
+        """
         if frame.format.name not in _PLANAR:
             frame = frame.reformat(format="yuv420p")
         planes = frame.planes  # a new tuple of plane objects at each access
@@ -174,10 +199,13 @@ class SignatureReader:
             np.copyto(out, taken, casting="unsafe")
             kept.append(out)
         y, u, v = kept
+        if not histogram:
+            luma = int(packed[: y.size].sum())
+            return FrameSignature(y=y, u=u, v=v, hist=_UNCOUNTED, packed=packed, luma_sum=luma)
         counts = np.bincount(packed[: y.size], minlength=256)  # histogram and mean at once
-        hist = np.add.reduceat(counts, _BINS) / max(1, y.size)
-        luma_sum = int(counts @ _LEVELS)
-        return FrameSignature(y=y, u=u, v=v, hist=hist, packed=packed, luma_sum=luma_sum)
+        luma = int(counts @ _LEVELS)
+        hist = _histogram(counts, y)
+        return FrameSignature(y=y, u=u, v=v, hist=hist, packed=packed, luma_sum=luma)
 
 
 def signature(frame: Any, *, rows: int = _LUMA_ROWS) -> FrameSignature:
@@ -222,7 +250,7 @@ def content_delta(a: FrameSignature, b: FrameSignature) -> float:
 
 def histogram_delta(a: FrameSignature, b: FrameSignature) -> float:
     """Half the L1 distance of the luma histograms: 0 same, 1 disjoint."""
-    return float(np.abs(a.hist - b.hist).sum() / 2)
+    return float(np.abs(a.counted().hist - b.counted().hist).sum() / 2)
 
 
 def loudness_db(samples: np.ndarray) -> float:
@@ -255,13 +283,49 @@ def cut_score(a: FrameSignature, b: FrameSignature) -> float:
     return content_delta(a, b) * (0.5 + histogram_delta(a, b))
 
 
+_HIST_BOUND = 1.0 + 1e-9
+"""`histogram_delta` is at most 1 (two distributions), give or take float rounding."""
+
+
+class CutScore:
+    """A frame's cut score against the frame before, its histogram part counted on demand.
+
+    The score is content delta x (0.5 + histogram delta), and the histogram delta is at
+    most 1, so `upper` (1.5 x the content delta) bounds it without counting anything;
+    `value` counts both frames' histograms the first time it is asked for.
+    """
+
+    __slots__ = ("_value", "before", "delta", "frame", "upper")
+
+    def __init__(self, delta: float, before: FrameSignature, frame: FrameSignature) -> None:
+        self.delta = delta
+        self.upper = delta * (0.5 + _HIST_BOUND)
+        self.before: FrameSignature | None = before
+        self.frame: FrameSignature | None = frame
+        self._value: float | None = None
+
+    def value(self) -> float:
+        """The exact score (the same as `cut_score` of the two frames)."""
+        if self._value is None:
+            assert self.before is not None and self.frame is not None
+            self._value = self.delta * (0.5 + histogram_delta(self.before, self.frame))
+            self.before = self.frame = None  # the signatures are not needed any more
+        return self._value
+
+    def at_least(self, threshold: float) -> bool:
+        """Whether the score reaches `threshold`, counting histograms only if it can."""
+        return self.upper >= threshold and self.value() >= threshold
+
+
 class CutDetector(Generic[T]):
     """Streaming adaptive cut detection over (time, cut score, payload) triples.
 
     A frame is a cut when its score is at least `threshold`, at least `ratio` times the
     mean score of the `window` frames on each side, and at least `min_gap_s` after the
     previous cut. Decisions lag `window` frames behind the input, so `push` returns the
-    cuts it can now decide and `finish` the rest.
+    cuts it can now decide (time, exact score, payload) and `finish` the rest. Scores
+    are `CutScore`s: only a frame that can pass the threshold has its score and its
+    neighbours' counted.
 
     Args:
         threshold: Smallest cut score that can be a cut.
@@ -282,11 +346,11 @@ class CutDetector(Generic[T]):
         self.ratio = ratio
         self.window = window
         self.min_gap_s = min_gap_s
-        self._buffer: deque[tuple[float, float, T]] = deque()
+        self._buffer: deque[tuple[float, CutScore, T]] = deque()
         self._last_cut = float("-inf")
         self._full = False
 
-    def push(self, t: float, score: float, payload: T) -> list[tuple[float, float, T]]:
+    def push(self, t: float, score: CutScore, payload: T) -> list[tuple[float, float, T]]:
         """Add one frame's score against its predecessor; return cuts now decided."""
         self._buffer.append((t, score, payload))
         if len(self._buffer) < 2 * self.window + 1:
@@ -311,11 +375,12 @@ class CutDetector(Generic[T]):
         return found
 
     def _decide(self, index: int) -> list[tuple[float, float, T]]:
-        t, score, payload = self._buffer[index]
-        if score < self.threshold or t - self._last_cut < self.min_gap_s:
+        t, lazy, payload = self._buffer[index]
+        if t - self._last_cut < self.min_gap_s or not lazy.at_least(self.threshold):
             return []
+        score = lazy.value()
         neighbours = [
-            s
+            s.value()
             for i, (_, s, _) in enumerate(self._buffer)
             if i != index and abs(i - index) <= self.window
         ]
