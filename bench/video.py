@@ -349,13 +349,15 @@ def long_run(
     path, what = make_long_input(folder, args.long_minutes)
     meta = probe_video(path)
     size = meta.size_bytes or 0
-    raw = raw_sample_rate(path, meta.duration_s)
+    before = raw_sample_rate(path, meta.duration_s)
     run = analyze_video(
         client,
         path,
         str(folder / "out-long"),
         settings=AnalysisSettings(decode_threads=args.decode_threads),
     )
+    after = raw_sample_rate(path, meta.duration_s)  # this machine's speed drifts
+    raw = (before + after) / 2
     window = stage_window(client, run)
     done = need([o.analysis for o in run.outcomes if o.analysis is not None], "long segments")
     cores = min(args.cpus, len(done))
@@ -367,7 +369,8 @@ def long_run(
         f"{meta.frame_rate:.2f} fps, {size / 1e9:.2f} GB ({size * 8 / meta.duration_s / 1e6:.1f} "
         f"Mbit/s; {what}), {len(done)} segments: analysis stage {window:.0f} s = "
         f"{throughput:.1f} s/s, ratio to raw decoding x cores {throughput / (raw * cores):.2f} "
-        f"(raw 1 thread {raw:.1f} s/s on slices of the file; per worker "
+        f"(raw 1 thread {before:.1f} / {after:.1f} s/s before / after, on slices of the "
+        f"file; per worker "
         f"{worker_rate / raw:.2f}); end to end {run.seconds['total']:.0f} s (plan "
         f"{run.seconds['plan']:.0f}, segments {run.seconds['segments']:.0f}, timeline "
         f"{run.seconds['timeline']:.1f})",
