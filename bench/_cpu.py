@@ -34,3 +34,25 @@ def spent(before: dict[str, float], after: dict[str, float]) -> dict[str, float]
     in between are not counted)."""
     used = {role: after[role] - before.get(role, 0.0) for role in after}
     return dict(sorted(((r, s) for r, s in used.items() if s > 0.01), key=lambda rs: -rs[1]))
+
+
+def peak_rss_by_role(roles: Sequence[str]) -> dict[str, float]:
+    """The largest peak resident memory (VmHWM, MiB) of any live process of each role.
+
+    A process's peak covers its whole life, so a pooled worker's figure is the most it
+    ever held, over every task it ran. Empty where there is no /proc.
+    """
+    found: dict[str, float] = {}
+    for pid in filter(str.isdigit, os.listdir("/proc") if os.path.isdir("/proc") else []):
+        try:
+            command = Path(f"/proc/{pid}/cmdline").read_bytes().decode(errors="replace")
+            status = Path(f"/proc/{pid}/status").read_text()
+        except OSError:
+            continue
+        role = next((r for r in roles if command.startswith(f"ray::{r}")), None)
+        if role is None and int(pid) == os.getpid():
+            role = "driver"
+        peak = next((line.split()[1] for line in status.splitlines() if line[:6] == "VmHWM:"), None)
+        if role is not None and peak is not None:
+            found[role] = max(found.get(role, 0.0), int(peak) / 1024)
+    return found

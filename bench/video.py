@@ -1,7 +1,8 @@
 """Video analysis throughput vs raw PyAV decoding, and a projection for a 40 GB file.
 
 Run: python bench/video.py [--input FILE] [--seconds 300] [--cpus N] [--runs 2] [--file-gb 40]
-     python bench/video.py --quick       # CI: a 48 s file in 6 segments, two runs
+                           [--long-minutes 60]
+     python bench/video.py --quick       # CI: a 48 s file in 6 segments, two runs, 1 min long
 
 Same run, same machine:
 
@@ -13,7 +14,11 @@ Same run, same machine:
    on one swarm: the first run pays for fresh worker processes, later ones do not;
 3. loop: the analysis of every segment the swarm analysed against bare decoding of the
    same ranges, one process, alternated (what measuring every frame, opening and seeking
-   per segment and writing thumbnails cost by themselves).
+   per segment and writing thumbnails cost by themselves);
+4. long: a `--long-minutes` 1080p file (the corpus clip scaled to 1080p by one short
+   encode, then remuxed copies: no re-encoding of the long file) analysed once on the
+   same swarm with the planner's own segments: its throughput against raw decoding of
+   slices of it, and the peak memory of each kind of process.
 
 Prints, for the last run, the analysis stage's throughput (seconds of video per wall
 second, from the first segment's start to the last one's end as the orchestrator
@@ -25,6 +30,10 @@ to it, what raw decoding itself scores in `--cpus` processes (the machine's own 
 on this measure), and the CPU each kind of process used over the segments task (read
 from /proc). Then the projected time for a `--file-gb` file on N nodes from the
 measured figures.
+
+The projection for `--file-gb` uses the long run's measured bitrate and per-core speed
+(the 300 s run's without one), and says which footage that is: a file of other footage
+decodes at another speed per byte.
 
 The segment count is the planner's own (about 32 on a small cluster) unless
 `--segments` says otherwise. Without `--input` it remuxes copies (no re-encoding) of the
@@ -45,7 +54,7 @@ from typing import Any
 
 import av
 import ray
-from _cpu import cpu_by_role, spent
+from _cpu import cpu_by_role, peak_rss_by_role, spent
 from _quick import need
 
 import swarm_ray
@@ -74,6 +83,8 @@ _ROLE_NAMES = {
 CORPUS = Path(__file__).resolve().parents[2] / "shared" / "corpus" / "video"
 CORPUS_CLIP = CORPUS / "pyscenedetect" / "testvideo.mp4"
 """Real 720p footage (24 s, H.264): decoding costs what real footage costs."""
+_PEAK_ROLES = ("IDLE", "Orchestrator", "SubAgent")
+"""Processes whose peak memory is reported (Ray Data workers are `IDLE` between tasks)."""
 
 
 def make_input(folder: Path, seconds: float) -> str:
@@ -86,6 +97,35 @@ def make_input(folder: Path, seconds: float) -> str:
         clip, length = sample.path, sample.duration_s
     copies = max(1, math.ceil(seconds / length))
     return str(remux_repeat(clip, folder / "input.mp4", copies))
+
+
+def scale_clip(source: Path, target: Path, height: int) -> str:
+    """`source` encoded once at `height` lines (H.264, CRF 20): real footage, larger."""
+    with av.open(str(source)) as src, av.open(str(target), mode="w") as dst:
+        video = src.streams.video[0]
+        out = dst.add_stream("libx264", rate=video.average_rate or 30)
+        out.width, out.height = round(video.width * height / video.height / 2) * 2, height
+        out.pix_fmt = "yuv420p"
+        out.options = {"crf": "20", "preset": "veryfast"}
+        for frame in src.decode(video):
+            big = frame.reformat(width=out.width, height=out.height, format="yuv420p")
+            dst.mux(out.encode(big))
+        dst.mux(out.encode(None))
+    return str(target)
+
+
+def make_long_input(folder: Path, minutes: float) -> tuple[str, str]:
+    """A `minutes` long 1080p file of remuxed copies, and what footage it holds."""
+    if CORPUS_CLIP.exists():
+        clip = scale_clip(CORPUS_CLIP, folder / "clip1080.mp4", 1080)
+        what = "real footage: the corpus clip (720p H.264) scaled to 1080p, H.264 CRF 20"
+    else:
+        clip = generate_sample_video(
+            folder / "clip1080.mp4", duration_s=15, fps=30, width=1920, height=1080, gop=60
+        ).path
+        what = "a painted 1080p clip (decodes faster than footage)"
+    copies = max(1, math.ceil(minutes * 60 / probe_video(clip).duration_s))
+    return str(remux_repeat(clip, folder / "long.mp4", copies)), what
 
 
 def decode_range(job: tuple[str, float, float]) -> int:
@@ -117,6 +157,16 @@ def raw_decode(path: str, duration: float, processes: int) -> float:
     with ProcessPoolExecutor(processes) as pool:
         list(pool.map(decode_range, slices))
     return time.perf_counter() - started
+
+
+def raw_sample_rate(path: str, duration: float, slices: int = 4, length: float = 30.0) -> float:
+    """Raw decoding on one thread (s/s) over `slices` ranges spread through a long file."""
+    length = min(length, duration / slices)
+    started = time.perf_counter()
+    for i in range(slices):
+        start = duration * i / slices
+        decode_range((path, start, start + length))
+    return slices * length / (time.perf_counter() - started)
 
 
 def stage_window(client: swarm_ray.SwarmClient, run: VideoRun) -> float:
@@ -180,11 +230,15 @@ def main() -> None:
     parser.add_argument("--cores-per-node", type=int, default=16)
     parser.add_argument("--nodes", type=int, nargs="+", default=[1, 4, 16, 64])
     parser.add_argument(
+        "--long-minutes", type=float, default=60.0, help="the long 1080p run (0: none)"
+    )
+    parser.add_argument(
         "--quick", action="store_true", help="CI: a 48 s file in 6 segments, two runs"
     )
     args = parser.parse_args()
     if args.quick:
         args.seconds, args.segments, args.runs = 48.0, args.segments or 6, 2
+        args.long_minutes = min(args.long_minutes, 1.0)
 
     folder = Path(tempfile.mkdtemp(prefix="bench-video-"))
     path = args.input or make_input(folder, args.seconds)
@@ -217,6 +271,7 @@ def main() -> None:
                 on_stage=read_cpu,
             )
             runs.append((run, stage_window(client, run)))
+        long = long_run(client, folder, args) if args.long_minutes > 0 else None
     finally:
         client.shutdown()
         ray.shutdown()
@@ -276,7 +331,53 @@ def main() -> None:
         f"seek pre-roll (frames decoded before a segment's start, keyframes up to "
         f"{meta.max_keyframe_gap_s:.0f} s apart): {preroll:.0%} of the frames analysed"
     )
-    project(args, meta.duration_s, meta.size_bytes or 0, run, window, cores, worker_rate)
+    if long is None:
+        footage = f"this {meta.width}x{meta.height} footage"
+        project(
+            args, meta.duration_s, meta.size_bytes or 0, run, window, cores, worker_rate, footage
+        )
+    else:
+        print("\n".join(long[1]))
+        project(args, *long[0])
+
+
+def long_run(
+    client: swarm_ray.SwarmClient, folder: Path, args: argparse.Namespace
+) -> tuple[tuple[float, int, VideoRun, float, int, float, str], list[str]]:
+    """Analyse a `--long-minutes` 1080p file once: the figures `project` takes, and the
+    lines saying them."""
+    path, what = make_long_input(folder, args.long_minutes)
+    meta = probe_video(path)
+    size = meta.size_bytes or 0
+    before = raw_sample_rate(path, meta.duration_s)
+    run = analyze_video(
+        client,
+        path,
+        str(folder / "out-long"),
+        settings=AnalysisSettings(decode_threads=args.decode_threads),
+    )
+    after = raw_sample_rate(path, meta.duration_s)  # this machine's speed drifts
+    raw = (before + after) / 2
+    window = stage_window(client, run)
+    done = need([o.analysis for o in run.outcomes if o.analysis is not None], "long segments")
+    cores = min(args.cpus, len(done))
+    worker_rate = sum(a.end_s - a.start_s for a in done) / sum(a.decode_seconds for a in done)
+    throughput = meta.duration_s / window
+    peaks = need(peak_rss_by_role(_PEAK_ROLES), "peak memory of the swarm's processes")
+    lines = [
+        f"long run: {meta.duration_s / 60:.0f} min of {meta.width}x{meta.height} at "
+        f"{meta.frame_rate:.2f} fps, {size / 1e9:.2f} GB ({size * 8 / meta.duration_s / 1e6:.1f} "
+        f"Mbit/s; {what}), {len(done)} segments: analysis stage {window:.0f} s = "
+        f"{throughput:.1f} s/s, ratio to raw decoding x cores {throughput / (raw * cores):.2f} "
+        f"(raw 1 thread {before:.1f} / {after:.1f} s/s before / after, on slices of the "
+        f"file; per worker "
+        f"{worker_rate / raw:.2f}); end to end {run.seconds['total']:.0f} s (plan "
+        f"{run.seconds['plan']:.0f}, segments {run.seconds['segments']:.0f}, timeline "
+        f"{run.seconds['timeline']:.1f})",
+        "  peak memory (largest VmHWM of any live process of the kind, over the bench's "
+        "runs): " + ", ".join(f"{_ROLE_NAMES.get(r, r)} {m:.0f} MiB" for r, m in peaks.items()),
+    ]
+    return (meta.duration_s, size, run, window, cores, worker_rate, what), lines
 
 
 def project(
@@ -287,6 +388,7 @@ def project(
     window: float,
     cores: int,
     worker_rate: float,
+    footage: str,
 ) -> None:
     """Print the projected time for `--file-gb` on N nodes from the measured figures.
 
@@ -306,7 +408,7 @@ def project(
     fixed = first_pass + (run.seconds["segments"] - window) + run.seconds["timeline"]
     print(
         f"projection for {args.file_gb:.0f} GB at {bitrate / 1e6:.1f} Mbit/s "
-        f"({length / 3600:.1f} h of this footage), {args.cores_per_node} cores per node, "
+        f"({length / 3600:.1f} h of {footage}), {args.cores_per_node} cores per node, "
         f"{worker_rate:.1f} s/s per core, {overhead:.2f} s idle per segment, "
         f"{fixed:.0f} s once (first pass of {samples} samples {first_pass:.0f} s, stage "
         f"start-up {run.seconds['segments'] - window:.1f} s, timeline "

@@ -26,7 +26,14 @@ from swarm_ray.video import (
     probe_video,
     remux_repeat,
 )
-from swarm_ray.video._features import signature
+from swarm_ray.video._features import (
+    CutScore,
+    FrameSignature,
+    SignatureReader,
+    content_delta,
+    cut_score,
+    signature,
+)
 
 CUT_TOLERANCE_S = 1 / 15 + 1e-6
 """A cut is found on its exact frame (one frame of slack for rounding)."""
@@ -187,7 +194,7 @@ def test_worker_memory_does_not_grow_with_file_length(sample: SampleVideo, tmp_p
     [(1280, 720, "yuv420p"), (1920, 1080, "yuv420p"), (642, 362, "yuv422p"), (320, 90, "yuv444p")],
 )
 def test_signature_keeps_every_nth_pixel_of_each_plane(width: int, height: int, fmt: str) -> None:
-    # The picks are read as machine words (see `_plane`): they must be the same pixels as
+    # The picks are read as machine words (see `SignatureReader`): they must be the same pixels as
     # plain byte striding, whatever the step, the padding and the chroma layout.
     rng = np.random.default_rng(7)
     frame = av.VideoFrame(width, height, fmt)
@@ -201,3 +208,46 @@ def test_signature_keeps_every_nth_pixel_of_each_plane(width: int, height: int, 
         rows = np.frombuffer(plane, dtype=np.uint8).reshape(plane.height, plane.line_size)
         pick = step if index == 0 else max(1, step // 2)
         assert np.array_equal(got, rows[::pick, : plane.width : pick])
+
+
+@pytest.mark.parametrize(
+    ("width", "height", "fmt"), [(1280, 720, "yuv420p"), (642, 362, "yuv422p")]
+)
+def test_packed_distances_match_plane_by_plane(width: int, height: int, fmt: str) -> None:
+    # The analysis loop compares frames in one pass over their packed picks, and reads the
+    # luma mean and histogram from one count: the same figures as plane by plane.
+    rng = np.random.default_rng(11)
+    reader = SignatureReader()
+    sigs = []
+    for _ in range(3):
+        frame = av.VideoFrame(width, height, fmt)
+        for plane in frame.planes:
+            plane.update(rng.integers(0, 256, plane.buffer_size, dtype=np.uint8).tobytes())
+        sigs.append(reader(frame))
+    for a, b in itertools.pairwise(sigs):
+        plain = [
+            FrameSignature(y=s.y.copy(), u=s.u.copy(), v=s.v.copy(), hist=s.hist) for s in (a, b)
+        ]
+        assert a.packed is not None and plain[0].packed is None
+        assert content_delta(a, b) == content_delta(*plain)
+        assert a.luma_mean() == plain[0].luma_mean() == int(a.y.sum()) / a.y.size
+        levels = np.bincount((a.y >> 4).ravel(), minlength=16)
+        assert np.array_equal(a.hist, levels / a.y.size)
+
+
+def test_a_lazy_cut_score_is_the_counted_one(sample: SampleVideo) -> None:
+    # The analysis loop counts histograms only where a cut is possible: the score it gets
+    # then is the one of fully counted signatures, and the bound it skips by holds.
+    reader = SignatureReader()
+    with av.open(sample.path) as container:
+        frames = list(itertools.islice(container.decode(video=0), 0, 120, 3))
+    lazy = [reader(f, histogram=False) for f in frames]
+    eager = [reader(f) for f in frames]
+    assert all(s.hist.size == 0 for s in lazy)
+    for (a, b), (ea, eb) in zip(itertools.pairwise(lazy), itertools.pairwise(eager), strict=True):
+        assert np.array_equal(a.counted().hist, ea.hist) and a.luma_mean() == ea.luma_mean()
+        score = CutScore(content_delta(a, b), a, b)
+        exact = cut_score(ea, eb)
+        assert score.upper >= exact
+        assert score.at_least(exact) and not score.at_least(exact + 1e-9)
+        assert score.value() == exact

@@ -27,10 +27,10 @@ from swarm_ray.video._curves import AudioLevels, Buckets, loudness_peaks
 from swarm_ray.video._errors import SegmentDecodeError, VideoFailureReason, VideoProbeError
 from swarm_ray.video._features import (
     CutDetector,
+    CutScore,
     FrameSignature,
+    SignatureReader,
     content_delta,
-    histogram_delta,
-    signature,
 )
 from swarm_ray.video._io import open_video
 from swarm_ray.video._models import (
@@ -65,13 +65,14 @@ def intensity_score(motion: float, cuts_per_minute: float, loudness_db: float | 
 
 
 def _is_black(frame: Any, sig: FrameSignature, level: float) -> bool:
-    luma = int(sig.y.sum()) / max(1, sig.y.size)
+    luma = sig.luma_mean()
     if frame.color_range != 2 and not frame.format.name.startswith("yuvj"):
         luma = (luma - 16.0) * 255.0 / 219.0  # limited ("TV") range: black is 16
     return luma < level
 
 
 def _coarse(sig: FrameSignature) -> dict[str, list[list[int]] | list[float]]:
+    sig = sig.counted()
     step = _EDGE_STEP
     return {
         "y": sig.y[::step, ::step].tolist(),
@@ -83,7 +84,11 @@ def _coarse(sig: FrameSignature) -> dict[str, list[list[int]] | list[float]]:
 
 def _thumbnail(frame: Any, job: SegmentJob, out: Path, reason: str, width: int) -> Thumbnail:
     height = max(2, round(frame.height * width / frame.width) // 2 * 2)
-    image = frame.reformat(width=width, height=height, format="rgb24").to_image()  # swscale
+    # swscale; an area average is the right filter for a 4x shrink, and cheaper than the
+    # default bilinear one.
+    image = frame.reformat(
+        width=width, height=height, format="rgb24", interpolation="AREA"
+    ).to_image()
     if job.rotation:
         image = image.rotate(-job.rotation, expand=True)
     t = float(frame.time)
@@ -109,6 +114,7 @@ class _Scan:
             ratio=settings.cut_ratio,
             min_gap_s=settings.min_scene_s,
         )
+        self.signature = SignatureReader()
         self.cuts: list[Cut] = []
         self.thumbs: list[Thumbnail] = []
         self.blacks: list[tuple[float, float]] = []
@@ -116,8 +122,8 @@ class _Scan:
         self.decoded = self.preroll = self.in_range = self.errors = 0
         self.first: tuple[float, FrameSignature, bool] | None = None
         self.last: tuple[float, FrameSignature, bool] | None = None
-        self.head_scores: list[float] = []
-        self.tail_scores: deque[float] = deque(maxlen=2)
+        self.head_scores: list[CutScore] = []
+        self.tail_scores: deque[CutScore] = deque(maxlen=2)
         self.motion_sum = 0.0
         self.last_motion = 0.0
         self.peak: tuple[float, Any] = (-1.0, None)
@@ -143,7 +149,7 @@ class _Scan:
         if t >= self.job.end_s - _EPS:
             return False
         self.in_range += 1
-        sig = signature(frame)
+        sig = self.signature(frame, histogram=False)  # counted where a cut is possible
         black = _is_black(frame, sig, self.settings.black_level)
         if black and self.black_from is None:
             self.black_from = t
@@ -156,12 +162,12 @@ class _Scan:
         if self.last is not None:
             previous = self.last[1]
             delta = content_delta(previous, sig)
-            score = delta * (0.5 + histogram_delta(previous, sig))
+            score = CutScore(delta, previous, sig)
             if len(self.head_scores) < 2:
                 self.head_scores.append(score)
             self.tail_scores.append(score)
             self._cuts(self.detector.push(t, score, frame))
-            if score >= self.settings.cut_threshold:  # a cut is not motion: hold the level
+            if score.at_least(self.settings.cut_threshold):  # a cut is not motion: hold
                 delta = self.last_motion
             self.last_motion = delta
             self.motion.add(t, delta)
@@ -241,8 +247,8 @@ class _Scan:
             edges=EdgeFrames(
                 first=_coarse(first_sig),
                 last=_coarse(last_sig),
-                first_deltas=[round(s, 3) for s in self.head_scores],
-                last_deltas=[round(s, 3) for s in self.tail_scores],
+                first_deltas=[round(s.value(), 3) for s in self.head_scores],
+                last_deltas=[round(s.value(), 3) for s in self.tail_scores],
                 first_black=first_black,
                 last_black=last_black,
             ),

@@ -7,6 +7,7 @@ only the 100 ms loudness windows (ten floats a second) are kept to find peaks.
 
 from __future__ import annotations
 
+import math
 from typing import Any
 
 import numpy as np
@@ -21,14 +22,18 @@ _PEAK_WINDOW_S = 0.1
 
 
 class Buckets:
-    """Running means per fixed-width time bucket."""
+    """Running means per fixed-width time bucket.
+
+    Plain lists, not numpy arrays: one value is added per frame, and indexing a numpy
+    array from Python costs more than the addition.
+    """
 
     def __init__(self, start: float, end: float, step: float, max_points: int) -> None:
         self.start = start
         self.step = max(step, (end - start) / max_points)
-        n = max(1, int(np.ceil((end - start) / self.step)))
-        self.sums = np.zeros(n)
-        self.counts = np.zeros(n, dtype=np.int64)
+        n = max(1, math.ceil((end - start) / self.step))
+        self.sums = [0.0] * n
+        self.counts = [0] * n
 
     def add(self, t: float, value: float) -> None:
         i = min(len(self.sums) - 1, max(0, int((t - self.start) / self.step)))
@@ -37,7 +42,8 @@ class Buckets:
 
     def points(self) -> tuple[CurvePoint, ...]:
         return tuple(
-            CurvePoint(t_s=round(self.start + i * self.step, 4), value=round(s / c, 4))
+            # numpy's rounding, as when the sums were numpy arrays: the same curves
+            CurvePoint(t_s=round(self.start + i * self.step, 4), value=float(np.round(s / c, 4)))
             for i, (s, c) in enumerate(zip(self.sums, self.counts, strict=True))
             if c
         )

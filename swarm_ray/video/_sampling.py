@@ -26,7 +26,12 @@ import av
 import av.container
 import numpy as np
 
-from swarm_ray.video._features import FrameSignature, audio_samples, loudness_db, signature
+from swarm_ray.video._features import (
+    FrameSignature,
+    SignatureReader,
+    audio_samples,
+    loudness_db,
+)
 from swarm_ray.video._io import index_keyframes, open_video
 
 __all__ = ["RawSample", "SamplingResult", "keyframe_times", "plan_sample_times", "take_samples"]
@@ -111,6 +116,7 @@ class _Reader:
         self.seeks = 0
         self.want_video = True
         self.broken = False
+        self.signature = SignatureReader()
         self._frames: Iterator[tuple[str, Any]] | None = None
 
     def seek(self, t: float) -> None:
@@ -159,9 +165,9 @@ def _read_one(reader: _Reader, t: float, window: float, fps: float) -> RawSample
             if frame.time < t - 0.5 / fps:
                 continue
             if first is None:
-                first, first_t = signature(frame), float(frame.time)
+                first, first_t = reader.signature(frame), float(frame.time)
             else:
-                second = signature(frame)
+                second = reader.signature(frame)
                 reader.want_video = False
         elif kind == "audio" and not audio_done:
             begin = float(frame.time)
