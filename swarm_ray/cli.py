@@ -161,7 +161,7 @@ def _cmd_run(client: SwarmClient, args: argparse.Namespace) -> int:
         budget=budget or None,
     )
     print(f"task {task.id} submitted", file=sys.stderr)
-    for _event in follow_with_progress(client, task.id, stream=sys.stderr):
+    for _event in follow_with_progress(task, stream=sys.stderr):
         pass  # a bar per stage on a terminal, plain lines otherwise
     status = task.status()
     result: dict[str, Any] = {"task_id": task.id, "state": status.state, "output": status.output}

@@ -128,7 +128,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     started = time.perf_counter()
     swarm = swarm_ray.connect(args.address, state_dir=out / "state")
-    task_id = swarm.submit(
+    task = swarm.start(
         template="compare_documents",
         query=f"compare {len(paths)} documents on {', '.join(dimensions)}",
         items=tuple(paths),
@@ -141,15 +141,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     named = len(inline) if inline else len(dimensions)
     print(
-        f"task {task_id}: {len(paths)} documents x {named} {'fields' if inline else 'dimensions'}"
+        f"task {task.id}: {len(paths)} documents x {named} {'fields' if inline else 'dimensions'}"
     )
-    for _event in follow_with_progress(swarm, task_id):  # bars on a terminal, else lines
+    for _event in follow_with_progress(task):  # bars on a terminal, else lines
         pass
-    task = swarm.task(task_id)
     status = task.status()
     elapsed = time.perf_counter() - started
     if status.state != "completed":
-        print(f"task {task_id} {status.state}: {status.error}", file=sys.stderr)
+        print(f"task {task.id} {status.state}: {status.error}", file=sys.stderr)
         return 1
     files = task.output(ReportFiles)
     summary = json.loads(Path(files.json_path).read_text())

@@ -213,20 +213,6 @@ class SwarmClient:
         """
         _LOOP.run(self.aio.shutdown())
 
-    # ---- kept for `swarm_ray.video._pipeline` until it calls the handle ----------------
-
-    def follow(self, task_id: str, after_seq: int = 0) -> Iterator[TaskEvent]:
-        """Deprecated: `client.task(task_id).events(after_seq)`."""
-        return self.task(task_id).events(after_seq)
-
-    def wait(self, task_id: str, timeout_s: float | None = None) -> TaskRecord:
-        """Deprecated: `client.task(task_id).wait(timeout_s)`."""
-        return self.task(task_id).wait(timeout_s)
-
-    def output(self, task_id: str) -> dict[str, Any] | None:
-        """Deprecated: `client.task(task_id).output()`."""
-        return self.task(task_id).output()
-
 
 M = TypeVar("M", bound=BaseModel)
 

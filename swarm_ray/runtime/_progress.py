@@ -179,14 +179,12 @@ class ProgressReport:
 
 
 def follow_with_progress(
-    client: Any,
-    task_id: str,
+    task: Any,
     *,
     stream: TextIO | None = None,
     interactive: bool | None = None,
 ) -> Iterator[TaskEvent]:
-    """`client.task(task_id).events()`, showing per-stage progress while it runs."""
-    task = client.task(task_id)
+    """`task.events()` of a `TaskHandle`, showing per-stage progress while it runs."""
 
     def stages() -> dict[str, str]:
         return {sid: info.stage for sid, info in task.status().subtasks.items()}

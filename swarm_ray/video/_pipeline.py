@@ -91,9 +91,10 @@ def analyze_video(
             params[name] = value
     if settings is not None:
         params["settings"] = settings.model_dump(mode="json")
-    task_id = client.submit(template="analyze_video", params=params)
+    task = client.start(template="analyze_video", params=params)
+    task_id = task.id
     seen: set[str] = set()
-    events = follow_with_progress(client, task_id) if progress else client.follow(task_id)
+    events = follow_with_progress(task) if progress else task.events()
     for event in events:
         if on_stage is None or event.kind != "subtask" or event.status != "succeeded":
             continue
@@ -101,7 +102,7 @@ def analyze_video(
         if stage in ("segment", "timeline") and stage not in seen:
             seen.add(stage)
             on_stage("plan" if stage == "segment" else stage, {"task": task_id})
-    record = client.wait(task_id, timeout_s=timeout_s)
+    record = task.wait(timeout_s=timeout_s)
     if record.machine.state.value != "completed":
         error = record.error.message if record.error else record.machine.state.value
         causes = "; ".join(w for w in record.warnings if "failed" in w)  # the named errors
@@ -109,7 +110,7 @@ def analyze_video(
             f"video task `{task_id}` ended: {error}" + (f" ({causes})" if causes else ""),
             task_id=task_id,
         )
-    report = TimelineReport.model_validate(client.output(task_id))
+    report = task.output(TimelineReport)
     plan_output = next(
         e.result.output
         for e in record.log
