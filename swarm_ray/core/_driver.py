@@ -31,6 +31,7 @@ from typing import Any, assert_never
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._admit import answer_event, child_event, refusal
 from swarm_ray.core._announce import announce
+from swarm_ray.core._budget import finishes_anyway, over_budget, spending_stopped
 from swarm_ray.core._children import child_outcome
 from swarm_ray.core._commands import (
     Accepted,
@@ -101,7 +102,6 @@ from swarm_ray.core._signals import (
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
-    SpendingStopped,
     Start,
     SubTaskDone,
     SubTaskFailed,
@@ -459,39 +459,21 @@ class TaskDriver:
         if self.state.terminal:
             return None
         budget = self.record.request.budget
-        if budget is None:
-            return None if self.allowance is None else self.allowance(self)
-        used = self.usage()
-        over = budget.breach(used.total_tokens, used.cost, "budget")
-        if over is None:
-            return None if self.allowance is None else self.allowance(self)
-        limit, value, maximum, unit = over
-        return BudgetExceededError(
-            f"task `{self.task_id}` spent {value:g} {unit}, over its `{limit}` of {maximum:g}; "
-            "its running sub-tasks were stopped",
-            limit=limit,
-            value=value,
-            maximum=maximum,
-        )
+        over = None if budget is None else over_budget(self.task_id, budget, self.usage())
+        if over is not None:
+            return over
+        return None if self.allowance is None else self.allowance(self)
 
     def _keep_to_budget(self, out: Step) -> None:
-        """Stop a task that went past its budget.
-
-        It fails and what still runs is halted; with `on_exceeded: finish`, only what
-        spends is stopped and the rest of the plan finishes (a plan still being drafted
-        has no rest: it fails).
-        """
+        """Stop a task past its budget: it fails, or only what spends stops (`_budget`)."""
         error = self._over_budget()
         if error is None:
             return
-        budget = self.record.request.budget
         scheduler = self.scheduler
-        finish = budget is not None and budget.on_exceeded == "finish"
-        if finish and scheduler is not None and not scheduler.drafting:
+        if finishes_anyway(self.record.request.budget, scheduler):
+            assert scheduler is not None
             if scheduler.stopped_spending is None:
-                limit = str(error.details.get("limit", "budget"))
-                stop = SpendingStopped(at=self._clock(), limit=limit, message=error.message)
-                self._carry(self._feed(stop), out)
+                self._carry(self._feed(spending_stopped(error, self._clock())), out)
             return
         running = tuple(i.subtask_id for i in scheduler.outstanding()) if scheduler else ()
         self._failed(error)
