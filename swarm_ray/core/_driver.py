@@ -22,7 +22,6 @@ log and knows exactly what is done and what was outstanding.
 from __future__ import annotations
 
 import contextlib
-import json
 import time
 import uuid
 from collections.abc import Callable, Mapping, Sequence
@@ -71,7 +70,8 @@ from swarm_ray.core._errors import (
 )
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
 from swarm_ray.core._gate import Gate
-from swarm_ray.core._journal import Blobs, StateStore, should_offload
+from swarm_ray.core._journal import Blobs, StateStore
+from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
 from swarm_ray.core._record import TaskRecord
@@ -253,10 +253,7 @@ class TaskDriver:
 
     def output(self) -> dict[str, Any] | None:
         """The task's output, read back from the result store when it was large."""
-        if self.record.output is not None or self.record.output_ref is None:
-            return self.record.output
-        output: dict[str, Any] = self._results.get_json(self.record.output_ref)
-        return output
+        return read_output(self.record, self._results)
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt so far, the planner's included."""
@@ -772,8 +769,7 @@ class TaskDriver:
         if self.state.terminal:
             return
         if isinstance(outcome, FailTask):
-            error = SubTaskError(code=outcome.code, message=outcome.reason)
-            to = TaskState.CANCELLED if outcome.code is ErrorCode.CANCELLED else TaskState.FAILED
+            to, error = failure(outcome)
             self.record = self.record.model_copy(
                 update={"error": error, "warnings": self._warnings()}
             )
@@ -784,17 +780,12 @@ class TaskDriver:
         if self.state is TaskState.EXECUTING:
             self._move(TaskState.AGGREGATING, "every sub-task settled", save=False)
         self._move(TaskState.FINALIZING, "collecting the result", save=False)
-        output = self._output()
-        text = json.dumps(output, default=str)
-        update: dict[str, Any] = {"warnings": self._warnings()}
-        if should_offload(text):
-            update["output_ref"] = self._results.put_bytes(
-                f"{self.task_id}/output.json", text.encode()
-            )
-        else:
-            update["output"] = output
+        assert self.scheduler is not None and self.record.plan is not None
+        output = task_output(self.scheduler, self.record.plan)
+        warnings = self._warnings()
+        update = {"warnings": warnings, **kept_output(self.task_id, output, self._results)}
         self.record = self.record.model_copy(update=update)
-        self._move(TaskState.COMPLETED, f"done with {len(update['warnings'])} warning(s)")
+        self._move(TaskState.COMPLETED, f"done with {len(warnings)} warning(s)")
 
     def _failed(self, error: SwarmError, *, persist: bool = True) -> None:
         """Fail the task for a reason found outside the scheduler (routing, a bad plan).
@@ -810,13 +801,3 @@ class TaskDriver:
 
     def _warnings(self) -> tuple[str, ...]:
         return tuple(self.scheduler.warnings) if self.scheduler else ()
-
-    def _output(self) -> dict[str, Any]:
-        assert self.scheduler is not None and self.record.plan is not None
-        finals = self.scheduler.final_results()
-        aggregate = self.record.plan.template.aggregate
-        if aggregate is not None:
-            current = self.scheduler.current(aggregate)
-            if current in finals and finals[current].output is not None:
-                return finals[current].output  # type: ignore[return-value]
-        return {"results": {k: v.output for k, v in finals.items()}}
