@@ -59,6 +59,7 @@ from swarm_ray.core._commands import (
     Wake,
     WakeAt,
 )
+from swarm_ray.core._dispatch import priced, result_event, subtask_for
 from swarm_ray.core._errors import (
     BudgetExceededError,
     ErrorCode,
@@ -104,8 +105,6 @@ from swarm_ray.core._signals import (
     SkipSubTask,
     Start,
     SubTaskDone,
-    SubTaskFailed,
-    SubTaskTimedOut,
     Tick,
     Warn,
 )
@@ -434,11 +433,7 @@ class TaskDriver:
             out.commands.append(Close())
 
     def _arrived(self, result: SubTaskResult, out: Step) -> None:
-        price = self.compute_prices.get(result.capability_id)
-        if price:  # the operator's price per compute-second of this capability
-            used = result.usage
-            cost = used.cost + price * result.timings.duration_s
-            result = result.model_copy(update={"usage": used.model_copy(update={"cost": cost})})
+        result = priced(result, self.compute_prices)
         if self.scheduler is None:
             out.notices.append(Refused("unknown_task"))
             return
@@ -661,24 +656,14 @@ class TaskDriver:
         """Turn a run intent into a dispatchable sub-task with a fresh watermark."""
         now = self._clock()
         token = self._gate.issue(intent, now)
-        return SubTask(
-            task_id=self.task_id,
-            parent_task_id=self.record.request.parent_task_id,
-            subtask_id=intent.subtask_id,
-            capability_id=intent.capability_id,
-            attempt=intent.attempt,
-            input=intent.input,
+        effects = self.registry.get(intent.capability_id).side_effects
+        return subtask_for(
+            intent,
+            self.record,
             watermark=token,
-            trace_id=self.record.trace_id,
-            timeout_s=intent.timeout_s,
-            queued_at=now,
+            now=now,
             orchestrator=self.orchestrator,
-            priority=self.record.request.priority,
-            owner=self.record.owner,
-            resume=intent.resume,
-            record_effects=self._results.root_uri
-            if self.registry.get(intent.capability_id).side_effects
-            else None,
+            record_effects=self._results.root_uri if effects else None,
         )
 
     def _answer(self, given: Answer, out: Step) -> None:
@@ -754,13 +739,7 @@ class TaskDriver:
             reason = str(exc.details.get("reason", "invalid"))
             self._emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
             raise
-        now = self._clock()
-        if result.ok:
-            return SubTaskDone(at=now, result=result)
-        assert result.error is not None
-        if result.error.code is ErrorCode.TIMEOUT:
-            return SubTaskTimedOut(at=now, subtask_id=result.subtask_id, attempt=result.attempt)
-        return SubTaskFailed(at=now, result=result)
+        return result_event(result, self._clock())
 
     # ---- announcing and finishing ----------------------------------------------------
 
