@@ -76,6 +76,7 @@ from swarm_ray.core._outcome import failure, kept_output, read_output, task_outp
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
 from swarm_ray.core._record import TaskRecord
+from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import Scheduler
@@ -113,7 +114,6 @@ from swarm_ray.core._subtask import (
     SubTaskError,
     SubTaskResult,
     TokenUsage,
-    effects_keys,
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._tasklog import TaskLog, output_text, record_of
@@ -505,40 +505,22 @@ class TaskDriver:
         self._emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
         if self.state is TaskState.DISPATCHING:
             self._move(TaskState.EXECUTING, "resumed after a restart")
-        in_doubt = [i for i in outstanding if self._has_side_effects(i.capability_id)]
-        self._carry([i for i in outstanding if i not in in_doubt], out)
-        for intent in in_doubt:
-            self._settle_in_doubt(intent, out)
+        resend, doubtful = in_doubt(outstanding, self.registry)
+        self._carry(resend, out)
+        for intent in doubtful:  # settled as `_recovery` says, unless the task ended
+            if self.state.terminal:
+                break
+            match settle_in_doubt(intent, self.task_id, self._results, self._clock):
+                case SubTaskResult() as result:
+                    self._gate.expect(result)
+                    self._arrived(result, out)
+                case ReviewRequested() as review:
+                    self._carry(self._feed(review), out)
+                case None:
+                    self._carry([intent], out)
         deadline = self.scheduler.next_deadline()  # a person's, still waited for
         if deadline is not None:
             out.commands.append(WakeAt(deadline))
-
-    def _has_side_effects(self, capability_id: str) -> bool:
-        spec = self.registry.get(capability_id)
-        return spec.side_effects and not spec.rerun_safe
-
-    def _settle_in_doubt(self, intent: Dispatch | Retry | Fallback, out: Step) -> None:
-        """Settle an attempt with side effects that was out at a restart.
-
-        Its recorded result if it has one; held for review if it started; sent again
-        only if it never started.
-        """
-        if self.state.terminal:
-            return
-        started, recorded = effects_keys(self.task_id, intent.subtask_id, intent.attempt)
-        if self._results.exists(self._results.ref(recorded)):
-            result = SubTaskResult.model_validate(
-                self._results.get_json(self._results.ref(recorded))
-            )
-            self._gate.expect(result)
-            self._arrived(result, out)
-        elif self._results.exists(self._results.ref(started)):
-            review = ReviewRequested(
-                at=self._clock(), subtask_id=intent.subtask_id, attempt=intent.attempt
-            )
-            self._carry(self._feed(review), out)
-        else:
-            self._carry([intent], out)
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
