@@ -39,7 +39,6 @@ from swarm_ray.core._commands import (
     Arrived,
     AskChild,
     AskPlanner,
-    BreakerMoved,
     Broken,
     Cancel,
     ChildAdmitted,
@@ -53,7 +52,6 @@ from swarm_ray.core._commands import (
     Refused,
     Replan,
     Resume,
-    Retrying,
     Run,
     Step,
     Wake,
@@ -72,6 +70,7 @@ from swarm_ray.core._errors import (
 from swarm_ray.core._fsm import TaskMachine, TaskState, transition
 from swarm_ray.core._gate import Gate
 from swarm_ray.core._journal import Blobs, StateStore
+from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
@@ -81,33 +80,21 @@ from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import (
-    AwaitHuman,
-    BreakerClosed,
-    BreakerHalfOpened,
-    BreakerOpened,
     CancelRequested,
-    CancelSubTasks,
     Dispatch,
     DraftSettled,
     FailTask,
     Fallback,
-    FannedOut,
-    FeedbackRoundStarted,
     FinishTask,
-    HumanSettled,
     Intent,
     PlanAdopted,
-    ResultRejected,
     Retry,
     ReviewRequested,
-    RuleFired,
     RunIntent,
     SchedulerEvent,
-    SkipSubTask,
     Start,
     SubTaskDone,
     Tick,
-    Warn,
 )
 from swarm_ray.core._subtask import (
     SubTask,
@@ -548,48 +535,24 @@ class TaskDriver:
                     agent=said.agent,
                     summary=said.summary,
                 )
+            commands, notices = orders(intent)
+            out.notices.extend(notices)
             match intent:
                 case Dispatch() | Retry() | Fallback():
-                    if not isinstance(intent, Dispatch):
-                        out.notices.append(
-                            Retrying(intent.capability_id, type(intent).__name__.lower())
-                        )
                     aggregate = self.record.plan.template.aggregate if self.record.plan else None
                     if intent.stage == aggregate and self.state is TaskState.EXECUTING:
                         self._move(
                             TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched"
                         )
                     out.commands.append(Run(self._subtask_for(intent), intent.delay_s))
-                case AwaitHuman(deadline=deadline):
-                    if deadline is not None:
-                        out.commands.append(WakeAt(deadline))
-                case BreakerOpened(capability_id=cid, until=until):
-                    out.notices.append(BreakerMoved(cid, 2))
-                    out.commands.append(WakeAt(until))
-                case BreakerHalfOpened(capability_id=cid):
-                    out.notices.append(BreakerMoved(cid, 1))
-                case BreakerClosed(capability_id=cid):
-                    out.notices.append(BreakerMoved(cid, 0))
-                case ResultRejected():
-                    out.notices.append(Refused("not_outstanding"))
-                case CancelSubTasks(subtask_ids=ids):
-                    out.commands.append(Halt(ids))
                 case DraftSettled():
                     self._planned(intent, out)
                 case FinishTask() | FailTask():
                     self._finish(intent)
                     out.commands.append(Close())
-                case (
-                    SkipSubTask()
-                    | HumanSettled()
-                    | Warn()
-                    | RuleFired()
-                    | FeedbackRoundStarted()
-                    | FannedOut()
-                ):
-                    pass  # announced above; nothing to do
                 case _:
-                    assert_never(intent)
+                    pass  # what it asks is all in its orders (`_orders`)
+            out.commands.extend(commands)
 
     # ---- planning and feeding --------------------------------------------------------
 
