@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import contextlib
 import time
-import uuid
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
@@ -67,14 +66,14 @@ from swarm_ray.core._errors import (
     WatermarkRejectedError,
     error_for_code,
 )
-from swarm_ray.core._fsm import TaskMachine, TaskState, transition
+from swarm_ray.core._fsm import TaskState, transition
 from swarm_ray.core._gate import Gate
 from swarm_ray.core._journal import Blobs, StateStore
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
-from swarm_ray.core._record import TaskRecord
+from swarm_ray.core._record import TaskRecord, new_record
 from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -104,7 +103,6 @@ from swarm_ray.core._subtask import (
 )
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._tasklog import TaskLog, output_text, record_of
-from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._watermark import WatermarkKey
 
 __all__: list[str] = []
@@ -181,19 +179,7 @@ class TaskDriver:
         that submitted it (None for a trusted caller); `workdir` its output directory.
         """
         clock: Clock = deps.get("clock", time.time)
-        now = clock()
-        task_id = task_id or request.task_id or uuid.uuid4().hex[:16]
-        parent = parse_traceparent(request.traceparent)  # the caller's trace, if it has one
-        record = TaskRecord(
-            task_id=task_id,
-            trace_id=parent.trace_id if parent is not None else uuid.uuid4().hex,
-            request=request,
-            machine=TaskMachine(task_id=task_id),
-            created_at=now,
-            updated_at=now,
-            owner=owner,
-            workdir=workdir,
-        )
+        record = new_record(request, clock(), task_id=task_id, owner=owner, workdir=workdir)
         driver = cls(record, **deps)
         driver._save()
         driver._emit("state", str(TaskState.CREATED), summary=request.query[:160])

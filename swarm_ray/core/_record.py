@@ -8,6 +8,7 @@ Large outputs are not kept here: results carry `output_ref`s into the result sto
 
 from __future__ import annotations
 
+import uuid
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
@@ -17,6 +18,7 @@ from swarm_ray.core._plan import Plan
 from swarm_ray.core._signals import SchedulerEvent
 from swarm_ray.core._subtask import SubTaskError
 from swarm_ray.core._task import TaskRequest
+from swarm_ray.core._traceparent import parse_traceparent
 
 __all__ = ["TaskRecord"]
 
@@ -66,3 +68,30 @@ class TaskRecord(BaseModel):
     job, the CLI). An owned task is untrusted: its inputs are checked (`_access`)."""
     workdir: str | None = None
     """The task's own directory for outputs (`$task_dir` in templates)."""
+
+
+def new_record(
+    request: TaskRequest,
+    now: float,
+    *,
+    task_id: str | None = None,
+    owner: str | None = None,
+    workdir: str | None = None,
+) -> TaskRecord:
+    """A new task's record, in state `created` at `now`.
+
+    Its id is `task_id`, else the request's own, else a new one; its trace the caller's
+    (the request's `traceparent`), else a new one.
+    """
+    task_id = task_id or request.task_id or uuid.uuid4().hex[:16]
+    parent = parse_traceparent(request.traceparent)
+    return TaskRecord(
+        task_id=task_id,
+        trace_id=parent.trace_id if parent is not None else uuid.uuid4().hex,
+        request=request,
+        machine=TaskMachine(task_id=task_id),
+        created_at=now,
+        updated_at=now,
+        owner=owner,
+        workdir=workdir,
+    )
