@@ -66,9 +66,10 @@ from swarm_ray.core._errors import (
     WatermarkRejectedError,
     error_for_code,
 )
-from swarm_ray.core._fsm import TaskState, transition
+from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._gate import Gate
 from swarm_ray.core._journal import Blobs, StateStore
+from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._plan import Plan
@@ -132,18 +133,22 @@ class TaskDriver:
         access_for: Callable[[TaskRecord], AccessPolicy | None] | None = None,
         router: TemplateRouter | None = None,
     ) -> None:
-        self.record = record
+        self._ledger = Ledger(
+            record,
+            TaskLog(record.task_id, store, results),
+            clock=clock,
+            progress=lambda: self.scheduler.progress() if self.scheduler else 0.0,
+            on_transition=on_transition,
+            on_event=on_event,
+        )
+        """The task's record and events, each stored before it is told."""
         self._router = router or TemplateRouter()
         """Plans a task whose planner's draft was refused (`_planning.fallback_plan`)."""
         self._access = access_for(record) if access_for is not None else None
         """What the task's inputs may name (None: a trusted task's, anything)."""
-        self._on_transition = on_transition
-        self._on_event = on_event
         self.registry = registry
-        self._log = TaskLog(record.task_id, store, results)
         self._results = results
         self._clock = clock
-        self.events: list[TaskEvent] = []
         self.scheduler: Scheduler | None = None
         """The task's one scheduler, from its first DAG on (a planner's task: the planner's
         sub-task alone, until the plan made of its draft is adopted)."""
@@ -181,8 +186,8 @@ class TaskDriver:
         clock: Clock = deps.get("clock", time.time)
         record = new_record(request, clock(), task_id=task_id, owner=owner, workdir=workdir)
         driver = cls(record, **deps)
-        driver._save()
-        driver._emit("state", str(TaskState.CREATED), summary=request.query[:160])
+        driver._ledger.save()
+        driver._ledger.emit("state", str(TaskState.CREATED), summary=request.query[:160])
         return driver
 
     @classmethod
@@ -194,8 +199,8 @@ class TaskDriver:
             return None
         record = record_of(loaded)
         driver = cls(record, **deps)
-        replayed = driver._log.replay(record, loaded)
-        driver.events = replayed.events
+        replayed = driver._ledger.log.replay(record, loaded)
+        driver._ledger.events = replayed.events
         first = record.planning if record.planning is not None else record.plan
         if first is not None:  # the DAG it started with; the log grows it again
             driver.scheduler = Scheduler.replay(
@@ -204,6 +209,16 @@ class TaskDriver:
         return driver
 
     # ---- facts -----------------------------------------------------------------------
+
+    @property
+    def record(self) -> TaskRecord:
+        """The task as stored."""
+        return self._ledger.record
+
+    @property
+    def events(self) -> list[TaskEvent]:
+        """The task's numbered events, in order."""
+        return self._ledger.events
 
     @property
     def task_id(self) -> str:
@@ -230,64 +245,6 @@ class TaskDriver:
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt so far, the planner's included."""
         return self.scheduler.usage() if self.scheduler is not None else TokenUsage()
-
-    # ---- persistence -----------------------------------------------------------------
-
-    def _save(self) -> None:
-        """Write the snapshot (the request and plans go to the log when they change)."""
-        self.record = self.record.model_copy(update={"updated_at": self._clock()})
-        self._log.save(self.record)
-
-    def _emit(
-        self,
-        kind: str,
-        status: str,
-        *,
-        subtask_id: str | None = None,
-        agent: str | None = None,
-        summary: str = "",
-        persist: bool = True,
-    ) -> TaskEvent:
-        """Append a TaskEvent (persisted unless `persist` is false, numbered); return it."""
-        progress = self.scheduler.progress() if self.scheduler else 0.0
-        if self.state is TaskState.COMPLETED:
-            progress = 1.0
-        event = TaskEvent(
-            task_id=self.task_id,
-            seq=len(self.events) + 1,
-            at=self._clock(),
-            trace_id=self.record.trace_id,
-            kind=kind,
-            status=status,
-            subtask_id=subtask_id,
-            agent=agent,
-            progress=progress,
-            summary=summary,
-        )
-        if persist:
-            self._log.append_event(event)
-        self.events.append(event)
-        if self._on_event is not None:
-            self._on_event(event)
-        return event
-
-    def _move(self, to: TaskState, reason: str, *, save: bool = True, persist: bool = True) -> None:
-        """Transition the state machine, persist, then announce it.
-
-        `save=False` is for a state left again before control returns to the event loop
-        (nothing acts on it): the next save records it in the machine's audit log.
-        `persist=False` writes nothing at all (the store itself is failing).
-        """
-        before = self.state
-        machine = transition(
-            self.record.machine, to, reason=reason, at=self._clock(), trace_id=self.record.trace_id
-        )
-        self.record = self.record.model_copy(update={"machine": machine})
-        if self._on_transition is not None:
-            self._on_transition(str(before), str(to))
-        if save and persist:
-            self._save()
-        self._emit("state", str(to), summary=reason, persist=persist)
 
     # ---- the one entry point ---------------------------------------------------------
 
@@ -351,7 +308,7 @@ class TaskDriver:
             return
         self._carry(intents, out)
         if self.state is TaskState.DISPATCHING:
-            self._move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
+            self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
 
     def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
         """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
@@ -366,9 +323,11 @@ class TaskDriver:
         except SwarmUserError as exc:
             self._fail(exc, out)
             return
-        self.record = self.record.model_copy(update={"planning": planning})
-        self._save()
-        self._emit("planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan")
+        self._ledger.update(planning=planning)
+        self._ledger.save()
+        self._ledger.emit(
+            "planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan"
+        )
         self.scheduler = Scheduler(planning, self.registry, access=self._access)
         self._carry(self._feed(Start(at=self._clock())), out)
 
@@ -391,7 +350,7 @@ class TaskDriver:
             self._fail(exc, out)
             return
         tokens = self.scheduler.usage().completion_tokens  # the planner's: nothing else ran
-        self._emit(
+        self._ledger.emit(
             "planning",
             "planned",
             agent=planner,
@@ -464,7 +423,7 @@ class TaskDriver:
         if not self.scheduler.started:  # its DAG was stored, its `Start` was not
             self._carry(self._feed(Start(at=self._clock())), out)
             if self.state is TaskState.DISPATCHING:
-                self._move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
+                self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
             return
         if self.scheduler.outcome is not None:
             self._carry([self.scheduler.outcome], out)
@@ -475,9 +434,9 @@ class TaskDriver:
         outstanding = self.scheduler.outstanding()
         for intent in outstanding:
             self._gate.forget(intent.subtask_id)
-        self._emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
+        self._ledger.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
         if self.state is TaskState.DISPATCHING:
-            self._move(TaskState.EXECUTING, "resumed after a restart")
+            self._ledger.move(TaskState.EXECUTING, "resumed after a restart")
         resend, doubtful = in_doubt(outstanding, self.registry)
         self._carry(resend, out)
         for intent in doubtful:  # settled as `_recovery` says, unless the task ended
@@ -504,7 +463,7 @@ class TaskDriver:
         )
         self._failed(error, persist=False)
         with contextlib.suppress(StateStoreError):
-            self._save()
+            self._ledger.save()
         if running:
             out.commands.append(Halt(running))
         out.commands.append(Close())
@@ -514,7 +473,7 @@ class TaskDriver:
         for intent in intents:
             said = announce(intent)
             if said is not None:
-                self._emit(
+                self._ledger.emit(
                     said.kind,
                     said.status,
                     subtask_id=said.subtask_id,
@@ -527,7 +486,7 @@ class TaskDriver:
                 case Dispatch() | Retry() | Fallback():
                     aggregate = self.record.plan.template.aggregate if self.record.plan else None
                     if intent.stage == aggregate and self.state is TaskState.EXECUTING:
-                        self._move(
+                        self._ledger.move(
                             TaskState.AGGREGATING, f"aggregate `{intent.subtask_id}` dispatched"
                         )
                     out.commands.append(Run(self._subtask_for(intent), intent.delay_s))
@@ -548,15 +507,15 @@ class TaskDriver:
         The scheduler starts on it, or, when a planner drafted it, the DAG grows by it.
         """
         if self.state is TaskState.CREATED:
-            self._move(TaskState.ROUTING, "routing the request to a template", save=False)
+            self._ledger.move(TaskState.ROUTING, "routing the request to a template", save=False)
         if plan.workdir is None:
             plan = plan.model_copy(update={"workdir": self.record.workdir})
-        self.record = self.record.model_copy(update={"plan": plan})
+        self._ledger.update(plan=plan)
         if self.state is TaskState.ROUTING:
             summary = f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
-            self._move(TaskState.DISPATCHING, summary)
+            self._ledger.move(TaskState.DISPATCHING, summary)
         else:  # made again after a restart that came between its save and its adoption
-            self._save()
+            self._ledger.save()
         if self.scheduler is not None:
             return self._feed(PlanAdopted(at=self._clock(), plan=plan))
         self.scheduler = Scheduler(plan, self.registry, access=self._access)
@@ -570,11 +529,11 @@ class TaskDriver:
         scheduler = self.scheduler
         assert scheduler is not None
         text = output_text(event)
-        self._log.append(event, text)
+        self._ledger.log.append(event, text)
         intents = scheduler.handle(event)
         if isinstance(event, SubTaskDone):
             r = event.result
-            self._emit(
+            self._ledger.emit(
                 "subtask",
                 "succeeded",
                 subtask_id=r.subtask_id,
@@ -668,7 +627,7 @@ class TaskDriver:
             )
         except WatermarkRejectedError as exc:
             reason = str(exc.details.get("reason", "invalid"))
-            self._emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
+            self._ledger.emit("rejected", reason, subtask_id=result.subtask_id, summary=exc.message)
             raise
         return result_event(result, self._clock())
 
@@ -680,22 +639,20 @@ class TaskDriver:
             return
         if isinstance(outcome, FailTask):
             to, error = failure(outcome)
-            self.record = self.record.model_copy(
-                update={"error": error, "warnings": self._warnings()}
-            )
-            self._move(to, outcome.reason)
+            self._ledger.update(error=error, warnings=self._warnings())
+            self._ledger.move(to, outcome.reason)
             return
         if self.state is TaskState.DISPATCHING:  # recovered before `executing` was saved
-            self._move(TaskState.EXECUTING, "resumed", save=False)
+            self._ledger.move(TaskState.EXECUTING, "resumed", save=False)
         if self.state is TaskState.EXECUTING:
-            self._move(TaskState.AGGREGATING, "every sub-task settled", save=False)
-        self._move(TaskState.FINALIZING, "collecting the result", save=False)
+            self._ledger.move(TaskState.AGGREGATING, "every sub-task settled", save=False)
+        self._ledger.move(TaskState.FINALIZING, "collecting the result", save=False)
         assert self.scheduler is not None and self.record.plan is not None
         output = task_output(self.scheduler, self.record.plan)
         warnings = self._warnings()
         update = {"warnings": warnings, **kept_output(self.task_id, output, self._results)}
-        self.record = self.record.model_copy(update=update)
-        self._move(TaskState.COMPLETED, f"done with {len(warnings)} warning(s)")
+        self._ledger.update(**update)
+        self._ledger.move(TaskState.COMPLETED, f"done with {len(warnings)} warning(s)")
 
     def _failed(self, error: SwarmError, *, persist: bool = True) -> None:
         """Fail the task for a reason found outside the scheduler (routing, a bad plan).
@@ -706,8 +663,8 @@ class TaskDriver:
         if self.state.terminal:
             return
         sub_error = SubTaskError.from_exception(error)
-        self.record = self.record.model_copy(update={"error": sub_error})
-        self._move(TaskState.FAILED, error.message, persist=persist)
+        self._ledger.update(error=sub_error)
+        self._ledger.move(TaskState.FAILED, error.message, persist=persist)
 
     def _warnings(self) -> tuple[str, ...]:
         return tuple(self.scheduler.warnings) if self.scheduler else ()
