@@ -399,11 +399,7 @@ class TaskDriver:
             if scheduler.stopped_spending is None:
                 self._carry(self._feed(spending_stopped(error, self._clock())), out)
             return
-        running = tuple(i.subtask_id for i in scheduler.outstanding()) if scheduler else ()
-        self._failed(error)
-        if running:
-            out.commands.append(Halt(running))
-        out.commands.append(Close())
+        self._halt(error, out)
 
     def _resume(self, out: Step) -> None:
         """After a restart: plan again if no plan was stored, else re-send what was out.
@@ -456,14 +452,17 @@ class TaskDriver:
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
-        if self.state.terminal:
-            return
-        running = (
-            tuple(i.subtask_id for i in self.scheduler.outstanding()) if self.scheduler else ()
-        )
-        self._failed(error, persist=False)
-        with contextlib.suppress(StateStoreError):
-            self._ledger.save()
+        if not self.state.terminal:
+            self._halt(error, out, persist=False)
+
+    def _halt(self, error: SwarmError, out: Step, *, persist: bool = True) -> None:
+        """Fail the task, halt what runs, close it (`persist=False`: the store broke)."""
+        scheduler = self.scheduler
+        running = tuple(i.subtask_id for i in scheduler.outstanding()) if scheduler else ()
+        self._failed(error, persist=persist)
+        if not persist:  # stored if the store still can
+            with contextlib.suppress(StateStoreError):
+                self._ledger.save()
         if running:
             out.commands.append(Halt(running))
         out.commands.append(Close())
