@@ -13,10 +13,16 @@ those, arm a timer, plan again, close) and notices (for metrics and audit). The
 orchestrator actor carries the commands out on Ray and feeds the results back; it
 decides nothing about a task.
 
-No Ray here. The driver writes before it acts, through the state store's interface:
-every transition updates the task's snapshot and every scheduler event is appended to the
-task's log before the scheduler sees it, so `TaskDriver.load()` after a crash replays the
-log and knows exactly what is done and what was outstanding.
+The driver matches and sequences; each verdict that needs none of its state is a small
+module's: what an intent asks by itself (`_orders`), the `SubTask` an attempt leaves as
+and the event its result becomes (`_dispatch`), the budget (`_budget`), what a restart
+does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
+
+No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
+and events) and the state store's interface: every transition updates the task's
+snapshot and every scheduler event is appended to the task's log before the scheduler
+sees it, so `TaskDriver.load()` after a crash replays the log and knows exactly what is
+done and what was outstanding.
 """
 
 from __future__ import annotations
