@@ -20,6 +20,7 @@ from swarm_ray.core._plan import expand
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import Dispatch, Fallback, Retry, RunIntent, Start
 from swarm_ray.core._subtask import SubTaskSpec, Timings
+from swarm_ray.runtime import _rollout
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, rollout_rows, rollout_tables, write_rollouts
 from tests.support import done, failed, registry, spec, wait_until
@@ -229,6 +230,29 @@ def _copy_runs(root: Path, state: Path, task_ids: list[str]) -> Path:
             mine = pa.Table.from_pylist(_rows(root, table, [task_id]), schema=schema)
             pq.write_table(mine, folder / f"{task_id}.parquet")
     return state
+
+
+def test_small_rollouts_are_read_whole_and_older_files_lack_newer_columns(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    folder = tmp_path / "results" / "rollouts" / "tasks"
+    folder.mkdir(parents=True)
+    pq.write_table(pa.table({"task_id": ["old"], "wall_s": [1.0]}), folder / "1.parquet")
+    pq.write_table(
+        pa.table({"task_id": ["new"], "wall_s": [2.0], "reward": [0.5]}), folder / "2.parquet"
+    )
+    (folder / "notes.txt").write_text("not a rollout")
+    table = _rollout._read_small([str(folder)])
+    assert table is not None
+    assert table.to_pylist() == [
+        {"task_id": "old", "wall_s": 1.0, "reward": None},
+        {"task_id": "new", "wall_s": 2.0, "reward": 0.5},
+    ]
+    # Over the limit, Ray Data's tasks read them instead; an empty folder has nothing.
+    monkeypatch.setattr(_rollout, "SMALL_BYTES", 100)
+    assert _rollout._read_small([str(folder)]) is None
+    (tmp_path / "empty").mkdir()
+    assert _rollout._read_small([str(tmp_path / "empty")]) is None
 
 
 @pytest.mark.ray
