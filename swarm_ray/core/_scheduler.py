@@ -205,24 +205,6 @@ class Scheduler(Failures, Expansion, Waiting):
         """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
         return [intent.model_copy(update={"delay_s": 0.0}) for intent in self._running.values()]
 
-    def waiting(self) -> list[HumanWait]:
-        """Sub-tasks waiting for a person, in the order they began to wait."""
-        return list(self._waits.values())
-
-    def wait_of(self, subtask_id: str) -> HumanWait | None:
-        """What `subtask_id` waits for, if it waits for a person."""
-        return self._waits.get(subtask_id)
-
-    def answer(self, subtask_id: str) -> dict[str, Any] | None:
-        """The answer a sub-task ran with (given, or its default), if it asked a person."""
-        node = self._nodes.get(subtask_id)
-        return None if node is None else node.answer
-
-    def next_deadline(self) -> float | None:
-        """The earliest deadline of a waiting sub-task (when to wake), if any."""
-        deadlines = [w.deadline for w in self._waits.values() if w.deadline is not None]
-        return min(deadlines) if deadlines else None
-
     def status(self, subtask_id: str) -> SubTaskStatus:
         """A sub-task's status."""
         return self._nodes[subtask_id].status
