@@ -8,9 +8,13 @@ Everything is decided from the events alone, so replaying a task's event log thr
 fresh scheduler rebuilds the same state.
 
 Beside it, a module each: what is known of one sub-task (`core._node`, one record each),
-its input as filled at dispatch (`core._inputs`), the work an accepted result adds
-(`core._expand`: `for_each`, dynamic rules, feedback loops, and a planner's plan) and the
-sub-tasks held for a person (`core._waits`; the questions and answers are `core._human`'s).
+its input as filled at dispatch (`core._inputs`), what a failed attempt leads to
+(`core._failures`: retries, fallbacks, the breakers, the budget's stop), the work an
+accepted result adds (`core._expand`: `for_each`, dynamic rules, feedback loops, and a
+planner's plan), the sub-tasks held for a person (`core._waits`; the questions and
+answers are `core._human`'s) and what it tells of the task, read only
+(`core._sched_facts`). Here stay the events it takes (`handle`, `replay`), the
+bookkeeping of sub-tasks, dispatch, accepting a result and the task's end.
 
 A task planned by a planner starts with one sub-task that drafts its plan
 (`Plan.draft_subtask`). When it settles the scheduler says so (`DraftSettled`) and waits;
@@ -29,15 +33,15 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray.core._expand import Expansion
+from swarm_ray.core._failures import Failures
 from swarm_ray.core._human import HumanAsk, HumanWait
 from swarm_ray.core._inputs import resolve
-from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
+from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
+from swarm_ray.core._sched_facts import SchedulerFacts
 from swarm_ray.core._signals import (
     BreakerClosed,
-    BreakerHalfOpened,
-    BreakerOpened,
     CancelRequested,
     CancelSubTasks,
     ChildAdded,
@@ -63,7 +67,7 @@ from swarm_ray.core._signals import (
     Tick,
     Warn,
 )
-from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
+from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
 from swarm_ray.core._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
 from swarm_ray.core._waits import Waiting
 
@@ -72,19 +76,10 @@ __all__: list[str] = []
 EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 """Serialises scheduler events to and from JSON (the persisted log)."""
 
-_BREAKER_CODES = frozenset(
-    {
-        ErrorCode.TIMEOUT,
-        ErrorCode.AGENT_UNAVAILABLE,
-        ErrorCode.AGENT_ERROR,
-        ErrorCode.INVALID_OUTPUT,
-        ErrorCode.SANITIZATION_FAILED,
-    }
-)
 _S = SubTaskStatus
 
 
-class Scheduler(Expansion, Waiting):
+class Scheduler(Failures, Expansion, Waiting, SchedulerFacts):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -204,122 +199,6 @@ class Scheduler(Expansion, Waiting):
                 assert_never(event)
         return out + self._check_finished()
 
-    @property
-    def drafting(self) -> bool:
-        """True while the task's plan is being drafted (until `PlanAdopted`)."""
-        return self.plan.draft_subtask is not None
-
-    def outstanding(self) -> list[Dispatch | Retry | Fallback]:
-        """Attempts dispatched and not yet answered (what a recovered driver re-sends)."""
-        return [intent.model_copy(update={"delay_s": 0.0}) for intent in self._running.values()]
-
-    def waiting(self) -> list[HumanWait]:
-        """Sub-tasks waiting for a person, in the order they began to wait."""
-        return list(self._waits.values())
-
-    def wait_of(self, subtask_id: str) -> HumanWait | None:
-        """What `subtask_id` waits for, if it waits for a person."""
-        return self._waits.get(subtask_id)
-
-    def answer(self, subtask_id: str) -> dict[str, Any] | None:
-        """The answer a sub-task ran with (given, or its default), if it asked a person."""
-        node = self._nodes.get(subtask_id)
-        return None if node is None else node.answer
-
-    def next_deadline(self) -> float | None:
-        """The earliest deadline of a waiting sub-task (when to wake), if any."""
-        deadlines = [w.deadline for w in self._waits.values() if w.deadline is not None]
-        return min(deadlines) if deadlines else None
-
-    def status(self, subtask_id: str) -> SubTaskStatus:
-        """A sub-task's status."""
-        return self._nodes[subtask_id].status
-
-    def settled(self, subtask_id: str) -> bool:
-        """True when the sub-task will not run again (succeeded, failed, skipped, cancelled)."""
-        node = self._nodes.get(subtask_id)
-        return node is not None and node.status in SETTLED
-
-    def specs(self) -> list[SubTaskSpec]:
-        """Every sub-task, the dynamically added ones included, in the order added."""
-        return [node.spec for node in self._nodes.values()]
-
-    def result(self, subtask_id: str) -> SubTaskResult | None:
-        """The accepted result of a sub-task, if it succeeded."""
-        return self._results.get(subtask_id)
-
-    def resolved_input(self, subtask_id: str) -> dict[str, Any]:
-        """The sub-task's input as it resolves now (what a dispatch would send).
-
-        For tracing: inputs that read `$warnings` or `$costs` can differ from what an
-        earlier attempt was sent, which the caller tells by the watermark's input digest.
-        """
-        node = self._nodes[subtask_id]
-        data = resolve(node.spec, self._nodes, self._results, self.warnings)
-        model = self._registry.validate_input(node.capability, data)
-        return model.model_dump(mode="json")
-
-    def error(self, subtask_id: str) -> SubTaskError | None:
-        """The final error of a sub-task that failed for good."""
-        node = self._nodes.get(subtask_id)
-        return None if node is None else node.error
-
-    def current(self, subtask_id: str) -> str:
-        """The latest round of a sub-task (follows feedback-loop revisions)."""
-        return latest(self._nodes, subtask_id)
-
-    def final_results(self) -> dict[str, SubTaskResult]:
-        """Accepted results of the plan's sub-tasks not superseded by a later round.
-
-        A planner's draft is not one of them: the plan made of it superseded it.
-        """
-        nodes, draft = self._nodes, self._draft
-        return {
-            k: v for k, v in self._results.items() if nodes[k].replaced_by is None and k != draft
-        }
-
-    def progress(self) -> float:
-        """Fraction of the plan's sub-tasks settled (0 while a planner drafts the plan)."""
-        if self.plan.draft_subtask is not None:
-            return 0.0
-        drafted = self._draft is not None  # settled, and not one of the plan's
-        return (self._settled - drafted) / max(1, len(self._nodes) - drafted)
-
-    def usage(self) -> TokenUsage:
-        """Tokens spent by every attempt received so far, failed ones included."""
-        total = TokenUsage()
-        for result in self._received:
-            total = total + result.usage
-        return total
-
-    def compute_seconds(self) -> float:
-        """Agent run time of every attempt received so far."""
-        return sum(r.timings.duration_s for r in self._received)
-
-    def snapshot(self) -> dict[str, Any]:
-        """Everything that decides future intents, as plain data (for replay checks)."""
-        nodes = self._nodes.items()
-        return {
-            "specs": [n.spec.model_dump() for n in self._nodes.values()],
-            "status": {k: str(n.status) for k, n in nodes},
-            "capability": {k: n.capability for k, n in nodes},
-            "attempt": {k: n.attempt for k, n in nodes},
-            "results": sorted(self._results),
-            "alias": {k: n.replaced_by for k, n in nodes if n.replaced_by is not None},
-            "held": list(self._held),
-            "waits": [w.model_dump() for w in self._waits.values()],
-            "answers": {k: n.answer for k, n in nodes if n.answer is not None},
-            "asked": {
-                k: [n.asked[0].model_dump(), n.asked[1]] for k, n in nodes if n.asked is not None
-            },
-            "resume": {k: n.resume for k, n in nodes if n.resume is not None},
-            "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
-            "warnings": list(self.warnings),
-            "template": self.plan.template.name,
-            "drafted": None if self.drafted is None else self.drafted.model_dump(),
-            "outcome": None if self.outcome is None else self.outcome.model_dump(),
-        }
-
     # ---- bookkeeping -----------------------------------------------------------------
 
     def _take(self, plan: Plan) -> None:
@@ -366,12 +245,6 @@ class Scheduler(Expansion, Waiting):
             if node is not None:  # an unknown one fails at dispatch, naming it
                 node.dependents.append(spec.id)
 
-    def _breaker(self, capability_id: str) -> Breaker:
-        if capability_id not in self._breakers:
-            policy = self._registry.get(capability_id).breaker
-            self._breakers[capability_id] = Breaker(policy)
-        return self._breakers[capability_id]
-
     def _warn(self, message: str, subtask_id: str | None = None) -> Warn:
         self.warnings.append(message)
         return Warn(message=message, subtask_id=subtask_id)
@@ -395,36 +268,6 @@ class Scheduler(Expansion, Waiting):
         return []
 
     # ---- dispatch --------------------------------------------------------------------
-
-    def _spends(self, capability_id: str) -> bool:
-        """Whether attempts of `capability_id` cost (an `llm` tag, or spending seen here)."""
-        tagged = "llm" in self._registry.get(capability_id).tags
-        return tagged or capability_id in self._spenders
-
-    def _stop_spending(self, event: SpendingStopped) -> list[Intent]:
-        """The budget is reached: fail what spends and runs; nothing that spends starts."""
-        if self.stopped_spending is not None or self.outcome is not None:
-            return []
-        error = SubTaskError(
-            code=ErrorCode.BUDGET_EXCEEDED, message=event.message, details={"limit": event.limit}
-        )
-        self.stopped_spending = error
-        halted = tuple(sid for sid in self._running if self._spends(self._nodes[sid].capability))
-        out: list[Intent] = [
-            self._warn(
-                f"budget reached (`{event.limit}`): {len(halted)} running sub-tasks stopped, "
-                "no new model calls; the task finishes with what it has",
-                None,
-            )
-        ]
-        if halted:
-            out.append(CancelSubTasks(subtask_ids=halted))
-        for sid in halted:
-            del self._running[sid]
-            out += self._settle_failed(sid, error, event.at)
-            if self.outcome is not None:
-                break
-        return out + self._check_finished()
 
     def _launch(self, sid: str, at: float, kind: type[RunIntent], **extra: Any) -> list[Intent]:
         node = self._nodes[sid]
@@ -543,77 +386,7 @@ class Scheduler(Expansion, Waiting):
                 return out
         return out
 
-    def _next_fallback(self, sid: str) -> str | None:
-        node = self._nodes[sid]
-        fallback = self._registry.get(node.capability).fallback
-        while fallback is not None and fallback in node.tried:
-            fallback = self._registry.get(fallback).fallback
-        return fallback
-
-    def _switch(self, sid: str, at: float, reason: str) -> list[Intent]:
-        fallback = self._next_fallback(sid)
-        assert fallback is not None
-        node = self._nodes[sid]
-        previous = node.capability
-        node.capability = fallback
-        node.tried.append(fallback)
-        node.cap_attempts = 0
-        self._running.pop(sid, None)
-        warn = self._warn(
-            f"sub-task `{sid}` switched from `{previous}` to fallback `{fallback}`: {reason}", sid
-        )
-        return [warn, *self._launch(sid, at, Fallback, from_capability=previous, reason=reason)]
-
     # ---- outcomes --------------------------------------------------------------------
-
-    def _on_failure(
-        self, sid: str, error: SubTaskError, at: float, *, retry: bool = True
-    ) -> list[Intent]:
-        node = self._nodes[sid]
-        capability_id = node.capability
-        breaker = self._breaker(capability_id)
-        out: list[Intent] = []
-        self._running.pop(sid, None)
-        if error.code in _BREAKER_CODES:
-            if breaker.failure(at):
-                out.append(
-                    BreakerOpened(
-                        capability_id=capability_id, failures=breaker.failures, until=breaker.until
-                    )
-                )
-        else:
-            breaker.release_trial(sid)
-        policy = self._registry.get(capability_id).retry
-        if retry and error.code in policy.retry_on and node.cap_attempts < policy.max_attempts:
-            delay = policy.delay_s(node.cap_attempts + 1)
-            return out + self._launch(sid, at, Retry, delay_s=delay, error_code=error.code)
-        if self._next_fallback(sid) is not None:
-            tries = node.cap_attempts
-            return out + self._switch(sid, at, f"{error.code} after {tries} attempt(s)")
-        if node.low is not None:
-            kept, node.low = node.low, None
-            out.append(
-                self._warn(
-                    f"sub-task `{sid}`: fallback failed ({error.code}); kept the "
-                    f"low-confidence result of `{kept.capability_id}`",
-                    sid,
-                )
-            )
-            return out + self._accept(kept, at)
-        return out + self._settle_failed(sid, error, at)
-
-    def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
-        node = self._nodes[sid]
-        self._set(node, _S.FAILED)
-        node.error = error
-        message = f"sub-task `{sid}` on `{node.capability}` failed: {error.message}"
-        if sid == self._draft:  # no draft: the template router plans, and says why
-            self.drafted = DraftSettled(subtask_id=sid, failure=message)
-            return [self.drafted]
-        out: list[Intent] = [self._warn(message, sid)]
-        if node.spec.required:
-            return out + self._end(message, error.code, sid)
-        return out + self._dispatch_ready(at, sid)
 
     def _on_done(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
@@ -665,21 +438,6 @@ class Scheduler(Expansion, Waiting):
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
-
-    def _cool(self, at: float) -> list[Intent]:
-        out: list[Intent] = []
-        # A trial may settle its sub-task at once (the budget is reached), and what that
-        # starts may make breakers of its own: loop over the ones there were.
-        for capability_id, breaker in list(self._breakers.items()):
-            if breaker.cool(at):
-                out.append(BreakerHalfOpened(capability_id=capability_id))
-                trial = next(
-                    (h for h in self._held if self._nodes[h].capability == capability_id), None
-                )
-                if trial is not None:
-                    self._held.remove(trial)
-                    out += self._launch(trial, at, Dispatch, reason="half_open")
-        return out
 
     def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
         nodes = self._nodes

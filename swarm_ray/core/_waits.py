@@ -5,8 +5,10 @@ its stage declares `await_human` and it became ready; its agent paused an attemp
 a question (`AskedHumanError`: no retry spent, at most `MAX_ASKS` per sub-task); or a
 side-effecting attempt was in flight at a crash and a person decides whether to run it
 again. An answer event sends it on (into `$answer`, or to the agent as `SubTask.resume`);
-at the deadline the default applies, or it fails with `human_timeout`. The questions and
-answers are `core._human`'s; `Waiting` is mixed into `Scheduler`.
+at the deadline the default applies, or it fails with `human_timeout`. The driver and the
+views read what waits (`waiting`, `wait_of`), when to wake (`next_deadline`) and the
+answer a sub-task ran with (`answer`). The questions and answers are `core._human`'s;
+`Waiting` is mixed into `Scheduler`.
 """
 
 from __future__ import annotations
@@ -38,7 +40,7 @@ MAX_ASKS = 8
 
 
 class Waiting:
-    """The scheduler's methods for sub-tasks that wait for a person."""
+    """The scheduler's methods for sub-tasks that wait for a person, and what it tells of them."""
 
     if TYPE_CHECKING:  # what of the scheduler they use
         outcome: FinishTask | FailTask | None
@@ -58,6 +60,24 @@ class Waiting:
         def _on_failure(self, sid: str, error: SubTaskError, at: float) -> list[Intent]: ...
 
         def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]: ...
+
+    def waiting(self) -> list[HumanWait]:
+        """Sub-tasks waiting for a person, in the order they began to wait."""
+        return list(self._waits.values())
+
+    def wait_of(self, subtask_id: str) -> HumanWait | None:
+        """What `subtask_id` waits for, if it waits for a person."""
+        return self._waits.get(subtask_id)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a waiting sub-task (when to wake), if any."""
+        deadlines = [w.deadline for w in self._waits.values() if w.deadline is not None]
+        return min(deadlines) if deadlines else None
+
+    def answer(self, subtask_id: str) -> dict[str, Any] | None:
+        """The answer a sub-task ran with (given, or its default), if it asked a person."""
+        node = self._nodes.get(subtask_id)
+        return None if node is None else node.answer
 
     def _on_answer(self, event: HumanAnswered) -> list[Intent]:
         """Go on with the sub-task a person answered, if it still waits for this answer."""
