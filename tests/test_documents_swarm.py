@@ -91,10 +91,14 @@ def test_compare_with_fields_by_name_and_unit(
     assert "covers 3 part numbers: LDM-850, LDM-1310, LDM-1550" in markdown
 
 
-def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient) -> None:
+def test_corpus_pdfs_in_one_batch_get_a_result_or_a_named_error(docs_swarm: SwarmClient) -> None:
     if not CORPUS.is_dir():
         pytest.skip(f"no corpus at {CORPUS}")
-    paths = list_pdfs(str(CORPUS))
+    # Every fourth file (65 of the corpus's 258, among them files that fail for each of
+    # its five reasons) goes through the swarm: what this adds is a batch of real files
+    # that completes around its failures, each named. test_documents_corpus.py reads
+    # every file in process, and the whole corpus here took 65 s of the suite.
+    paths = list_pdfs(str(CORPUS))[::4]
     task_id = docs_swarm.submit(
         template="compare_documents", items=tuple(paths), params={"dimensions": ["battery"]}
     )
@@ -118,6 +122,7 @@ def test_every_corpus_pdf_gets_a_result_or_a_named_error(docs_swarm: SwarmClient
     print(f"\ncorpus: {len(paths)} PDFs, {ok} parsed, failures by reason: {dict(reasons)}")
     assert ok + sum(reasons.values()) == len(paths)
     assert ok > len(paths) // 2
+    assert len(reasons) >= 2  # the batch did meet failures of more than one kind
 
 
 def test_the_notebook_runs(ray_cluster: None, capsys: pytest.CaptureFixture[str]) -> None:
