@@ -8,15 +8,17 @@ its watermark gate (`_gate`), answers and children as `_admit` says, refused by 
 never half taken.
 The driver runs the state machine and the task's one scheduler (a planner's task starts
 on the planner's sub-task alone, and the plan made of its draft grows the DAG: see
-`_planning`), announces events, and answers with commands (run these attempts, stop
-those, arm a timer, plan again, close) and notices (for metrics and audit). The
-orchestrator actor carries the commands out on Ray and feeds the results back; it
-decides nothing about a task.
+`_planning` and `_adopting`), announces events, and answers with commands (run these
+attempts, stop those, arm a timer, plan again, close) and notices (for metrics and
+audit). The orchestrator actor carries the commands out on Ray and feeds the results
+back; it decides nothing about a task.
 
 The driver matches and sequences; each verdict that needs none of its state is a small
 module's: what an intent asks by itself (`_orders`), the `SubTask` an attempt leaves as
 and the event its result becomes (`_dispatch`), the budget (`_budget`), what a restart
 does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
+What needs its state but is an idea of its own is a mixin of `TaskDriver`'s: giving the
+task its plan and starting on it, a template's or a planner's draft (`_adopting`).
 
 No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
 and events) and the state store's interface: every transition updates the task's
@@ -34,6 +36,7 @@ from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._admit import answer_event, child_event, refusal
+from swarm_ray.core._adopting import Adopting
 from swarm_ray.core._announce import announce
 from swarm_ray.core._budget import finishes_anyway, over_budget, spending_stopped
 from swarm_ray.core._children import child_outcome
@@ -68,7 +71,6 @@ from swarm_ray.core._errors import (
     ErrorCode,
     StateStoreError,
     SwarmError,
-    SwarmUserError,
     WatermarkRejectedError,
     error_for_code,
 )
@@ -78,8 +80,6 @@ from swarm_ray.core._journal import Blobs, StateStore
 from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
-from swarm_ray.core._plan import Plan
-from swarm_ray.core._planning import plan_from_output, planning_plan
 from swarm_ray.core._record import TaskRecord, new_record
 from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
@@ -93,7 +93,6 @@ from swarm_ray.core._signals import (
     Fallback,
     FinishTask,
     Intent,
-    PlanAdopted,
     Retry,
     ReviewRequested,
     RunIntent,
@@ -122,7 +121,7 @@ def _summary(text: str | None) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-class TaskDriver:
+class TaskDriver(Adopting):
     """Drives one task; single-threaded (the orchestrator's event loop)."""
 
     def __init__(
@@ -306,65 +305,6 @@ class TaskDriver:
             self._settle_children(out)
         return out
 
-    def _start(self, plan: Plan, out: Step) -> None:
-        try:
-            intents = self._plan(plan)
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        self._carry(intents, out)
-        if self.state is TaskState.DISPATCHING:
-            self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
-
-    def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
-        """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
-        try:
-            planning = planning_plan(
-                planner,
-                request,
-                self.registry,
-                task_id=self.task_id,
-                workdir=self.record.workdir,
-            )
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        self._ledger.update(planning=planning)
-        self._ledger.save()
-        self._ledger.emit(
-            "planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan"
-        )
-        self.scheduler = Scheduler(planning, self.registry, access=self._access)
-        self._carry(self._feed(Start(at=self._clock())), out)
-
-    def _planned(self, drafted: DraftSettled, out: Step) -> None:
-        """The planning sub-task settled: make the plan of its draft; the DAG grows by it."""
-        assert self.scheduler is not None and self.record.planning is not None
-        result = self.scheduler.result(drafted.subtask_id)
-        planner = self.record.planning.subtasks[0].capability_id
-        try:
-            plan = plan_from_output(
-                None if result is None else result.output,
-                self.record.planning,
-                self.registry,
-                self._router,
-                failure=drafted.failure,
-            )
-            if self._access is not None:
-                self._access.check_plan(plan, self.registry)
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        tokens = self.scheduler.usage().completion_tokens  # the planner's: nothing else ran
-        self._ledger.emit(
-            "planning",
-            "planned",
-            agent=planner,
-            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
-            f"{tokens} planner tokens",
-        )
-        self._start(plan, out)
-
     def _fail(self, error: SwarmError, out: Step) -> None:
         if not self.state.terminal:
             self._failed(error)
@@ -504,27 +444,7 @@ class TaskDriver:
                     pass  # what it asks is all in its orders (`_orders`)
             out.commands.extend(commands)
 
-    # ---- planning and feeding --------------------------------------------------------
-
-    def _plan(self, plan: Plan) -> list[Intent]:
-        """Run `plan`, validated where it was made. Raises user errors.
-
-        The scheduler starts on it, or, when a planner drafted it, the DAG grows by it.
-        """
-        if self.state is TaskState.CREATED:
-            self._ledger.move(TaskState.ROUTING, "routing the request to a template", save=False)
-        if plan.workdir is None:
-            plan = plan.model_copy(update={"workdir": self.record.workdir})
-        self._ledger.update(plan=plan)
-        if self.state is TaskState.ROUTING:
-            summary = f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
-            self._ledger.move(TaskState.DISPATCHING, summary)
-        else:  # made again after a restart that came between its save and its adoption
-            self._ledger.save()
-        if self.scheduler is not None:
-            return self._feed(PlanAdopted(at=self._clock(), plan=plan))
-        self.scheduler = Scheduler(plan, self.registry, access=self._access)
-        return self._feed(Start(at=self._clock()))
+    # ---- feeding and dispatching ------------------------------------------------------
 
     def _feed(self, event: SchedulerEvent) -> list[Intent]:
         """Log `event`, then let the scheduler decide.
