@@ -14,51 +14,21 @@ What a plan is made of is `_planning`'s and `_request_plan`'s; this carries it o
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from typing import TYPE_CHECKING
-
-from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._commands import Step
-from swarm_ray.core._errors import SwarmError, SwarmUserError
+from swarm_ray.core._errors import SwarmUserError
 from swarm_ray.core._fsm import TaskState
-from swarm_ray.core._ledger import Ledger
+from swarm_ray.core._host import DriverHost
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import Scheduler
-from swarm_ray.core._signals import DraftSettled, Intent, PlanAdopted, SchedulerEvent, Start
+from swarm_ray.core._signals import DraftSettled, Intent, PlanAdopted, Start
 from swarm_ray.core._task import TaskRequest
 
 __all__: list[str] = []
 
 
-class Adopting:
+class Adopting(DriverHost):
     """The driver's methods that give its task a plan and start the task on it."""
-
-    if TYPE_CHECKING:  # what of the driver they use
-        scheduler: Scheduler | None
-        registry: Registry
-        _ledger: Ledger
-        _router: TemplateRouter
-        _access: AccessPolicy | None
-        _clock: Callable[[], float]
-
-        @property
-        def record(self) -> TaskRecord: ...
-
-        @property
-        def task_id(self) -> str: ...
-
-        @property
-        def state(self) -> TaskState: ...
-
-        def _feed(self, event: SchedulerEvent) -> list[Intent]: ...
-
-        def _carry(self, intents: Sequence[Intent], out: Step) -> None: ...
-
-        def _fail(self, error: SwarmError, out: Step) -> None: ...
 
     def _start(self, plan: Plan, out: Step) -> None:
         """Run `plan` (a template's, or made of a draft); `executing` once its first leave."""

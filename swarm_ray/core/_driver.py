@@ -17,8 +17,9 @@ The driver matches and sequences; each verdict that needs none of its state is a
 module's: what an intent asks by itself (`_orders`), the `SubTask` an attempt leaves as
 and the event its result becomes (`_dispatch`), the budget (`_budget`), what a restart
 does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
-What needs its state but is an idea of its own is a mixin of `TaskDriver`'s: giving the
-task its plan and starting on it, a template's or a planner's draft (`_adopting`).
+What needs its state but is an idea of its own is a mixin of `TaskDriver`'s, which sees
+the driver as `_host` declares it: giving the task its plan and starting on it, a
+template's or a planner's draft (`_adopting`).
 
 No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
 and events) and the state store's interface: every transition updates the task's
