@@ -19,7 +19,8 @@ and the event its result becomes (`_dispatch`), the budget (`_budget`), what a r
 does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
 What needs its state but is an idea of its own is a mixin of `TaskDriver`'s, which sees
 the driver as `_host` declares it: giving the task its plan and starting on it, a
-template's or a planner's draft (`_adopting`).
+template's or a planner's draft (`_adopting`), and taking in a person's answer or an
+agent's child sub-task, or refusing it (`_outside`).
 
 No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
 and events) and the state store's interface: every transition updates the task's
@@ -36,23 +37,17 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
-from swarm_ray.core._admit import answer_event, child_event, refusal
 from swarm_ray.core._adopting import Adopting
 from swarm_ray.core._announce import announce
 from swarm_ray.core._budget import finishes_anyway, over_budget, spending_stopped
-from swarm_ray.core._children import child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
-    AnswerRejected,
     Arrived,
     AskChild,
     AskPlanner,
     Broken,
     Cancel,
-    ChildAdmitted,
-    ChildRefused,
-    ChildSettled,
     Close,
     DriverInput,
     Halt,
@@ -81,6 +76,7 @@ from swarm_ray.core._journal import Blobs, StateStore
 from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
+from swarm_ray.core._outside import Outside
 from swarm_ray.core._record import TaskRecord, new_record
 from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
@@ -122,7 +118,7 @@ def _summary(text: str | None) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-class TaskDriver(Adopting):
+class TaskDriver(Adopting, Outside):
     """Drives one task; single-threaded (the orchestrator's event loop)."""
 
     def __init__(
@@ -481,60 +477,6 @@ class TaskDriver(Adopting):
             orchestrator=self.orchestrator,
             record_effects=self._results.root_uri if effects else None,
         )
-
-    def _answer(self, given: Answer, out: Step) -> None:
-        """Take a person's answer to a waiting sub-task, or say why not (`AnswerRejected`)."""
-        answered = refusal(
-            f"the answer to sub-task `{given.subtask_id}`",
-            lambda: answer_event(
-                given,
-                task_id=self.task_id,
-                owner=self.record.owner,
-                scheduler=self.scheduler,
-                ended=self.state.terminal,
-                now=self._clock(),
-            ),
-        )
-        if isinstance(answered, SwarmError):
-            out.notices.append(AnswerRejected(answered))
-            return
-        self._carry(self._feed(answered), out)
-
-    def _ask_child(self, ask: AskChild, out: Step) -> None:
-        """Admit a child sub-task of a running attempt (`core._admit`), or refuse it."""
-        admitted = refusal(
-            f"`{ask.parent}`'s child",
-            lambda: child_event(
-                ask,
-                task_id=self.task_id,
-                state=self.state,
-                scheduler=self.scheduler,
-                plan=self.record.plan,
-                registry=self.registry,
-                running=self._gate.running(ask.parent),
-                now=self._clock(),
-            ),
-        )
-        if isinstance(admitted, SwarmError):
-            out.notices.append(ChildRefused(admitted))
-            return
-        child_id, added = admitted
-        if added is not None:
-            self._carry(self._feed(added), out)
-        assert self.scheduler is not None
-        outcome = child_outcome(self.scheduler, child_id)
-        out.notices.append(ChildAdmitted(child_id, outcome))
-        if outcome is None:
-            self._watched.add(child_id)
-
-    def _settle_children(self, out: Step) -> None:
-        """Tell of each watched child that settled (its task's end settles every one)."""
-        assert self.scheduler is not None
-        for child_id in sorted(self._watched):
-            outcome = child_outcome(self.scheduler, child_id)
-            if outcome is not None:
-                self._watched.discard(child_id)
-                out.notices.append(ChildSettled(child_id, outcome))
 
     def _accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.

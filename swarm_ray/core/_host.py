@@ -16,6 +16,7 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._commands import Step
 from swarm_ray.core._errors import SwarmError
 from swarm_ray.core._fsm import TaskState
+from swarm_ray.core._gate import Gate
 from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
@@ -33,6 +34,8 @@ class DriverHost:
         scheduler: Scheduler | None
         registry: Registry
         _ledger: Ledger
+        _gate: Gate
+        _watched: set[str]
         _router: TemplateRouter
         _access: AccessPolicy | None
         _clock: Callable[[], float]
