@@ -19,8 +19,9 @@ and the event its result becomes (`_dispatch`), the budget (`_budget`), what a r
 does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
 What needs its state but is an idea of its own is a mixin of `TaskDriver`'s, which sees
 the driver as `_host` declares it: giving the task its plan and starting on it, a
-template's or a planner's draft (`_adopting`), and taking in a person's answer or an
-agent's child sub-task, or refusing it (`_outside`).
+template's or a planner's draft (`_adopting`); taking in a person's answer or an
+agent's child sub-task, or refusing it (`_outside`); going on after a restart from where
+the task's log says it was (`_resuming`).
 
 No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
 and events) and the state store's interface: every transition updates the task's
@@ -54,7 +55,6 @@ from swarm_ray.core._commands import (
     PlanFailed,
     Planned,
     Refused,
-    Replan,
     Resume,
     Run,
     Step,
@@ -78,8 +78,8 @@ from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._outside import Outside
 from swarm_ray.core._record import TaskRecord, new_record
-from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
+from swarm_ray.core._resuming import Resuming
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import (
@@ -91,10 +91,8 @@ from swarm_ray.core._signals import (
     FinishTask,
     Intent,
     Retry,
-    ReviewRequested,
     RunIntent,
     SchedulerEvent,
-    Start,
     SubTaskDone,
     Tick,
 )
@@ -118,7 +116,7 @@ def _summary(text: str | None) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-class TaskDriver(Adopting, Outside):
+class TaskDriver(Adopting, Outside, Resuming):
     """Drives one task; single-threaded (the orchestrator's event loop)."""
 
     def __init__(
@@ -343,55 +341,6 @@ class TaskDriver(Adopting, Outside):
                 self._carry(self._feed(spending_stopped(error, self._clock())), out)
             return
         self._halt(error, out)
-
-    def _resume(self, out: Step) -> None:
-        """After a restart: plan again if no plan was stored, else re-send what was out.
-
-        A store that commits write by write (Redis) may keep the snapshot that set the
-        task's DAG and lose the `Start` written after it: that DAG is started now.
-        """
-        if self.state.terminal:
-            out.commands.append(Close())
-            return
-        self._keep_to_budget(out)  # it went past its budget just before the restart
-        if self.state.terminal:
-            return
-        if self.scheduler is None:
-            out.commands.append(Replan())  # planned as a new request would be
-            return
-        if not self.scheduler.started:  # its DAG was stored, its `Start` was not
-            self._carry(self._feed(Start(at=self._clock())), out)
-            if self.state is TaskState.DISPATCHING:
-                self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
-            return
-        if self.scheduler.outcome is not None:
-            self._carry([self.scheduler.outcome], out)
-            return
-        if self.scheduler.drafted is not None:  # its draft is logged: the planner is not
-            self._carry([self.scheduler.drafted], out)  # asked again, its plan is made
-            return
-        outstanding = self.scheduler.outstanding()
-        for intent in outstanding:
-            self._gate.forget(intent.subtask_id)
-        self._ledger.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
-        if self.state is TaskState.DISPATCHING:
-            self._ledger.move(TaskState.EXECUTING, "resumed after a restart")
-        resend, doubtful = in_doubt(outstanding, self.registry)
-        self._carry(resend, out)
-        for intent in doubtful:  # settled as `_recovery` says, unless the task ended
-            if self.state.terminal:
-                break
-            match settle_in_doubt(intent, self.task_id, self._results, self._clock):
-                case SubTaskResult() as result:
-                    self._gate.expect(result)
-                    self._arrived(result, out)
-                case ReviewRequested() as review:
-                    self._carry(self._feed(review), out)
-                case None:
-                    self._carry([intent], out)
-        deadline = self.scheduler.next_deadline()  # a person's, still waited for
-        if deadline is not None:
-            out.commands.append(WakeAt(deadline))
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
