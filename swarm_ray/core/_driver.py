@@ -8,15 +8,20 @@ its watermark gate (`_gate`), answers and children as `_admit` says, refused by 
 never half taken.
 The driver runs the state machine and the task's one scheduler (a planner's task starts
 on the planner's sub-task alone, and the plan made of its draft grows the DAG: see
-`_planning`), announces events, and answers with commands (run these attempts, stop
-those, arm a timer, plan again, close) and notices (for metrics and audit). The
-orchestrator actor carries the commands out on Ray and feeds the results back; it
-decides nothing about a task.
+`_planning` and `_adopting`), announces events, and answers with commands (run these
+attempts, stop those, arm a timer, plan again, close) and notices (for metrics and
+audit). The orchestrator actor carries the commands out on Ray and feeds the results
+back; it decides nothing about a task.
 
 The driver matches and sequences; each verdict that needs none of its state is a small
 module's: what an intent asks by itself (`_orders`), the `SubTask` an attempt leaves as
 and the event its result becomes (`_dispatch`), the budget (`_budget`), what a restart
 does with the attempts that were out (`_recovery`), the task's stored end (`_outcome`).
+What needs its state but is an idea of its own is a mixin of `TaskDriver`'s, which sees
+the driver as `_host` declares it: giving the task its plan and starting on it, a
+template's or a planner's draft (`_adopting`); taking in a person's answer or an
+agent's child sub-task, or refusing it (`_outside`); going on after a restart from where
+the task's log says it was (`_resuming`).
 
 No Ray here. The driver writes before it acts, through its `_ledger` (the task's record
 and events) and the state store's interface: every transition updates the task's
@@ -33,29 +38,23 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import Any, assert_never
 
 from swarm_ray.core._access import AccessPolicy
-from swarm_ray.core._admit import answer_event, child_event, refusal
+from swarm_ray.core._adopting import Adopting
 from swarm_ray.core._announce import announce
 from swarm_ray.core._budget import finishes_anyway, over_budget, spending_stopped
-from swarm_ray.core._children import child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
-    AnswerRejected,
     Arrived,
     AskChild,
     AskPlanner,
     Broken,
     Cancel,
-    ChildAdmitted,
-    ChildRefused,
-    ChildSettled,
     Close,
     DriverInput,
     Halt,
     PlanFailed,
     Planned,
     Refused,
-    Replan,
     Resume,
     Run,
     Step,
@@ -68,7 +67,6 @@ from swarm_ray.core._errors import (
     ErrorCode,
     StateStoreError,
     SwarmError,
-    SwarmUserError,
     WatermarkRejectedError,
     error_for_code,
 )
@@ -78,11 +76,10 @@ from swarm_ray.core._journal import Blobs, StateStore
 from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
-from swarm_ray.core._plan import Plan
-from swarm_ray.core._planning import plan_from_output, planning_plan
+from swarm_ray.core._outside import Outside
 from swarm_ray.core._record import TaskRecord, new_record
-from swarm_ray.core._recovery import in_doubt, settle_in_doubt
 from swarm_ray.core._registry import Registry
+from swarm_ray.core._resuming import Resuming
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._scheduler import Scheduler
 from swarm_ray.core._signals import (
@@ -93,12 +90,9 @@ from swarm_ray.core._signals import (
     Fallback,
     FinishTask,
     Intent,
-    PlanAdopted,
     Retry,
-    ReviewRequested,
     RunIntent,
     SchedulerEvent,
-    Start,
     SubTaskDone,
     Tick,
 )
@@ -122,7 +116,7 @@ def _summary(text: str | None) -> str:
     return text if len(text) <= 160 else text[:157] + "..."
 
 
-class TaskDriver:
+class TaskDriver(Adopting, Outside, Resuming):
     """Drives one task; single-threaded (the orchestrator's event loop)."""
 
     def __init__(
@@ -306,65 +300,6 @@ class TaskDriver:
             self._settle_children(out)
         return out
 
-    def _start(self, plan: Plan, out: Step) -> None:
-        try:
-            intents = self._plan(plan)
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        self._carry(intents, out)
-        if self.state is TaskState.DISPATCHING:
-            self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched", save=False)
-
-    def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
-        """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
-        try:
-            planning = planning_plan(
-                planner,
-                request,
-                self.registry,
-                task_id=self.task_id,
-                workdir=self.record.workdir,
-            )
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        self._ledger.update(planning=planning)
-        self._ledger.save()
-        self._ledger.emit(
-            "planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan"
-        )
-        self.scheduler = Scheduler(planning, self.registry, access=self._access)
-        self._carry(self._feed(Start(at=self._clock())), out)
-
-    def _planned(self, drafted: DraftSettled, out: Step) -> None:
-        """The planning sub-task settled: make the plan of its draft; the DAG grows by it."""
-        assert self.scheduler is not None and self.record.planning is not None
-        result = self.scheduler.result(drafted.subtask_id)
-        planner = self.record.planning.subtasks[0].capability_id
-        try:
-            plan = plan_from_output(
-                None if result is None else result.output,
-                self.record.planning,
-                self.registry,
-                self._router,
-                failure=drafted.failure,
-            )
-            if self._access is not None:
-                self._access.check_plan(plan, self.registry)
-        except SwarmUserError as exc:
-            self._fail(exc, out)
-            return
-        tokens = self.scheduler.usage().completion_tokens  # the planner's: nothing else ran
-        self._ledger.emit(
-            "planning",
-            "planned",
-            agent=planner,
-            summary=f"plan `{plan.template.name}`, {len(plan.subtasks)} sub-tasks, "
-            f"{tokens} planner tokens",
-        )
-        self._start(plan, out)
-
     def _fail(self, error: SwarmError, out: Step) -> None:
         if not self.state.terminal:
             self._failed(error)
@@ -406,55 +341,6 @@ class TaskDriver:
                 self._carry(self._feed(spending_stopped(error, self._clock())), out)
             return
         self._halt(error, out)
-
-    def _resume(self, out: Step) -> None:
-        """After a restart: plan again if no plan was stored, else re-send what was out.
-
-        A store that commits write by write (Redis) may keep the snapshot that set the
-        task's DAG and lose the `Start` written after it: that DAG is started now.
-        """
-        if self.state.terminal:
-            out.commands.append(Close())
-            return
-        self._keep_to_budget(out)  # it went past its budget just before the restart
-        if self.state.terminal:
-            return
-        if self.scheduler is None:
-            out.commands.append(Replan())  # planned as a new request would be
-            return
-        if not self.scheduler.started:  # its DAG was stored, its `Start` was not
-            self._carry(self._feed(Start(at=self._clock())), out)
-            if self.state is TaskState.DISPATCHING:
-                self._ledger.move(TaskState.EXECUTING, "first sub-tasks dispatched after a restart")
-            return
-        if self.scheduler.outcome is not None:
-            self._carry([self.scheduler.outcome], out)
-            return
-        if self.scheduler.drafted is not None:  # its draft is logged: the planner is not
-            self._carry([self.scheduler.drafted], out)  # asked again, its plan is made
-            return
-        outstanding = self.scheduler.outstanding()
-        for intent in outstanding:
-            self._gate.forget(intent.subtask_id)
-        self._ledger.emit("state", str(self.state), summary=f"resumed {len(outstanding)} sub-tasks")
-        if self.state is TaskState.DISPATCHING:
-            self._ledger.move(TaskState.EXECUTING, "resumed after a restart")
-        resend, doubtful = in_doubt(outstanding, self.registry)
-        self._carry(resend, out)
-        for intent in doubtful:  # settled as `_recovery` says, unless the task ended
-            if self.state.terminal:
-                break
-            match settle_in_doubt(intent, self.task_id, self._results, self._clock):
-                case SubTaskResult() as result:
-                    self._gate.expect(result)
-                    self._arrived(result, out)
-                case ReviewRequested() as review:
-                    self._carry(self._feed(review), out)
-                case None:
-                    self._carry([intent], out)
-        deadline = self.scheduler.next_deadline()  # a person's, still waited for
-        if deadline is not None:
-            out.commands.append(WakeAt(deadline))
 
     def _broken(self, error: SwarmError, subtask_id: str | None, out: Step) -> None:
         """Stop the task in memory, then try to store that (the store may be what broke)."""
@@ -504,27 +390,7 @@ class TaskDriver:
                     pass  # what it asks is all in its orders (`_orders`)
             out.commands.extend(commands)
 
-    # ---- planning and feeding --------------------------------------------------------
-
-    def _plan(self, plan: Plan) -> list[Intent]:
-        """Run `plan`, validated where it was made. Raises user errors.
-
-        The scheduler starts on it, or, when a planner drafted it, the DAG grows by it.
-        """
-        if self.state is TaskState.CREATED:
-            self._ledger.move(TaskState.ROUTING, "routing the request to a template", save=False)
-        if plan.workdir is None:
-            plan = plan.model_copy(update={"workdir": self.record.workdir})
-        self._ledger.update(plan=plan)
-        if self.state is TaskState.ROUTING:
-            summary = f"plan `{plan.template.name}`: {len(plan.subtasks)} sub-tasks"
-            self._ledger.move(TaskState.DISPATCHING, summary)
-        else:  # made again after a restart that came between its save and its adoption
-            self._ledger.save()
-        if self.scheduler is not None:
-            return self._feed(PlanAdopted(at=self._clock(), plan=plan))
-        self.scheduler = Scheduler(plan, self.registry, access=self._access)
-        return self._feed(Start(at=self._clock()))
+    # ---- feeding and dispatching ------------------------------------------------------
 
     def _feed(self, event: SchedulerEvent) -> list[Intent]:
         """Log `event`, then let the scheduler decide.
@@ -560,60 +426,6 @@ class TaskDriver:
             orchestrator=self.orchestrator,
             record_effects=self._results.root_uri if effects else None,
         )
-
-    def _answer(self, given: Answer, out: Step) -> None:
-        """Take a person's answer to a waiting sub-task, or say why not (`AnswerRejected`)."""
-        answered = refusal(
-            f"the answer to sub-task `{given.subtask_id}`",
-            lambda: answer_event(
-                given,
-                task_id=self.task_id,
-                owner=self.record.owner,
-                scheduler=self.scheduler,
-                ended=self.state.terminal,
-                now=self._clock(),
-            ),
-        )
-        if isinstance(answered, SwarmError):
-            out.notices.append(AnswerRejected(answered))
-            return
-        self._carry(self._feed(answered), out)
-
-    def _ask_child(self, ask: AskChild, out: Step) -> None:
-        """Admit a child sub-task of a running attempt (`core._admit`), or refuse it."""
-        admitted = refusal(
-            f"`{ask.parent}`'s child",
-            lambda: child_event(
-                ask,
-                task_id=self.task_id,
-                state=self.state,
-                scheduler=self.scheduler,
-                plan=self.record.plan,
-                registry=self.registry,
-                running=self._gate.running(ask.parent),
-                now=self._clock(),
-            ),
-        )
-        if isinstance(admitted, SwarmError):
-            out.notices.append(ChildRefused(admitted))
-            return
-        child_id, added = admitted
-        if added is not None:
-            self._carry(self._feed(added), out)
-        assert self.scheduler is not None
-        outcome = child_outcome(self.scheduler, child_id)
-        out.notices.append(ChildAdmitted(child_id, outcome))
-        if outcome is None:
-            self._watched.add(child_id)
-
-    def _settle_children(self, out: Step) -> None:
-        """Tell of each watched child that settled (its task's end settles every one)."""
-        assert self.scheduler is not None
-        for child_id in sorted(self._watched):
-            outcome = child_outcome(self.scheduler, child_id)
-            if outcome is not None:
-                self._watched.discard(child_id)
-                out.notices.append(ChildSettled(child_id, outcome))
 
     def _accept(self, result: SubTaskResult) -> SchedulerEvent:
         """Check a result's watermark; return the event to feed, or raise the rejection.
