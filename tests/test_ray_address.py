@@ -68,14 +68,19 @@ def test_connect_starts_its_own_cluster_beside_a_stale_address(ray_tmpdir: Path)
         "import ray, swarm_ray\n"
         f"swarm = swarm_ray.connect(state_dir={str(ray_tmpdir / 'state')!r}, name='addr')\n"
         "print('cpus', int(ray.cluster_resources()['CPU']))\n"
+        "import os; print('auth', os.environ.get('RAY_AUTH_MODE'))\n"
         "swarm.shutdown()\n"
         "ray.shutdown()\n"
     )
     env = {**os.environ, "RAY_TMPDIR": str(ray_tmpdir), "RAY_USAGE_STATS_ENABLED": "0"}
     env.pop("RAY_ADDRESS", None)
+    env.pop("RAY_AUTH_MODE", None)  # Ray's default, as on a newcomer's machine
     done = subprocess.run(
         [sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300
     )
     assert done.returncode == 0, done.stderr[-3000:]
     # connect()'s own logical CPUs: a new local cluster, not a join
     assert f"cpus {max(8, 4 * (os.cpu_count() or 1))}" in done.stdout
+    # Token authentication stays on (Ray's default) without Ray's warning saying so.
+    assert "auth token" in done.stdout
+    assert "Token authentication is enabled" not in done.stderr + done.stdout

@@ -12,6 +12,8 @@ from __future__ import annotations
 
 import asyncio
 import atexit
+import contextlib
+import logging
 import os
 import socket
 import threading
@@ -69,6 +71,28 @@ def local_cluster(*, any_cluster: bool = False) -> str | None:
     return None
 
 
+class _TokenNotice(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not record.getMessage().startswith("Token authentication is enabled for this")
+
+
+@contextlib.contextmanager
+def _without_token_notice() -> Iterator[None]:
+    """Leave out Ray's warning that a new local cluster has token authentication on.
+
+    It is Ray's default, which `connect()` keeps, and the warning only says how to opt
+    out (`RAY_AUTH_MODE=disabled`); every `make report` printed it among the progress.
+    With `RAY_AUTH_MODE` set, Ray prints nothing and this is not used.
+    """
+    logger = logging.getLogger("ray._private.authentication.authentication_token_setup")
+    notice = _TokenNotice()
+    logger.addFilter(notice)
+    try:
+        yield
+    finally:
+        logger.removeFilter(notice)
+
+
 def connect(
     address: str | None = None,
     *,
@@ -119,7 +143,9 @@ def connect(
                 # many logical CPUs as cores a few pools could starve the Ray Data
                 # stages that feed them. Oversubscribe logically; the OS shares the cores.
                 init_kwargs.setdefault("num_cpus", max(8, 4 * (os.cpu_count() or 1)))
-        ray.init(address=address, namespace=namespace, **init_kwargs)
+        quiet = address == "local" and "RAY_AUTH_MODE" not in os.environ
+        with _without_token_notice() if quiet else contextlib.nullcontext():
+            ray.init(address=address, namespace=namespace, **init_kwargs)
     actor = (
         ray.remote(Orchestrator)
         .options(
