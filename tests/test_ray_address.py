@@ -69,6 +69,11 @@ def test_connect_starts_its_own_cluster_beside_a_stale_address(ray_tmpdir: Path)
         f"swarm = swarm_ray.connect(state_dir={str(ray_tmpdir / 'state')!r}, name='addr')\n"
         "print('cpus', int(ray.cluster_resources()['CPU']))\n"
         "import os; print('auth', os.environ.get('RAY_AUTH_MODE'))\n"
+        # Two dozen small actors at once, as pools of agents start: each is a worker.
+        "A = ray.remote(num_cpus=0.25)(type('A', (), {'ping': lambda self: 1}))\n"
+        "actors = [A.remote() for _ in range(24)]\n"
+        "print('pings', sum(ray.get([a.ping.remote() for a in actors])))\n"
+        "import time; time.sleep(3)\n"  # the raylet's warning, if any, comes after
         "swarm.shutdown()\n"
         "ray.shutdown()\n"
     )
@@ -84,3 +89,6 @@ def test_connect_starts_its_own_cluster_beside_a_stale_address(ray_tmpdir: Path)
     # Token authentication stays on (Ray's default) without Ray's warning saying so.
     assert "auth token" in done.stdout
     assert "Token authentication is enabled" not in done.stderr + done.stdout
+    # Nor the raylet's warning that more workers started than there are cores.
+    assert "pings 24" in done.stdout
+    assert "maximum expected startup concurrency" not in done.stderr + done.stdout
