@@ -8,6 +8,7 @@ from pathlib import Path
 from typing import Any
 
 import pyarrow as pa
+import pyarrow.fs as pafs
 import pyarrow.parquet as pq
 import pytest
 from pydantic import BaseModel
@@ -242,7 +243,7 @@ def test_small_rollouts_are_read_whole_and_older_files_lack_newer_columns(
         pa.table({"task_id": ["new"], "wall_s": [2.0], "reward": [0.5]}), folder / "2.parquet"
     )
     (folder / "notes.txt").write_text("not a rollout")
-    table = _rollout._read_small([str(folder)])
+    table = _rollout._read_small([(pafs.LocalFileSystem(), str(folder))])
     assert table is not None
     assert table.to_pylist() == [
         {"task_id": "old", "wall_s": 1.0, "reward": None},
@@ -250,9 +251,9 @@ def test_small_rollouts_are_read_whole_and_older_files_lack_newer_columns(
     ]
     # Over the limit, Ray Data's tasks read them instead; an empty folder has nothing.
     monkeypatch.setattr(_rollout, "SMALL_BYTES", 100)
-    assert _rollout._read_small([str(folder)]) is None
+    assert _rollout._read_small([(pafs.LocalFileSystem(), str(folder))]) is None
     (tmp_path / "empty").mkdir()
-    assert _rollout._read_small([str(tmp_path / "empty")]) is None
+    assert _rollout._read_small([(pafs.LocalFileSystem(), str(tmp_path / "empty"))]) is None
 
 
 @pytest.mark.ray

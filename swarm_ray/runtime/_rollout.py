@@ -359,8 +359,11 @@ def enabled() -> bool:
     return os.environ.get("SWARM_RAY_ROLLOUTS", "1").lower() not in ("0", "false", "off")
 
 
-def _folders(root: str, table: str) -> list[str]:
-    """`rollouts/{table}` folders found at or under `root` (a results root or a state dir)."""
+def _folders(root: str, table: str) -> list[tuple[str, Any, str]]:
+    """`rollouts/{table}` folders found at or under `root` (a results root or a state dir).
+
+    Each as its URI or path for Ray Data, its filesystem and its path on that filesystem.
+    """
     remote = "://" in root
     fs, base = (
         pafs.FileSystem.from_uri(root)
@@ -376,9 +379,8 @@ def _folders(root: str, table: str) -> list[str]:
         if candidate.rsplit("/", 2)[-2] != "rollouts":
             continue
         if fs.get_file_info(candidate).type == pafs.FileType.Directory:
-            if remote:
-                return [f"{root.split('://', 1)[0]}://{candidate}"]
-            return [candidate]
+            name = f"{root.split('://', 1)[0]}://{candidate}" if remote else candidate
+            return [(name, fs, candidate)]
     return []
 
 
@@ -412,10 +414,10 @@ def rollouts(
         raise InvalidSpecError(
             f"no rollouts (`rollouts/{table}/*.parquet`) under {[os.fspath(r) for r in roots]!r}"
         )
-    table_read = _read_small(folders)
+    table_read = _read_small([(fs, path) for _, fs, path in folders])
     if table_read is not None:
         return ray.data.from_arrow(table_read)
-    return ray.data.read_parquet(folders, file_extensions=["parquet"])
+    return ray.data.read_parquet([name for name, _, _ in folders], file_extensions=["parquet"])
 
 
 SMALL_BYTES = 64 * 2**20
@@ -425,18 +427,15 @@ cluster here `read_parquet` took 10-19 s for one small file (listing and reading
 tasks of their own), where reading it in process took 0.1 s."""
 
 
-def _read_small(folders: list[str]) -> pa.Table | None:
+def _read_small(folders: list[tuple[Any, str]]) -> pa.Table | None:
     """The Parquet files of `folders` as one table, if they hold `SMALL_BYTES` at most.
 
+    Each folder comes as its filesystem and its path on it (found once, by `_folders`).
     Files written by older versions may lack newer columns: those read as nulls.
     """
     found: list[tuple[Any, str]] = []
     total = 0
-    for folder in folders:
-        if "://" in folder:
-            fs, path = pafs.FileSystem.from_uri(folder)
-        else:
-            fs, path = pafs.LocalFileSystem(), folder
+    for fs, path in folders:
         for info in fs.get_file_info(pafs.FileSelector(path)):
             if info.type == pafs.FileType.File and info.path.endswith(".parquet"):
                 found.append((fs, info.path))
