@@ -319,13 +319,17 @@ def main() -> None:
         f"{worker_rate / raw_rate * (1 + loop) / contention:.2f} (the rest: the CPU Ray's own "
         "processes, the orchestrator and the driver take during the stage, and noise)"
     )
-    used = spent(readings.get("plan", {}), readings.get("segments", {}))
-    if used:
-        print(
-            f"  CPU by process over the segments task (run {len(runs)}, "
-            f"{run.seconds['segments']:.1f} s): "
-            + ", ".join(f"{_ROLE_NAMES.get(r, r)} {s:.2f} s" for r, s in used.items())
-        )
+    # `analyze_video` tells a stage when it has finished: from the plan's end to the
+    # timeline's is the segments stage and the (short) timeline after it.
+    used = need(
+        spent(readings.get("plan", {}), readings.get("timeline", {})),
+        "the CPU by process over the segments stage (/proc)",
+    )
+    print(
+        f"  CPU by process from the plan to the timeline (run {len(runs)}: segments "
+        f"{run.seconds['segments']:.1f} s, timeline {run.seconds['timeline']:.1f} s): "
+        + ", ".join(f"{_ROLE_NAMES.get(r, r)} {s:.2f} s" for r, s in used.items())
+    )
     preroll = sum(a.preroll_frames for a in done) / sum(a.frames_in_range for a in done)
     print(
         f"seek pre-roll (frames decoded before a segment's start, keyframes up to "

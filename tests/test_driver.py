@@ -425,6 +425,10 @@ def test_the_request_and_plan_are_logged_once_and_left_out_of_snapshots(
     specs = [e for e in store.read_log(driver.task_id) if e.kind == "spec"]
     # One entry when the request was taken in, one when the plan was set: not one per result.
     assert len(specs) == 2
+    # The second holds the plan alone, without the request it was made of (the task's).
+    second = json.loads(specs[1].payload_json)
+    assert set(second) == {"plan"} and "request" not in second["plan"]
+    assert second["plan"]["subtasks"] and "item-49" in specs[0].payload_json
     snapshot = json.loads(store.get_task(driver.task_id).record_json)  # type: ignore[union-attr]
     assert "request" not in snapshot and "plan" not in snapshot
     assert "item-49" not in json.dumps(snapshot)
@@ -434,6 +438,23 @@ def test_the_request_and_plan_are_logged_once_and_left_out_of_snapshots(
     assert reloaded.record.plan == driver.record.plan
     resent = [c for c in reloaded.step(Resume()).commands if isinstance(c, Run)]
     assert {r.subtask.subtask_id for r in resent} == {r.subtask.subtask_id for r in runs[10:]}
+
+
+def test_a_plan_made_of_another_request_than_the_tasks_keeps_its_own(
+    deps: dict[str, object],
+) -> None:
+    # An upload's plan is made of the request with its file ids resolved to paths.
+    store = deps["store"]
+    assert isinstance(store, SQLiteStateStore)
+    driver = _driver(deps, TaskRequest(template="echo_fanout", items=("file-id",)))
+    resolved = TaskRequest(template="echo_fanout", items=("/srv/uploads/a.pdf",))
+    plan = expand(deps["router"].route(resolved), resolved, task_id=driver.task_id)  # type: ignore[attr-defined]
+    driver.step(Planned(plan))
+    reloaded = TaskDriver.load(driver.task_id, **deps)
+    assert reloaded is not None and reloaded.record.plan is not None
+    assert reloaded.record.request.items == ("file-id",)
+    assert reloaded.record.plan.request.items == ("/srv/uploads/a.pdf",)
+    assert reloaded.record.plan == plan.model_copy(update={"workdir": driver.record.workdir})
 
 
 def test_a_snapshot_written_with_the_request_inline_still_loads(deps: dict[str, object]) -> None:

@@ -83,7 +83,7 @@ def test_v1_a_planning_plan_names_its_one_sub_task_as_the_draft() -> None:
 
 
 def test_v1_the_planners_own_scheduler_becomes_the_tasks_one() -> None:
-    plan = {"task_id": "t1", "subtasks": [{"id": "shout[0]"}]}
+    plan = {"task_id": "t1", "request": {"query": "q"}, "subtasks": [{"id": "shout[0]"}]}
     log = [
         _entry("plan", {"kind": "start", "at": 1.0}, 1),
         _entry("plan", {"kind": "done", "at": 2.0}, 2),

@@ -21,6 +21,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from swarm_ray.core._journal import LogEntry, Migration, TaskParts
+from swarm_ray.core._tasklog import joined_spec
 
 __all__: list[str] = []
 
@@ -164,12 +165,11 @@ def subtask_v1_to_v2(spec: dict[str, Any]) -> dict[str, Any]:
 
 
 def _last_plan(entries: list[tuple[int, LogEntry]]) -> dict[str, Any] | None:
-    """The task's plan (set once, so the last `spec` entry's), in today's format."""
-    for _, entry in reversed(entries):
-        if entry.kind == _SPEC:
-            plan: dict[str, Any] | None = json.loads(entry.payload_json).get("plan")
-            return plan
-    return None
+    """The task's plan (set once, so the newest `spec` entry's with one), today's format."""
+    plan: dict[str, Any] | None = joined_spec(
+        e.payload_json for _, e in entries if e.kind == _SPEC
+    ).get("plan")
+    return plan
 
 
 def _with(entry: LogEntry, payload: Any) -> LogEntry:
