@@ -329,21 +329,45 @@ class StateStore(abc.ABC):
     def __repr__(self) -> str:
         return f"{type(self).__name__}({self.location!r})"
 
-    @contextlib.contextmanager
-    def _guard(self, operation: str, task_id: str | None = None) -> Iterator[None]:
+    def _guard(self, operation: str, task_id: str | None = None) -> _Guard:
         """Turn the backend's errors into `StateStoreError`: the one place that does."""
-        store = f"`{self.backend}` state store at {self.location!r}"
+        return _Guard(self, operation, task_id)
+
+
+class _Guard:
+    """`StateStore._guard`: a plain context manager, since every store call enters one.
+
+    The error's words are made only when there is an error (a generator-based manager
+    and its eager message cost about a tenth of a log append).
+    """
+
+    __slots__ = ("_operation", "_store", "_task_id")
+
+    def __init__(self, store: StateStore, operation: str, task_id: str | None) -> None:
+        self._store = store
+        self._operation = operation
+        self._task_id = task_id
+
+    def __enter__(self) -> None:
+        if self._store._closed:
+            raise self._error("is closed; cannot", "")
+
+    def __exit__(
+        self, kind: type[BaseException] | None, exc: BaseException | None, _tb: object
+    ) -> None:
+        if exc is not None and isinstance(exc, self._store._backend_errors):
+            raise self._error("failed to", f": {type(exc).__name__}: {exc}") from exc
+
+    def _error(self, verb: str, problem: str) -> StateStoreError:
+        store, operation, task_id = self._store, self._operation, self._task_id
         where = "" if task_id is None else f" for task {task_id!r}"
-        details = {"backend": self.backend, "operation": operation, "task_id": task_id}
-        if self._closed:
-            raise StateStoreError(f"{store} is closed; cannot `{operation}`{where}", **details)
-        try:
-            yield
-        except self._backend_errors as exc:
-            problem = f"{type(exc).__name__}: {exc}"
-            raise StateStoreError(
-                f"{store} failed to `{operation}`{where}: {problem}", **details
-            ) from exc
+        return StateStoreError(
+            f"`{store.backend}` state store at {store.location!r} {verb} `{operation}`"
+            f"{where}{problem}",
+            backend=store.backend,
+            operation=operation,
+            task_id=task_id,
+        )
 
 
 def _versioned(stored: StoredTask, log: list[LogEntry]) -> tuple[TaskParts, int]:
