@@ -71,6 +71,7 @@ from swarm_ray.video import (
     probe_video,
     remux_repeat,
 )
+from swarm_ray.video._analyze import stop_dts
 
 _ROLES = ("IDLE", "Orchestrator", "SubAgent")
 _ROLE_NAMES = {
@@ -131,7 +132,7 @@ def make_long_input(folder: Path, minutes: float) -> tuple[str, str]:
 def decode_range(job: tuple[str, float, float]) -> int:
     """Decode the frames of `[start, end)` on one thread, nothing else; return how many.
 
-    It stops reading where the analysis does (`_analyze._run`): at the first packet whose
+    It stops reading where the analysis does (`stop_dts`): at the first packet whose
     decoding time is past the end, then drains the decoder. Decoding until a frame shows
     past the end decodes the next segment's keyframe too (about 20 ms at 720p): the
     loop's cost, measured against that, came out about 7 points too low.
@@ -147,8 +148,9 @@ def decode_range(job: tuple[str, float, float]) -> int:
         rate = float(stream.average_rate or 30)
         target = start + 0.25 / rate if start > 0 else 0.0
         container.seek(int(target / stream.time_base), stream=stream, backward=True)
+        end_dts = stop_dts(end, stream.time_base)  # an int: no Fraction per packet
         for packet in container.demux(stream):
-            past = packet.dts is not None and packet.dts * stream.time_base >= end
+            past = packet.dts is not None and packet.dts >= end_dts
             for frame in stream.decode(None) if past else packet.decode():
                 frames += frame.time is not None and start <= frame.time < end
             if past:

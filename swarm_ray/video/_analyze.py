@@ -258,6 +258,15 @@ class _Scan:
         )
 
 
+def stop_dts(end_s: float, time_base: Fraction) -> int:
+    """The first decoding time, in `time_base` ticks, of a packet shown past `end_s`.
+
+    Decoding order: every frame shown before the end has an earlier decoding time, so a
+    segment stops reading video at the first packet at or past it and drains its decoder.
+    """
+    return math.ceil(Fraction(end_s - _EPS) / time_base)
+
+
 def _run(scan: _Scan, container: Any) -> None:
     job = scan.job
     video = container.streams.video[0]
@@ -270,7 +279,7 @@ def _run(scan: _Scan, container: Any) -> None:
     # builds a new Fraction at each access, and Fraction arithmetic per packet and per
     # frame cost more than the rest of the loop. The end test below stays exact.
     num, den = video.time_base.numerator, video.time_base.denominator
-    end_dts = math.ceil(Fraction(job.end_s - _EPS) * den / num)  # dts >= it: shown past the end
+    end_dts = stop_dts(job.end_s, video.time_base)
     for packet in container.demux([s for s in (video, sound) if s is not None]):
         is_video = packet.stream is video
         if is_video and video_done:
