@@ -61,3 +61,43 @@ def test_ci_runs_every_benchmark_in_its_quick_mode() -> None:
         assert '"--quick"' in (ROOT / "bench" / name).read_text(), name
     ci = (ROOT / ".ci" / "run").read_text()
     assert ci.index("make bench-quick") > ci.index("make test")
+
+
+README_MAX_LINES = 250
+"""The README is a front page; everything else lives in the documentation site (docs/)."""
+
+
+def test_the_readme_is_a_front_page() -> None:
+    lines = (ROOT / "README.md").read_text().splitlines()
+    assert len(lines) <= README_MAX_LINES, (
+        f"README.md has {len(lines)} lines (at most {README_MAX_LINES}): move detail to docs/"
+    )
+
+
+def _nav_pages(entries: object) -> list[str]:
+    """Every page `mkdocs.yml`'s `nav` names, however deep its sections go."""
+    if isinstance(entries, str):
+        return [entries]
+    if isinstance(entries, list):
+        return [page for entry in entries for page in _nav_pages(entry)]
+    if isinstance(entries, dict):
+        return [page for value in entries.values() for page in _nav_pages(value)]
+    return []
+
+
+def test_every_page_of_the_site_is_in_its_nav_and_every_nav_entry_is_a_page() -> None:
+    config = yaml.safe_load((ROOT / "mkdocs.yml").read_text())
+    docs = ROOT / config.get("docs_dir", "docs")
+    nav = _nav_pages(config["nav"])
+    pages = sorted(p.relative_to(docs).as_posix() for p in docs.rglob("*.md"))
+    assert sorted(set(pages) - set(nav)) == [], "pages under docs/ missing from mkdocs.yml nav"
+    assert sorted(set(nav) - set(pages)) == [], "nav entries with no page under docs/"
+    assert len(nav) == len(set(nav)), "a page is in the nav twice"
+
+
+def test_the_readme_links_only_to_pages_that_exist() -> None:
+    readme = (ROOT / "README.md").read_text()
+    links = re.findall(r"\]\(((?!https?://|#)[^)#\s]+)", readme)
+    assert links, "the README links into the site"
+    missing = [link for link in links if not (ROOT / link).exists()]
+    assert missing == [], f"README links to missing files: {missing}"
