@@ -9,12 +9,13 @@ Inside a capability:
     `AgentReply` (an output with confidence, token usage or warnings),
     `current_subtask()` (the attempt being served), `ask_human()` (pausing the
     attempt for the task owner's answer), `record_call()` (a model or tool call, for
-    the trace), `run_child()` / `ChildOutcome`
-    (asking the orchestrator for a child sub-task), `task_spend()` (what the
-    task has spent so far), `state_dir()` (the swarm's state
-    directory), `ResultStore` (where large outputs live), `declared_limits()` (the
-    `extra` a capability declares for memory and CPU limits), `CodeField` (an output
-    field holding Python code, which the sanitizer parses and checks).
+    the trace), `run_child()` / `ChildOutcome` (asking the orchestrator for a child
+    sub-task), `describe_capabilities()` (the schemas of capabilities it may run as
+    children), `task_spend()` (what the task has spent so far), `state_dir()` (the
+    swarm's state directory), `ResultStore` (where large outputs live),
+    `declared_limits()` (the `extra` a capability declares for memory and CPU limits),
+    `CodeField` (an output field holding Python code, which the sanitizer parses and
+    checks).
 
 Hosting agents (a Serve deployment, a job's driver):
     `run_subtask()` (the one attempt contract every executor shares),
@@ -33,7 +34,12 @@ from swarm_ray.runtime._agent import (
     record_call,
     run_subtask,
 )
-from swarm_ray.runtime._children import ChildOutcome, run_child, task_spend
+from swarm_ray.runtime._children import (
+    ChildOutcome,
+    describe_capabilities,
+    run_child,
+    task_spend,
+)
 from swarm_ray.runtime._client import NAMESPACE, SwarmClient
 from swarm_ray.runtime._config import state_dir
 from swarm_ray.runtime._progress import follow_with_progress
@@ -51,6 +57,7 @@ __all__ = [
     "current_subtask",
     "declared_limits",
     "deployment_names",
+    "describe_capabilities",
     "follow_with_progress",
     "record_call",
     "run_child",

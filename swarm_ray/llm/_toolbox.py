@@ -34,7 +34,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.agent import record_call, run_child
+from swarm_ray.agent import describe_capabilities, record_call, run_child
 from swarm_ray.core._errors import InvalidSpecError, SwarmError
 from swarm_ray.core._subtask import CallRecord, SubTask
 from swarm_ray.llm._mcp import mcp_pool
@@ -129,18 +129,6 @@ def _schema_problems(arguments: Any, schema: Mapping[str, Any]) -> list[str]:
     ][:5]
 
 
-def _describe_capabilities(parent: SubTask, ids: Sequence[str]) -> list[dict[str, Any]]:
-    """The capabilities' catalogue lines with schemas, from the orchestrator's registry."""
-    import ray
-
-    if not parent.orchestrator:
-        raise InvalidSpecError("capability tools need a sub-task dispatched by an orchestrator")
-    namespace, _, name = parent.orchestrator.partition("/")
-    actor = ray.get_actor(name, namespace=namespace)
-    described: list[dict[str, Any]] = ray.get([actor.capability.remote(cid) for cid in ids])
-    return described
-
-
 class Toolbox:
     """The tools of one agent run."""
 
@@ -184,7 +172,7 @@ class Toolbox:
         if capabilities:
             if parent is None:
                 raise InvalidSpecError("capability tools need a running sub-task")
-            for line in _describe_capabilities(parent, capabilities):
+            for line in describe_capabilities(capabilities, parent=parent):
                 cid = line["id"]
                 if cid == own_capability or TOOL_TAG not in line.get("tags", ()):
                     raise InvalidSpecError(

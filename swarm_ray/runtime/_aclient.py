@@ -16,6 +16,12 @@ still meets the actor away is tried again every 0.2 s until `timeout_s` passes, 
 
 `principal` is who asks: None for a trusted caller holding the cluster; the gateway
 passes its HTTP caller's, and the orchestrator shows and lets it touch only its own tasks.
+
+Agents reach the orchestrator that dispatched them the same way, by the address their
+sub-task carries (`AsyncSwarmClient.at(subtask.orchestrator)`): a child sub-task, the
+task's spend, the tool box's capabilities. No other module calls the actor's methods
+(`tests/test_layers.py` holds the package to it), so an orchestrator split into shards
+changes how the actor is found here and nowhere else.
 """
 
 from __future__ import annotations
@@ -28,6 +34,7 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
+from swarm_ray.core._children import ChildOutcome
 from swarm_ray.core._errors import AnswerRefusedError, OrchestratorUnavailableError, SwarmError
 from swarm_ray.core._principal import Principal
 from swarm_ray.core._record import TaskRecord
@@ -67,6 +74,22 @@ class AsyncSwarmClient:
 
     def __repr__(self) -> str:
         return f"AsyncSwarmClient(timeout_s={self.timeout_s!r})"
+
+    @classmethod
+    def at(
+        cls, address: str, *, timeout_s: float | None = None, ride_out_restarts: bool = True
+    ) -> AsyncSwarmClient:
+        """The client of the orchestrator at `address`, `NAMESPACE/NAME` as a sub-task names it.
+
+        Raises:
+            OrchestratorUnavailableError: no orchestrator of that name is alive.
+        """
+        namespace, _, name = address.partition("/")
+        try:
+            actor = ray.get_actor(name, namespace=namespace)
+        except ValueError as exc:
+            raise OrchestratorUnavailableError(f"no orchestrator `{address}` is alive") from exc
+        return cls(actor, timeout_s=timeout_s, ride_out_restarts=ride_out_restarts)
 
     def options(
         self, *, timeout_s: float | None = None, ride_out_restarts: bool | None = None
@@ -236,6 +259,30 @@ class AsyncSwarmClient:
         return await self._call(
             lambda a: a.trace_watermarks.remote(
                 tokens, principal=principal, include_input=include_input
+            )
+        )
+
+    async def run_child(
+        self,
+        task_id: str,
+        parent_subtask_id: str,
+        parent_watermark: str,
+        capability_id: str,
+        data: dict[str, Any],
+        key: str,
+    ) -> ChildOutcome:
+        """Add a child sub-task to a running attempt's task and wait until it settles.
+
+        The caller proves it is the parent's running attempt by its watermark; the child
+        (`{parent}>{key}`) is idempotent per key. Agents call it through
+        `swarm_ray.agent.run_child`.
+
+        Raises:
+            SwarmError: the orchestrator refused the child (why is in the error).
+        """
+        return await self._call(
+            lambda a: a.run_child.remote(
+                task_id, parent_subtask_id, parent_watermark, capability_id, data, key
             )
         )
 

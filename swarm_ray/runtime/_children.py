@@ -9,7 +9,10 @@ Two sides:
 
 - In the agent (any capability's code, in any Ray process): `run_child(capability_id,
   input)` finds its own attempt (`current_subtask()`), calls the orchestrator that
-  dispatched it and blocks until the child settles; it returns a `ChildOutcome`.
+  dispatched it through `AsyncSwarmClient` (on the process's `_loop`) and blocks until
+  the child settles; it returns a `ChildOutcome`. `describe_capabilities` gives a tool
+  agent the schemas of the capabilities it may call so; `task_spend` what the task has
+  spent so far.
 - In the orchestrator: `Orchestrator.run_child(task_id, parent_subtask_id,
   parent_watermark, capability_id, input, key)` hands the task's driver an `AskChild`.
   The driver decides: the parent's watermark must be the one of its running attempt,
@@ -25,18 +28,18 @@ import asyncio
 import itertools
 import threading
 from collections import OrderedDict
-from typing import TYPE_CHECKING, Any
+from collections.abc import Sequence
+from typing import Any
 
 from swarm_ray.core._children import ChildOutcome
 from swarm_ray.core._errors import InvalidSpecError, SubTaskTimeoutError
 from swarm_ray.core._subtask import SubTask
 from swarm_ray.core._views import UsageView
+from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._agent import current_subtask
+from swarm_ray.runtime._loop import LOOP
 
-if TYPE_CHECKING:
-    pass
-
-__all__ = ["ChildOutcome", "run_child"]
+__all__ = ["ChildOutcome", "describe_capabilities", "run_child", "task_spend"]
 
 
 class ChildBook:
@@ -74,6 +77,18 @@ def _next_key(subtask: SubTask) -> str:
         return f"a{subtask.attempt}-{next(counter)}"
 
 
+def _orchestrator(
+    subtask: SubTask | None, what: str, **options: Any
+) -> tuple[SubTask, AsyncSwarmClient]:
+    """The running attempt and a client of the orchestrator that dispatched it."""
+    if subtask is None or not subtask.orchestrator:
+        raise InvalidSpecError(
+            f"{what} needs a running sub-task dispatched by an orchestrator "
+            "(call it from a capability's code)"
+        )
+    return subtask, AsyncSwarmClient.at(subtask.orchestrator, **options)
+
+
 def run_child(
     capability_id: str,
     data: dict[str, Any],
@@ -100,20 +115,13 @@ def run_child(
     Raises:
         InvalidSpecError: not called from a capability dispatched by an orchestrator.
         SubTaskTimeoutError: `timeout_s` passed first.
-        SwarmError: the orchestrator refused the child (see `ChildBook.request`).
+        OrchestratorUnavailableError: the orchestrator is gone, or restarting.
+        SwarmError: the orchestrator refused the child (see `core._children`).
     """
-    import ray
-    from ray.exceptions import GetTimeoutError
-
-    subtask = parent or current_subtask()
-    if subtask is None or not subtask.orchestrator:
-        raise InvalidSpecError(
-            f"`run_child({capability_id!r})` needs a running sub-task dispatched by an "
-            "orchestrator (call it from a capability's code)"
-        )
-    namespace, _, name = subtask.orchestrator.partition("/")
-    actor = ray.get_actor(name, namespace=namespace)
-    ref: Any = actor.run_child.remote(
+    subtask, client = _orchestrator(
+        parent or current_subtask(), f"`run_child({capability_id!r})`", ride_out_restarts=False
+    )
+    call = client.run_child(
         subtask.task_id,
         subtask.subtask_id,
         subtask.watermark,
@@ -122,14 +130,33 @@ def run_child(
         key or _next_key(subtask),
     )
     try:
-        outcome: ChildOutcome = ray.get(ref, timeout=timeout_s)
-    except GetTimeoutError:
+        return LOOP.run(asyncio.wait_for(call, timeout_s))
+    except TimeoutError:
         raise SubTaskTimeoutError(
             f"child `{capability_id}` of `{subtask.subtask_id}` did not settle in "
             f"{timeout_s} s (it keeps running)",
             capability_id=capability_id,
         ) from None
-    return outcome
+
+
+def describe_capabilities(
+    capability_ids: Sequence[str], *, parent: SubTask | None = None
+) -> list[dict[str, Any]]:
+    """The catalogue lines, with JSON Schemas, of capabilities an agent may run as children.
+
+    From the registry of the orchestrator that dispatched the running attempt (`parent`,
+    by default `current_subtask()`), in the order asked.
+
+    Raises:
+        InvalidSpecError: not called from a capability dispatched by an orchestrator.
+        UnknownCapabilityError: one of them is not registered.
+    """
+    _, client = _orchestrator(parent or current_subtask(), "describing capabilities")
+
+    async def describe() -> list[dict[str, Any]]:
+        return list(await asyncio.gather(*(client.capability(c) for c in capability_ids)))
+
+    return LOOP.run(describe())
 
 
 def task_spend(timeout_s: float = 10.0) -> UsageView | None:
@@ -143,13 +170,9 @@ def task_spend(timeout_s: float = 10.0) -> UsageView | None:
     subtask = current_subtask()
     if subtask is None or not subtask.orchestrator:
         return None
-    import ray
-
     try:
-        namespace, _, name = subtask.orchestrator.partition("/")
-        actor = ray.get_actor(name, namespace=namespace)
-        status: Any = ray.get(actor.status.remote(subtask.task_id), timeout=timeout_s)
+        _, client = _orchestrator(subtask, "`task_spend()`", timeout_s=timeout_s)
+        status = LOOP.run(client.status(subtask.task_id))
     except Exception:  # an orchestrator away or restarting: nothing to show
         return None
-    usage: UsageView | None = status.usage
-    return usage
+    return status.usage
