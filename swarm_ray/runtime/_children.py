@@ -39,7 +39,7 @@ from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._agent import current_subtask
 from swarm_ray.runtime._loop import LOOP
 
-__all__ = ["ChildOutcome", "describe_capabilities", "run_child", "task_spend"]
+__all__ = ["ChildOutcome", "run_child"]
 
 
 class ChildBook:

@@ -16,7 +16,7 @@ import threading
 from collections.abc import AsyncGenerator, Coroutine, Iterator
 from typing import Any, TypeVar
 
-__all__ = ["LOOP", "LoopThread"]
+__all__: list[str] = []  # the runtime's own: nothing of it is public
 
 T = TypeVar("T")
 
