@@ -2,15 +2,20 @@
 
 swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`
 swarm_ray/runtime/    the Ray edge: imports `core`, never a workload or `llm`
-gateway/ llm/ documents/ video/   beside them, importing downward; the gateway calls
-                      the orchestrator only through `AsyncSwarmClient`
+gateway/ llm/ documents/ video/   above them, importing downward
 swarm_ray/agent.py    the one way in from a workload (llm/ documents/ video/ jobs/) to the
                       runtime: workloads import no private `swarm_ray.runtime._x` module
+swarm_ray/testing/    on top: it may import the product; the product imports from it only
+                      the sample generators its sample jobs need (`_SAMPLES`)
+
+Every call to an orchestrator actor goes through `AsyncSwarmClient` (`runtime/_aclient.py`):
+no other module of the package calls one of the actor's methods with `.remote`.
 """
 
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 import pytest
@@ -164,36 +169,175 @@ def test_no_import_circles() -> None:
     assert circles == [], f"import circles (function-level imports included): {circles}"
 
 
+_ORDER: tuple[tuple[str, ...], ...] = (
+    ("swarm_ray.core",),
+    ("swarm_ray.runtime",),
+    ("swarm_ray", "swarm_ray.agent"),  # the public API; the one way in for workloads
+    ("swarm_ray.llm",),
+    ("swarm_ray.documents", "swarm_ray.video"),
+    ("swarm_ray.gateway", "swarm_ray.catalog"),
+    ("swarm_ray.cli", "swarm_ray.testing"),
+)
+"""The package's parts from the lowest up: a part imports only from parts below its own."""
+
+_SAMPLES = {
+    "swarm_ray.testing.sample_documents": "brochures and their ground truth (`make report`)",
+    "swarm_ray.testing.sample_video": "a video with known cuts (`swarm-ray video --sample`)",
+}
+"""What the product may import from `swarm_ray.testing`: its sample jobs' generators."""
+
 _SAMPLE_USERS = {
-    "swarm_ray.documents",  # re-exports the brochure samples and their scoring
+    "swarm_ray.documents",  # re-exports the brochure samples
     "swarm_ray.documents._job",  # `make report` / `swarm-ray compare --samples`
+    "swarm_ray.documents._accuracy",  # scores a run against the samples' ground truth
     "swarm_ray.video",
     "swarm_ray.video._job",  # `swarm-ray video --sample`
 }
-"""The product modules that may use `swarm_ray.testing`: the jobs that run on samples."""
+"""The product modules that may import `_SAMPLES`: the jobs that run on samples."""
 
 
-def test_test_doubles_live_in_swarm_ray_testing_and_the_product_does_not_use_them() -> None:
+def _part(module: str) -> str:
+    """`swarm_ray.documents._job` -> `swarm_ray.documents`; `swarm_ray.agent` as it is."""
+    return ".".join(module.split(".")[:2])
+
+
+def _level(part: str) -> int:
+    [level] = [i for i, parts in enumerate(_ORDER) if part in parts]
+    return level
+
+
+def test_every_part_of_the_package_has_its_place_in_the_order() -> None:
+    placed = {part for parts in _ORDER for part in parts}
+    parts = {_part(module) for module in _import_graph()}
+    assert parts == placed, f"unplaced: {sorted(parts - placed)}, gone: {sorted(placed - parts)}"
+
+
+def test_imports_go_from_a_higher_part_to_a_lower_one() -> None:
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in sorted(_import_graph().items())
+        for target in sorted(targets)
+        if _part(module) != _part(target)
+        and _level(_part(target)) >= _level(_part(module))
+        and not (module in _SAMPLE_USERS and target in _SAMPLES)
+    ]
+    assert upward == [], f"imports to a part at or above the importer's: {upward}"
+
+
+def test_test_doubles_live_in_swarm_ray_testing_and_the_product_uses_only_samples() -> None:
     graph = _import_graph()
-    product = {
-        m for m in graph if m != "swarm_ray.testing" and not m.startswith("swarm_ray.testing.")
-    }
-    users = {
-        module
+    product = {m for m in graph if _part(m) != "swarm_ray.testing"}
+    uses = {
+        f"{module} -> {target}"
         for module in product
-        if any(
-            t == "swarm_ray.testing" or t.startswith("swarm_ray.testing.") for t in graph[module]
-        )
+        for target in graph[module]
+        if _part(target) == "swarm_ray.testing"
+        and not (module in _SAMPLE_USERS and target in _SAMPLES)
     }
-    assert users <= _SAMPLE_USERS, f"product modules using test doubles: {users - _SAMPLE_USERS}"
-    for module in users:
-        samples = {t for t in graph[module] if t.startswith("swarm_ray.testing")}
-        assert all(t.split(".")[2].startswith(("sample_", "score")) for t in samples), (
-            f"{module} imports {samples}: a job may use samples, never test doubles"
-        )
+    assert uses == set(), f"product modules using test doubles: {sorted(uses)}"
     for folder in ("llm", "documents", "video", "gateway", "runtime", "core"):
         for path in _modules(folder):
             text = path.read_text()
             assert "scripted_brain" not in text and "flaky_api_app" not in text, (
                 f"{folder}/{path.name} holds a test double"
             )
+
+
+def test_the_samples_reach_nothing_of_the_product_above_the_core() -> None:
+    # Importing a sample runs `swarm_ray/testing/__init__.py` first: neither may lead back
+    # into a workload, or the sample jobs would close a circle the graph does not show.
+    graph = _import_graph()
+    seen: set[str] = set()
+    todo = [*_SAMPLES, "swarm_ray.testing"]
+    while todo:
+        module = todo.pop()
+        if module not in seen:
+            seen.add(module)
+            todo += graph[module]
+    beyond = sorted(m for m in seen if _part(m) not in ("swarm_ray.core", "swarm_ray.testing"))
+    assert beyond == [], f"the samples import {beyond}"
+    assert seen & set(graph) >= set(_SAMPLES), "a sample module named in `_SAMPLES` is gone"
+
+
+# ---- one way to the orchestrator ---------------------------------------------------
+
+_CLIENT = PACKAGE / "runtime" / "_aclient.py"
+
+
+@functools.cache
+def _orchestrator_methods() -> frozenset[str]:
+    """The orchestrator actor's public methods, read from its class."""
+    tree = ast.parse((PACKAGE / "runtime" / "_orchestrator.py").read_text())
+    [actor] = [n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Orchestrator"]
+    return frozenset(
+        n.name
+        for n in actor.body
+        if isinstance(n, ast.FunctionDef | ast.AsyncFunctionDef) and not n.name.startswith("_")
+    )
+
+
+_OTHER_ACTORS = {
+    ("runtime/_executors.py", "health"): "a Serve capability's replica",
+    ("llm/_handle.py", "health"): "an `LLMAgent` replica",
+    ("runtime/_orchestrator.py", "recover"): "the actor asking itself in `__init__`, before "
+    "its event loop runs (no client exists yet; nothing else calls `recover`)",
+}
+"""`X.METHOD.remote` calls whose actor is not an orchestrator but has a method of its name."""
+
+_NAMED_LOOKUPS = {
+    "runtime/_upkeep.py": "the `swarm-metrics/` reporters whose state `/metrics` gathers",
+    "llm/_budget.py": "the LLM endpoints' budget actors",
+}
+"""Modules besides the client that look actors up by name (`ray.get_actor`): none of them
+an orchestrator."""
+
+
+def _remote_calls(tree: ast.AST) -> list[tuple[str, int]]:
+    """`(METHOD, line)` of each `X.METHOD.remote` and `X.METHOD.options(...).remote`."""
+    found = []
+    for node in ast.walk(tree):
+        if not (isinstance(node, ast.Attribute) and node.attr == "remote"):
+            continue
+        target = node.value
+        if (
+            isinstance(target, ast.Call)
+            and isinstance(target.func, ast.Attribute)
+            and target.func.attr == "options"
+        ):
+            target = target.func.value
+        if isinstance(target, ast.Attribute):
+            found.append((target.attr, node.lineno))
+    return found
+
+
+def _package_files() -> list[Path]:
+    return sorted(p for p in PACKAGE.rglob("*.py") if p != _CLIENT)
+
+
+@pytest.mark.parametrize("path", _package_files(), ids=lambda p: p.relative_to(PACKAGE).as_posix())
+def test_only_the_async_client_calls_the_orchestrator(path: Path) -> None:
+    where = path.relative_to(PACKAGE).as_posix()
+    tree = ast.parse(path.read_text(), filename=str(path))
+    methods = _orchestrator_methods()
+    raw = [
+        f"`.{method}.remote` on line {line}"
+        for method, line in _remote_calls(tree)
+        if method in methods and (where, method) not in _OTHER_ACTORS
+    ]
+    assert raw == [], f"{where} calls the orchestrator raw: {raw}; use `AsyncSwarmClient`"
+    lookups = [
+        n.lineno for n in ast.walk(tree) if isinstance(n, ast.Attribute) and n.attr == "get_actor"
+    ]
+    assert where in _NAMED_LOOKUPS or lookups == [], (
+        f"{where} looks an actor up by name on lines {lookups}: "
+        "`AsyncSwarmClient.at(address)` finds an orchestrator"
+    )
+
+
+def test_the_exceptions_to_the_one_way_are_still_there() -> None:
+    # An entry nothing needs any more would let a raw call back in unseen.
+    for (where, method), why in _OTHER_ACTORS.items():
+        calls = _remote_calls(ast.parse((PACKAGE / where).read_text()))
+        assert method in {m for m, _ in calls}, f"{where}: no `.{method}.remote` ({why})"
+    for where, why in _NAMED_LOOKUPS.items():
+        assert "get_actor" in (PACKAGE / where).read_text(), f"{where}: no lookup ({why})"

@@ -19,6 +19,14 @@ model and matplotlib are likewise imported on first use, not with the package.
 
 from __future__ import annotations
 
+from swarm_ray.documents._accuracy import (
+    ExtractionScore,
+    FactKey,
+    facts_by_file,
+    in_dimensions,
+    same_value,
+    score_extraction,
+)
 from swarm_ray.documents._capabilities import documents_catalog
 from swarm_ray.documents._compare import (
     CellStatus,
@@ -113,14 +121,6 @@ from swarm_ray.testing.sample_documents import (
     GroundTruthFact,
     SampleSet,
     generate_brochures,
-)
-from swarm_ray.testing.score import (
-    ExtractionScore,
-    FactKey,
-    facts_by_file,
-    in_dimensions,
-    same_value,
-    score_extraction,
 )
 
 __all__ = [

@@ -33,6 +33,7 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import swarm_ray
 from swarm_ray.agent import follow_with_progress
 from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.documents._accuracy import facts_by_file, in_dimensions, score_extraction
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._dimensions import (
     FIELDS_GROUP,
@@ -44,7 +45,6 @@ from swarm_ray.documents._dimensions import (
 )
 from swarm_ray.documents._report import ReportFiles
 from swarm_ray.testing.sample_documents import GroundTruth, generate_brochures
-from swarm_ray.testing.score import facts_by_file, in_dimensions, score_extraction
 
 __all__: list[str] = []
 
