@@ -1,6 +1,7 @@
 """Document comparison on real datasheets: precision and recall per family, time per page.
 
 Run: python bench/datasheets.py [--family NAME ...] [--in-process] [--quick]
+     python bench/datasheets.py --lofo [--quick] [--family NAME ...] [--cache DIR]
 
 Every labeled family is scored on its own: `openmv` (the OpenMV datasheets in
 `../shared/corpus/datasheets/openmv/`, scored against the facts the products' YAML specs
@@ -17,6 +18,12 @@ reading the same pages' text alone. Goal: recall at least 0.85 and precision at 
 `--in-process` skips Ray: parse, extract and normalise as plain calls, the quick loop for
 working on the rules; it also splits the time per page into parsing and extraction.
 `--quick` (CI) runs one small family (`rectifier_diodes`) through the real job on Ray.
+
+`--lofo` is the number to read first (`_lofo`): for each labeled family, the learned
+scorer fitted on every other family scores it (leave-one-family-out), with the in-sample
+score and today's rule extractor beside it, and per family where each gold fact was lost
+(parsing, linking, choice) and the candidate coverage. It runs in process (no Ray);
+`--lofo --quick` does three small families (CI).
 
 The OpenMV run also times a generated user manual of `--manual-pages` pages (prose, with
 one spec table in the middle) the same way: parsing for the declared fields lays out and
@@ -37,6 +44,7 @@ from pathlib import Path
 import pyarrow.parquet as pq
 import pypdfium2 as pdfium
 from _datasheet_truth import BENCH_FIELDS, expected_facts
+from _lofo import lofo
 from _multi import MULTI, FamilyScore, declarations, families, score_family
 
 from swarm_ray.documents import (
@@ -294,7 +302,22 @@ def run(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
     parser.add_argument("--out", type=Path, help="OpenMV report folder (default: a temporary one)")
     parser.add_argument("-q", "--quiet", action="store_true", help="no list of misses")
     parser.add_argument("--manual-pages", type=int, default=300, help="0: no manual")
+    parser.add_argument(
+        "--lofo", action="store_true",
+        help="leave-one-family-out, in process: the learned scorer fitted on the other "
+        "families, the in-sample and rule scores beside it, and where each fact was lost",
+    )  # fmt: skip
+    parser.add_argument(
+        "--cache", type=Path, help="--lofo: keep each family's read documents here (pickles)"
+    )
     args = parser.parse_args(argv)
+    if args.lofo:
+        chosen = args.family or (
+            ["rectifier_diodes", "zener_diodes", "bjts"] if args.quick
+            else [*families(), "openmv"]
+        )  # fmt: skip
+        lofo(chosen, cache=args.cache)
+        return {}
     if args.quick:
         args.family, args.in_process, args.manual_pages = ["rectifier_diodes"], False, 0
     chosen = args.family or ["openmv", *families()]

@@ -31,7 +31,7 @@ from __future__ import annotations
 import re
 import statistics
 from collections.abc import Callable, Sequence
-from dataclasses import replace
+from dataclasses import dataclass, replace
 
 from swarm_ray.documents._cells import (
     SENTENCE_END,
@@ -101,7 +101,7 @@ from swarm_ray.documents._units import COUNT, TEXT
 from swarm_ray.documents._values import read_values, strip_footnotes
 from swarm_ray.documents._variants import conditioned
 
-__all__ = ["extract_table_facts", "names_a_field"]
+__all__ = ["TableLinks", "chosen_facts", "extract_table_facts", "names_a_field", "table_links"]
 
 _INLINE_LEAD = re.compile(
     r"^\s*(?:\([^()]{0,16}\))?\s*(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
@@ -458,19 +458,25 @@ def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
     return _Reader(labelled).states_a_field if labelled else None
 
 
-def extract_table_facts(
-    document: ParsedDocument, fields: Sequence[FieldSpec], base: dict[str, str]
-) -> list[Fact]:
-    """Facts for `fields` (declared by labels) from the rows and tables of `document`.
+@dataclass(frozen=True)
+class TableLinks:
+    """Every link the readers made per field, and the ones today's rules choose."""
+
+    links: dict[str, list[Candidate]]
+    """Per field key: every candidate link, before the choice."""
+    chosen: dict[str, list[Candidate]]
+    """Per field key: the links `_choice.choose` keeps."""
+
+
+def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: str) -> TableLinks:
+    """The links of `fields` (declared by labels) in `document`, and the rules' choice.
 
     Args:
         document: A parsed document (boxes used where pages have them).
         fields: Label fields (no synonyms, patterns or vocabulary).
-        base: `entity`, `document_id` and `source` for every fact.
+        source: The document's file name, which may name its part among a series'.
     """
-    if not fields:
-        return []
-    reader = _Reader(fields, base["source"])
+    reader = _Reader(fields, source)
     running = running_rows(document)
     sizes = [box.size for page in document.pages for box in page.boxes]
     body = statistics.median(sizes) if sizes else 0.0
@@ -491,7 +497,7 @@ def extract_table_facts(
             mine,
             lambda c, kind=spec.kind, unit=spec.unit: scored(c, kind, unit),  # type: ignore[misc]
             statistics=spec.statistics or implied_statistics(spec),
-            file_name=base["source"],
+            file_name=source,
         )
 
     links = {
@@ -503,6 +509,28 @@ def extract_table_facts(
         if any(c.condition for c in links[spec.key]):
             mine = conditioned(links[spec.key], reader.fields, reader.regexes, spec, chosen)
             chosen[spec.key] = chosen_of(spec, mine)
+    return TableLinks(links=links, chosen=chosen)
+
+
+def extract_table_facts(
+    document: ParsedDocument, fields: Sequence[FieldSpec], base: dict[str, str]
+) -> list[Fact]:
+    """Facts for `fields` (declared by labels) from the rows and tables of `document`.
+
+    Args:
+        document: A parsed document (boxes used where pages have them).
+        fields: Label fields (no synonyms, patterns or vocabulary).
+        base: `entity`, `document_id` and `source` for every fact.
+    """
+    if not fields:
+        return []
+    return chosen_facts(table_links(document, fields, base["source"]).chosen, fields, base)
+
+
+def chosen_facts(
+    chosen: dict[str, list[Candidate]], fields: Sequence[FieldSpec], base: dict[str, str]
+) -> list[Fact]:
+    """The facts of the links chosen per field (`TableLinks.chosen`)."""
     facts: list[Fact] = []
     for spec in fields:
         seen: set[tuple[object, ...]] = set()

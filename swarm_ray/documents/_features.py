@@ -1,0 +1,183 @@
+"""Features: what a candidate's context says, as numbers a learned scorer can weigh.
+
+The third stage of the learned extraction. Each candidate (`_candidates`) becomes one row
+of `FEATURES`, described, never decided:
+
+- **label**: how much of the declared name (its words, their plural and singular forms,
+  its initials and symbols, `_symbols.label_forms`) the value's line, the line above, the
+  reader's matched label and the page title say;
+- **unit**: written in the declared unit itself, or another of its dimension;
+- **magnitude**: the value's size in the declared unit (a user declares the unit the field
+  is stated in), its sign;
+- **statistic**: the slot, what the document states (a `Max` column, a range's end,
+  `up to`), and whether they agree;
+- **context**: the section (absolute maximum ratings, recommended operating conditions,
+  electrical characteristics, ordering, features, typical characteristics), a test
+  condition, a footnote or figure, `typ`/`min`/`max` words;
+- **position**: page (first, relative), order on the page;
+- **repeats**: how often the document states the same value for the field, on how many
+  pages;
+- **today's rules**: the reader's link tier and score, and whether the rule choice picked
+  the value: the existing extractor's pick is one feature among the others.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+import re
+from collections import Counter
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from swarm_ray.documents._candidates import FieldCandidate
+from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._labels import LabelPattern, labels_regex
+from swarm_ray.documents._symbols import head_word, label_forms, partial_words
+from swarm_ray.documents._units import COUNT, TEXT
+
+__all__ = ["FEATURES", "features"]
+
+FEATURES: tuple[str, ...] = (
+    "linked", "tier", "link_score", "rule_chosen", "quantity",
+    "form_line", "form_above", "form_label", "form_title",
+    "words_line", "words_above", "words_label", "words_before",
+    "form_header", "words_header", "has_header", "part_own", "part_other",
+    "head_line", "partial_line",
+    "unit_exact", "unit_bare", "log_size", "negative", "zero",
+    "slot_min", "slot_typ", "slot_max", "slot_none",
+    "stated_min", "stated_typ", "stated_max", "stated_none", "stated_is_slot",
+    "sec_absmax", "sec_recommended", "sec_electrical", "sec_ordering", "sec_features",
+    "sec_typical", "sec_other",
+    "condition", "assignments", "at_sign", "figure", "note", "stat_words",
+    "page_first", "page_rel", "page_log", "order_rel",
+    "repeats", "repeat_pages", "size_rank", "numbers_in_line", "line_words",
+    "kind_text", "kind_count",
+)  # fmt: skip
+"""The feature names, in the order `features` writes them; the model file lists them too."""
+
+_WORD = re.compile(r"[a-z0-9]+")
+_STOP = frozenset({"of", "and", "the", "per", "for", "with", "to", "in", "on", "at", "a"})
+_NUMBER = re.compile(r"\d+(?:\.\d+)?")
+_STAT_WORDS = re.compile(r"\b(?:typ|typical|min|minimum|max|maximum|nom|nominal)\b", re.I)
+_FIGURE = re.compile(r"\b(?:fig(?:ure)?\.?\s*\d|graph|curve|vs\.?)\b", re.I)
+_NOTE = re.compile(r"\bnotes?\b|\(\d\)|\*", re.I)
+_SECTIONS = (
+    ("sec_absmax", ("absolute", "maximum ratings")),
+    ("sec_recommended", ("recommended", "operating conditions")),
+    ("sec_electrical", ("electrical", "dc characteristics", "ac characteristics", "switching",
+                        "timing")),
+    ("sec_ordering", ("ordering", "package information")),
+    ("sec_features", ("features", "description", "applications", "application")),
+    ("sec_typical", ("typical",)),
+)  # fmt: skip
+
+
+def _stem(word: str) -> str:
+    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+
+
+def _words(text: str) -> set[str]:
+    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP}
+
+
+@dataclass(frozen=True)
+class _Names:
+    """What names a field: its forms as one regex, its qualifier words, its words."""
+
+    forms: LabelPattern
+    partial: LabelPattern | None
+    words: frozenset[str]
+    head: str
+
+
+@functools.cache
+def _names_of(name: str, labels: tuple[str, ...], spec_json: str) -> _Names:
+    spec = FieldSpec.model_validate_json(spec_json)
+    words = _words(name)
+    for label in labels:
+        if not label.startswith("re:"):
+            words |= _words(label)
+    partial = partial_words(spec)
+    return _Names(
+        forms=labels_regex(label_forms(spec)),
+        partial=labels_regex(partial) if partial else None,
+        words=frozenset(words),
+        head=head_word(spec).lower(),
+    )
+
+
+def _names(spec: FieldSpec) -> _Names:
+    return _names_of(spec.name, tuple(spec.all_labels), spec.model_dump_json())
+
+
+def _share(name: frozenset[str], text: str) -> float:
+    if not name:
+        return 0.0
+    return len(name & _words(text)) / len(name)
+
+
+def _stat(value: Statistic | None) -> tuple[float, float, float, float]:
+    return (
+        float(value is Statistic.MIN),
+        float(value is Statistic.TYP),
+        float(value is Statistic.MAX),
+        float(value is None),
+    )
+
+
+def _before(candidate: FieldCandidate) -> str:
+    text = str(candidate.value_text)
+    at = candidate.line.find(text) if text else -1
+    return candidate.line[:at] if at > 0 else candidate.line[:60]
+
+
+def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list[float]]:
+    """One row of `FEATURES` per candidate of one field of one document."""
+    names = _names(spec)
+    forms, partial, name, head = names.forms, names.partial, names.words, names.head
+    counted = Counter(c.scaled if c.scaled is not None else c.value for c in candidates)
+    on_pages: dict[object, set[int]] = {}
+    for c in candidates:
+        on_pages.setdefault(c.scaled if c.scaled is not None else c.value, set()).add(c.page)
+    sizes = sorted({abs(c.scaled) for c in candidates if c.scaled is not None})
+    rows: list[list[float]] = []
+    for c in candidates:
+        value = c.scaled if c.scaled is not None else c.value
+        size = abs(c.scaled) if c.scaled is not None else 0.0
+        section = c.section
+        flags = [float(any(w in section for w in words)) for _, words in _SECTIONS]
+        lowered = c.line.lower()
+        rank = sizes.index(size) / max(len(sizes) - 1, 1) if c.scaled is not None else 0.5
+        rows.append(
+            [
+                float(c.tier >= 0), float(c.tier), c.link_score, float(c.chosen),
+                float(c.quantity),
+                float(forms.search(c.line) is not None),
+                float(forms.search(c.above) is not None),
+                float(bool(c.label)), float(forms.search(c.title) is not None),
+                _share(name, c.line), _share(name, c.above), _share(name, c.label),
+                _share(name, _before(c)),
+                float(bool(c.header) and forms.search(c.header) is not None),
+                _share(name, c.header), float(bool(c.header)),
+                float(c.part == 1), float(c.part == -1),
+                float(bool(head) and head in lowered),
+                float(partial is not None and partial.search(c.line) is not None),
+                float(c.unit == spec.unit), float(not c.unit),
+                math.log10(size) if size > 0 else -6.0,
+                float(c.scaled is not None and c.scaled < 0), float(size == 0),
+                *_stat(c.slot), *_stat(c.stated), float(c.stated == c.slot),
+                *flags, float(bool(section) and not any(flags)),
+                float(c.condition), float(c.line.count("=")), float("@" in c.line),
+                float(_FIGURE.search(c.line) is not None),
+                float(_NOTE.search(c.line) is not None),
+                float(_STAT_WORDS.search(c.line) is not None),
+                float(c.page == 1), (c.page - 1) / max(c.pages - 1, 1), math.log1p(c.page),
+                (c.order % 10_000) / 100.0,
+                float(min(counted[value], 20)), float(len(on_pages[value])), rank,
+                float(len(_NUMBER.findall(c.line))), float(len(c.line.split())),
+                float(spec.kind == TEXT), float(spec.kind == COUNT),
+            ]
+        )  # fmt: skip
+    return rows

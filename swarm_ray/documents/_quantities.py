@@ -1,0 +1,237 @@
+"""Quantities: every number a document writes with a unit, line by line, page by page.
+
+The first stage of the learned extraction. It reads, it does not choose: each line of
+each page's text gives the values `_values.read_values` finds there (signs, ranges as
+their two ends, `up to` and `<` as maxima, `typ.`, footnote marks dropped), with the
+unit written next to them. Which field a quantity may be is the next stage's question
+(`_candidates`), asked with the field's declared dimension (`fits`).
+
+A document is read once for all its fields: `read_quantities` is the costly part, the
+per-field filter `of_field` is cheap.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, replace
+
+from swarm_ray.documents._cells import fits
+from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._grid import page_rows
+from swarm_ray.documents._layout import Row, TextBox
+from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._units import COUNT, TEXT, Unit, convert, lookup_unit
+from swarm_ray.documents._values import Value, read_values, strip_footnotes
+
+__all__ = [
+    "DocumentQuantities",
+    "PageLines",
+    "Quantity",
+    "focus_of",
+    "in_unit",
+    "of_field",
+    "read_quantities",
+    "series_page",
+]
+
+_LONG_LINE = 400
+"""Characters of a line read at most: past that it is a block of running text."""
+
+
+@dataclass(frozen=True)
+class Quantity:
+    """One number, where a page writes it, with what may say its unit."""
+
+    page: int
+    """1-based page number."""
+    line: int
+    """Index of the line on its page (for a table cell: of the line holding its text)."""
+    value: float
+    unit: Unit | None
+    """As written next to the number; `None` for a bare one (see `after`, `header`)."""
+    statistic: Statistic | None
+    """What the writing says of it: a range's end, `up to`, `typ.`."""
+    condition: bool
+    """Written after `@` or `=`: a test condition (`45 mA @ 5 V`)."""
+    text: str
+    """The number (and unit) as written."""
+    start: int
+    """Offset in the line or cell."""
+    raw: Value
+    """What `read_values` returned, for `fits`."""
+    after: str = ""
+    """The word after a bare number, which may be a unit only the field's kind reads."""
+    header: str = ""
+    """A table cell's column: the words above it, up to the table's header."""
+    row: str = ""
+    """A table cell's row, its cells joined by ` | `; empty for a line's number."""
+    label: str = ""
+    """A table cell's row label (its first cell)."""
+
+
+@dataclass(frozen=True)
+class PageLines:
+    """A page's lines, as the quantities' offsets refer to them."""
+
+    number: int
+    lines: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class DocumentQuantities:
+    """Every quantity of one document, and the lines they stand on."""
+
+    pages: tuple[PageLines, ...]
+    quantities: tuple[Quantity, ...]
+
+
+_AFTER = re.compile(r"\s?(?P<w>[^\s\d,;:()\[\]=]{1,12})")
+_BARE = re.compile(r"^\s*[-+\u2212\u2013]?\d+(?:[.,]\d+)?\s*$")
+_HEADER_ROWS = 4
+"""Rows of words above a table's cell read as its column header, at most."""
+_LOOKBACK = 40
+"""Rows above a table's cell searched for its header."""
+
+
+def read_quantities(document: ParsedDocument) -> DocumentQuantities:
+    """Every number of `document`: each line's, and each laid-out table cell's."""
+    pages: list[PageLines] = []
+    found: list[Quantity] = []
+    for page in document.pages:
+        lines = tuple(page.text.split("\n"))
+        pages.append(PageLines(page.number, lines))
+        for index, line in enumerate(lines):
+            text = strip_footnotes(line[:_LONG_LINE])
+            if not any(ch.isdigit() for ch in text):
+                continue
+            for value in read_values(text):
+                after = _AFTER.match(text, value.end) if value.unit is None else None
+                found.append(
+                    Quantity(
+                        page=page.number, line=index, value=value.value, unit=value.unit,
+                        statistic=value.statistic, condition=value.condition,
+                        text=value.text, start=value.start, raw=value,
+                        after=after["w"] if after else "",
+                    )
+                )  # fmt: skip
+        if page.boxes:
+            found.extend(_cells(page, lines))
+    return DocumentQuantities(tuple(pages), tuple(found))
+
+
+def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
+    """Bare numbers of a table's cells, with their column's header words and row label."""
+    rows = page_rows(page)
+    out: list[Quantity] = []
+    for index, row in enumerate(rows):
+        bare = [c for c in row.cells[1:] if _BARE.match(strip_footnotes(c.text))]
+        if not bare:
+            continue
+        joined = " | ".join(c.text for c in row.cells)
+        label = row.cells[0].text
+        at = next((i for i, line in enumerate(lines) if label in line), 0)
+        for cell in bare:
+            header = _header(rows, index, cell)
+            if not header:
+                continue
+            for value in read_values(strip_footnotes(cell.text)):
+                out.append(
+                    Quantity(
+                        page=page.number, line=at, value=value.value, unit=None,
+                        statistic=value.statistic, condition=False, text=value.text,
+                        start=0, raw=value, header=header, row=joined, label=label,
+                    )
+                )  # fmt: skip
+    return out
+
+
+def _header(rows: list[Row], index: int, cell: TextBox) -> str:
+    """The words above `cell` in its column, nearest last, past rows of numbers."""
+    words: list[str] = []
+    for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
+        above = [c for c in rows[back].cells if min(c.x1, cell.x1) - max(c.x0, cell.x0) > 0]
+        if not above:
+            continue
+        text = " ".join(c.text for c in above)
+        if all(_BARE.match(strip_footnotes(c.text)) for c in above):
+            if words:
+                break  # the table above this one
+            continue
+        words.insert(0, text)
+        if len(words) >= _HEADER_ROWS:
+            break
+    return " ".join(words)
+
+
+_TOKEN = re.compile(r"[^\s\d,;:()\[\]=@]{1,12}")
+
+
+def _unit_of(quantity: Quantity, kind: str) -> Unit | None:
+    """The quantity's unit read in light of `kind`: as written, the word after, the header."""
+    if quantity.unit is not None:
+        if quantity.unit.kind == kind:
+            return quantity.unit
+        return lookup_unit(quantity.unit.text, kind)
+    if quantity.after:
+        unit = lookup_unit(quantity.after, kind)
+        if unit is not None and unit.kind == kind:
+            return unit
+    for token in reversed(_TOKEN.findall(quantity.header)):
+        unit = lookup_unit(token.strip(".-/"), kind)
+        if unit is not None and unit.kind == kind:
+            return unit
+    return None
+
+
+def of_field(quantities: DocumentQuantities, spec: FieldSpec) -> list[Quantity]:
+    """The quantities whose dimension (and a plausible size) fits the declared field.
+
+    Units are read in light of the field's kind: `µS` is a time in a time field, a bare
+    number takes the unit of the word after it or of its column's header.
+    """
+    if spec.kind in (TEXT, COUNT):
+        return []  # terms and counts come from their own readers (`_links`)
+    out: list[Quantity] = []
+    for quantity in quantities.quantities:
+        unit = _unit_of(quantity, spec.kind)
+        if unit is None or not fits(spec, unit, quantity.raw):
+            continue
+        out.append(quantity if unit is quantity.unit else replace(quantity, unit=unit))
+    return out
+
+
+_SERIES_ROW = re.compile(
+    r"^\s*(?=[^\s]*\d)(?=[^\s]*[A-Z])[A-Z0-9][A-Za-z0-9\-/.+#]{3,24}\*?"
+    r"(?:\s+[-+\u2212]?\d+(?:[.,]\d+)?){3,}",
+    re.MULTILINE,
+)
+"""A row of a series table: a part number, then three numbers or more (`1N4742A 12 21 9`)."""
+_SERIES_ROWS = 3
+
+
+def series_page(text: str) -> bool:
+    """Whether a page holds a table of parts (rows of a part number and bare numbers).
+
+    Such a table states its units in its column headers only, so it is laid out (its
+    cells placed under their headers) even where no line names a field.
+    """
+    return len(_SERIES_ROW.findall(text, 0, 200_000)) >= _SERIES_ROWS
+
+
+def focus_of(names: Callable[[str], bool] | None) -> Callable[[str], bool] | None:
+    """The pages to lay out: those that may state a field (`names`), and series tables."""
+    if names is None:
+        return None
+    return lambda text: names(text) or series_page(text)
+
+
+def in_unit(value: float, unit: str, target: str) -> float | None:
+    """`value` in `target`, or `None` where the two do not convert."""
+    if not target or not unit or unit == target:
+        return value
+    try:
+        return convert(value, unit, target)
+    except ValueError:
+        return None
