@@ -20,7 +20,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: report test lint typecheck pytest services bench bench-quick clean
+.PHONY: report test lint typecheck pytest services bench bench-quick docs docs-build clean
 
 # The first run sets up .venv in about five minutes, most of it compiling llama.cpp. That
 # build runs in the background (`pip wheel`, into a folder of its own) while torch and the
@@ -106,6 +106,14 @@ bench-quick: $(VENV)/.installed
 	@$(call quick,bench/llm.py --engine openai)
 	@$(call quick,bench/llm_budget.py)
 	@$(call quick,bench/datasheets.py -q)
+
+# The documentation site (MkDocs, Material): `make docs` serves it at http://127.0.0.1:8001
+# (the gateway keeps 8000); CI builds it strictly, so a broken link or reference fails.
+docs: $(VENV)/.installed
+	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+
+docs-build: $(VENV)/.installed
+	$(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) out
