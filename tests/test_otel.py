@@ -315,9 +315,15 @@ def gateway(
     serve.delete("swarm-otel-gateway")
 
 
-def test_a_traceparent_sent_to_the_gateway_is_the_roots_parent(
+def test_a_traceparent_sent_to_the_gateway_starts_the_tenants_own_trace(
     gateway: httpx.Client, traced: SwarmClient, receiver: Receiver
 ) -> None:
+    """A tenant's trace context places its task under its span, in a trace of its own.
+
+    It may not join another's trace by naming its id, nor choose the id that decides
+    audit sampling (`_otel.tenant_traceparent`); its tasks sent with one trace id share
+    one trace.
+    """
     trace_id, parent_id = secrets.token_hex(16), secrets.token_hex(8)
     header = f"00-{trace_id}-{parent_id}-01"
     body = {"template": "echo_fanout", "items": ["x", "y"], "task_id": "traced-1"}
@@ -332,10 +338,14 @@ def test_a_traceparent_sent_to_the_gateway_is_the_roots_parent(
     assert again.json()["task_id"] == task_id
 
     root, attempts = _trace_of(receiver, task_id)
-    assert root.trace_id == trace_id and root.parent_id == parent_id
-    assert traced.task(task_id).record().trace_id == trace_id  # events and log lines share it
+    assert root.trace_id != trace_id and root.parent_id == parent_id
+    assert traced.task(task_id).record().trace_id == root.trace_id  # events and logs share it
     assert root.attributes["swarm.task.owner"] == "tracer"
     assert len(attempts) == 3 and all(s.parent_id == root.span_id for s in attempts)
+    other = {**body, "task_id": "traced-2"}
+    second = gateway.post("/v1/tasks", json=other, headers={"traceparent": header})
+    assert second.status_code == 202, second.text
+    assert _trace_of(receiver, second.json()["task_id"])[0].trace_id == root.trace_id
 
 
 @pytest.mark.parametrize(

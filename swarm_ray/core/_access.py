@@ -159,9 +159,43 @@ def read_paths(model: type[BaseModel], data: Mapping[str, Any]) -> list[str]:
     return found
 
 
-_MARKERS = ("$from", "$task")
-"""Keys of the dispatch-time markers (`_plan.FROM_MARKER`, `TASK_MARKER`): the scheduler
-replaces such a mapping whole, and the value it becomes is checked then."""
+_MARKERS = ("$from", "$task", "$answer")
+"""Keys of the dispatch-time markers (`_plan.FROM_MARKER`, `TASK_MARKER`,
+`_human.ANSWER_MARKER`): the scheduler replaces such a mapping whole, and the value it
+becomes is checked then. Only a template puts them there (`refuse_markers`)."""
+
+
+def refuse_markers(data: Any, where: str) -> None:
+    """Refuse a marker key (`_MARKERS`) anywhere in what a caller sent (`params`, `items`).
+
+    The scheduler reads a mapping holding `$from`, `$task` or `$answer` as a marker and
+    replaces it at dispatch, so a caller's `{"$answer": 5}` would be read as one (and
+    fail the task with a Python error). Only a template puts markers in an input. Other
+    `$`-keys are data (a JSON Schema's `$ref`, a vocabulary's `$`). Walks without
+    recursion (the depth limit is checked before, but a walk must not depend on it).
+
+    Raises:
+        InputNotAllowedError: A marker key, named by where it was
+            (`params.fields[0].$answer`).
+    """
+    stack: list[tuple[Any, str]] = [(data, where)]
+    while stack:
+        value, at = stack.pop()
+        if isinstance(value, Mapping):
+            for key, inner in value.items():
+                name = f"{at}.{key}"
+                if key in _MARKERS:
+                    raise InputNotAllowedError(
+                        f"`{name}`: {key!r} is a key the swarm reserves for its markers "
+                        f"({', '.join(f'`{m}`' for m in _MARKERS)}); a request may not hold it",
+                        field=name,
+                        reason="reserved_key",
+                    )
+                stack.append((inner, name))
+        elif isinstance(value, list | tuple):
+            stack.extend((item, f"{at}[{n}]") for n, item in enumerate(value))
+
+
 _SCHEME = re.compile(r"^[a-z][a-z0-9+.\-]+$")
 _UNSAFE = re.compile(r"[%\\\x00-\x1f\x7f]")
 

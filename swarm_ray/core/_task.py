@@ -70,7 +70,8 @@ class TaskRequest(BaseModel):
     task_id: str | None = Field(default=None, pattern=r"^[A-Za-z0-9_\-]{1,64}$")
     """Caller-chosen id (idempotent submit); generated when absent."""
     parent_task_id: str | None = None
-    """The task that spawned this one, for nested swarms."""
+    """The task that spawned this one, for nested swarms (its watermarks name it). An
+    HTTP caller names only one of its own tasks (`runtime._intake.own_names`)."""
     priority: int = Field(default=0, ge=-1000, le=1000)
     """When agents are scarce, sub-tasks of higher-priority tasks get them first."""
     metadata: dict[str, str] = Field(default_factory=dict)
@@ -91,7 +92,8 @@ class TaskRequest(BaseModel):
     """The caller's W3C trace context (`00-TRACE_ID-SPAN_ID-FLAGS`): the task takes its
     trace id, and its exported root span is a child of that span. The gateway fills it
     from a valid `traceparent` header. It places the task in a trace and is no part of
-    what is asked: a retried submit with another one is the same request."""
+    what is asked: a retried submit with another one is the same request. An HTTP
+    caller's starts a trace of its own instead (`runtime._otel.tenant_traceparent`)."""
 
     @model_validator(mode="after")
     def _query_or_template(self) -> Self:

@@ -151,6 +151,7 @@ class Gateway:
         ).aio.options(timeout_s=self._config.call_timeout_s, ride_out_restarts=False)
         self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None
+        self._names_of: CallerNames | None = None
         self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
         tune_gc()
 
@@ -160,9 +161,21 @@ class Gateway:
         """Await a call of the async client (`self._swarm.METHOD(...)`).
 
         Swarm-ray errors become HTTP errors; an orchestrator that does not answer in time
-        (or is restarting) is a 503 (`orchestrator_answer`).
+        (or is restarting) is a 503 (`orchestrator_answer`). No error names a server path
+        (`_shown`).
         """
-        return await orchestrator_answer(call)
+        try:
+            return await orchestrator_answer(call)
+        except HTTPException as exc:
+            raise await self._shown(exc) from None
+
+    async def _shown(self, exc: HTTPException) -> HTTPException:
+        """`exc` with every server path in its detail rewritten (`_redact`)."""
+        try:
+            names = await self._names()
+        except HTTPException:  # the orchestrator is away: that error names no path
+            return exc
+        return HTTPException(exc.status_code, detail=names.data(exc.detail), headers=exc.headers)
 
     async def _submit_batch(
         self, batch: list[tuple[TaskRequest, Principal]]
@@ -171,12 +184,14 @@ class Gateway:
         requests = [request for request, _ in batch]
         principals = [principal for _, principal in batch]
         answers = await self._call(self._swarm.submit_many(requests, principals))
-        return [http_error(a) if isinstance(a, SwarmError) else a for a in answers]
+        return [
+            await self._shown(http_error(a)) if isinstance(a, SwarmError) else a for a in answers
+        ]
 
     async def _storage(self) -> dict[str, str]:
         """Where the orchestrator keeps results and tasks' files (asked once)."""
-        if self._storage_of is None:
-            self._storage_of = await self._call(self._swarm.storage())
+        if self._storage_of is None:  # not `_call`: its errors are shown through `_names`
+            self._storage_of = await orchestrator_answer(self._swarm.storage())
         return self._storage_of
 
     async def _uploads(self) -> Uploads:
@@ -187,7 +202,12 @@ class Gateway:
 
     async def _names(self) -> CallerNames:
         """How server paths are shown to a caller (`_redact`)."""
-        return CallerNames(await self._uploads(), (await self._storage())["tasks_dir"])
+        if self._names_of is None:
+            storage = await self._storage()
+            self._names_of = CallerNames(
+                await self._uploads(), storage["tasks_dir"], storage.get("state_dir")
+            )
+        return self._names_of
 
     # ---- tasks -----------------------------------------------------------------------
 
@@ -531,9 +551,10 @@ class Gateway:
         caller's own tasks are looked up (an admin's: any); the sub-task's input comes
         back with `include_input`, to the task's owner only.
         """
-        traces = await self._call(
+        found = await self._call(
             self._swarm.trace(query.text, include_input=query.include_input, principal=caller)
         )
+        traces: list[dict[str, Any]] = (await self._names()).data(found)  # no server path
         if not traces:
             raise HTTPException(
                 422,

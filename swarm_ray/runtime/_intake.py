@@ -5,7 +5,9 @@ Everything here is decided before a task exists, off the orchestrator's event lo
 other callers, and a request that breaks a limit or names what its caller may not use is
 refused (422) with nothing saved:
 
-1. limits (`_limits`): depth for every caller; sizes for untrusted ones;
+1. limits (`_limits`): depth for every caller; sizes for untrusted ones; no `$`-key
+   (`own_names`); a tenant's `parent_task_id` and `traceparent` name its own things;
+   its disk quota (`_disk`) before a new task;
 2. the task id, scoped to the caller (`_principal.scoped_task_id`); a reused id returns
    the existing task when the request is the same and `TaskConflictError` when it is not;
 3. file ids (`file-...`) among the items become the caller's own uploads (`_uploads`);
@@ -16,16 +18,18 @@ refused (422) with nothing saved:
 
 from __future__ import annotations
 
+import json
 import logging
 import secrets
 import uuid
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm_ray.core._access import AccessPolicy, input_roots
+from swarm_ray.core._access import AccessPolicy, input_roots, refuse_markers
 from swarm_ray.core._commands import AskPlanner, PlanFailed, Planned
 from swarm_ray.core._errors import (
+    InputNotAllowedError,
     SwarmError,
     SwarmRuntimeError,
     SwarmUserError,
@@ -40,6 +44,8 @@ from swarm_ray.core._request_plan import plan_request
 from swarm_ray.core._routing import TemplateRouter
 from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._tasklog import read_record
+from swarm_ray.runtime._disk import DiskQuota
+from swarm_ray.runtime._otel import tenant_traceparent
 from swarm_ray.runtime._uploads import FILE_ID, Uploads
 
 __all__: list[str] = []
@@ -55,6 +61,8 @@ class Layout:
     """The state directory; each task's outputs go under `tasks/<task id>` in it."""
     uploads: Uploads
     """Uploaded files, by principal."""
+    disk: DiskQuota = field(default_factory=DiskQuota.from_env)
+    """What an untrusted principal's uploads and task folders may hold (`_disk`)."""
 
     def workdir(self, task_id: str, request: TaskRequest, owner: str | None) -> str:
         """The task's output directory: the server's, or a trusted caller's `out_dir`."""
@@ -112,6 +120,7 @@ def take_in(
     """Check and plan one request (see the module docstring). Raises user errors."""
     untrusted = not principal.trusted
     limits.check(request, untrusted=untrusted)
+    request = own_names(request, principal, store)
     owner = principal.id if untrusted else None
     task_id = scoped_task_id(principal, request.task_id) or uuid.uuid4().hex[:16]
     if request.task_id is not None and (record := read_record(store, task_id)) is not None:
@@ -124,6 +133,9 @@ def take_in(
                 task_id=request.task_id,
             )
         return Intake(task_id, request, owner, record.workdir or "", existing=True)
+    layout.disk.check(
+        principal, store=store, uploads=layout.uploads, tasks_dir=layout.state_dir / "tasks"
+    )
     workdir = layout.workdir(task_id, request, owner)
     start = plan_request(
         layout.resolve(request, owner),
@@ -134,6 +146,42 @@ def take_in(
         workdir=workdir,
     )
     return Intake(task_id, request, owner, workdir, start=start)
+
+
+def own_names(request: TaskRequest, principal: Principal, store: StateStore) -> TaskRequest:
+    """The request naming only what its caller owns (raises `InputNotAllowedError`).
+
+    - No `$`-key in `params` or `items` (the swarm's markers; `_access.refuse_markers`).
+    - A tenant's `parent_task_id` must be one of its own tasks (as the gateway handed its
+      id back, or as the tenant chose it); another's, or none, is refused alike, so the
+      answer tells nothing of other tenants' tasks. Its watermarks name that parent.
+    - A tenant's `traceparent` starts a trace of its own (`_otel.tenant_traceparent`).
+
+    Trusted callers name any parent and join any trace.
+    """
+    refuse_markers(request.params, "params")
+    refuse_markers(request.items, "items")
+    if principal.trusted:
+        return request
+    update: dict[str, str | None] = {}
+    if request.parent_task_id is not None:
+        update["parent_task_id"] = _own_task(store, principal, request.parent_task_id)
+    if request.traceparent is not None:
+        update["traceparent"] = tenant_traceparent(request.traceparent, principal)
+    return request.model_copy(update=update) if update else request
+
+
+def _own_task(store: StateStore, principal: Principal, task_id: str) -> str:
+    """`task_id` as stored when it names one of `principal`'s tasks; raises otherwise."""
+    for candidate in dict.fromkeys((task_id, scoped_task_id(principal, task_id) or task_id)):
+        stored = store.get_task(candidate)
+        if stored is not None and json.loads(stored.record_json).get("owner") == principal.id:
+            return candidate
+    raise InputNotAllowedError(
+        f"`parent_task_id` {task_id[:80]!r} is not a task of this caller's",
+        field="parent_task_id",
+        reason="not_owner",
+    )
 
 
 def failure_of(exc: Exception, what: str) -> SwarmRuntimeError:

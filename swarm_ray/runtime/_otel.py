@@ -19,7 +19,12 @@ restart of the orchestrator, name it as their parent before it exists.
 
 The trace id is the task's own `trace_id` (32 hex digits; any other form is hashed to
 one). A task submitted with a `traceparent` took that trace id (`TaskDriver.create`), and
-its root span is a child of the caller's span.
+its root span is a child of the caller's span. That holds for trusted callers; a tenant
+(an HTTP caller) names only its own traces: its `traceparent` is replaced at intake by
+`tenant_traceparent`, whose trace id is a keyed digest of the tenant and the trace id it
+sent. Its tasks with one `traceparent` share one trace of their own, it never joins
+another's trace by naming its id, and it cannot choose the id that the audit log's
+DEBUG sampling reads (`_audit.sampled`), so it cannot force its task to be sampled.
 
 Off by default: only with `OTEL_EXPORTER_OTLP_TRACES_ENDPOINT` or
 `OTEL_EXPORTER_OTLP_ENDPOINT` set in the orchestrator's process (`TaskTraces.from_env`)
@@ -33,15 +38,18 @@ from __future__ import annotations
 
 import asyncio
 import hashlib
+import hmac
 import logging
 import os
 import re
+import secrets
 import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
 from swarm_ray.core._errors import ErrorCode, WatermarkRejectedError
 from swarm_ray.core._planning import PLAN_SUBTASK
+from swarm_ray.core._principal import Principal
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._subtask import CallRecord, SubTaskResult, TokenUsage
 from swarm_ray.core._trace import short_id
@@ -60,6 +68,28 @@ _log = logging.getLogger(__name__)
 ENDPOINT_VARS = ("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT")
 """Either one turns the export on."""
 _HEX32 = re.compile(r"[0-9a-f]{32}")
+
+
+_TENANT_TRACES = secrets.token_bytes(32)
+"""Key of tenants' trace ids (this process's: after a restart, the same `traceparent`
+starts another trace)."""
+
+
+def tenant_traceparent(value: str | None, principal: Principal) -> str | None:
+    """A tenant's `traceparent` with a trace id of its own (see the module docstring).
+
+    The trace id is an HMAC of the tenant and the trace id it sent, so the tenant's
+    tasks sent with one trace id share a trace, and two tenants never do. The span id is
+    kept (the root's parent, in the tenant's own trace) and the flags are dropped: every
+    task is traced, and sampling is the operator's. None for no valid `traceparent`.
+    """
+    parent = parse_traceparent(value)
+    if parent is None:
+        return None
+    digest = hmac.new(
+        _TENANT_TRACES, f"{principal.id}\0{parent.trace_id}".encode(), hashlib.sha256
+    ).hexdigest()[:32]
+    return f"00-{digest}-{parent.span_id}-00"
 
 
 def otel_trace_id(trace_id: str) -> int:
