@@ -335,7 +335,12 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             "extract_specs",
             ExtractIn,
             ExtractionResult,
-            resources=Resources(num_cpus=0.5, max_concurrency=2),
+            # the rules read a tenant's text: a pathological one fails its own sub-task
+            resources=Resources(
+                num_cpus=0.5,
+                max_concurrency=2,
+                **declared_limits("EXTRACT", memory_bytes=1 << 30, cpu_s=50),
+            ),
             timeout_s=60,
             fallback="document.extraction.llm",
             confidence_threshold=RULES_CONFIDENCE_THRESHOLD,
@@ -395,7 +400,14 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             # intra-op thread each, and leave the single Chroma writer only the writes.
             # Nothing in the report waits for it, so the extraction path (the LLM
             # fallback above all) goes first when they share a core.
-            resources=Resources(num_cpus=0.5, max_concurrency=2, background=True),
+            # A tenant's text is chunked and embedded in a limited child (`_rlimits`),
+            # which loads the model in each attempt: the price of a hard bound.
+            resources=Resources(
+                num_cpus=0.5,
+                max_concurrency=2,
+                background=True,
+                **declared_limits("EMBED", memory_bytes=3 << 30, cpu_s=300),
+            ),
             timeout_s=600,
         ),
         _spec(
@@ -405,8 +417,13 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             "index_chunks",
             IndexRequest,
             IndexResult,
-            # One writer: an embedded Chroma store takes one process at a time.
-            resources=Resources(num_cpus=0.5, max_concurrency=1),
+            # One writer: an embedded Chroma store takes one process at a time (a limited
+            # child of the one agent, for a tenant's document).
+            resources=Resources(
+                num_cpus=0.5,
+                max_concurrency=1,
+                **declared_limits("INDEX", memory_bytes=3 << 30, cpu_s=300),
+            ),
             timeout_s=600,
         ),
         _spec(

@@ -17,6 +17,7 @@ hostile file; the process boundary of a Ray worker is what contains that.
 from __future__ import annotations
 
 import hashlib
+import os
 import re
 import threading
 from collections.abc import Callable
@@ -30,7 +31,7 @@ import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.core._access import is_uri
-from swarm_ray.core._errors import InvalidInputError
+from swarm_ray.core._errors import InvalidInputError, ResourceLimitError
 from swarm_ray.documents._layout import LOOKALIKES, TextBox, page_boxes
 
 __all__ = [
@@ -214,12 +215,17 @@ def _clean(text: str) -> str:
 
 
 def _page_text(
-    pdf: Any, index: int, warnings: list[ParseWarning], focus: Callable[[str], bool] | None
+    pdf: Any,
+    index: int,
+    warnings: list[ParseWarning],
+    focus: Callable[[str], bool] | None,
+    room: _TextRoom,
 ) -> tuple[str, tuple[TextBox, ...]]:
     page = textpage = None
     try:
         page = pdf[index]
         textpage = page.get_textpage()
+        room.take(int(textpage.count_chars()), index)  # before the text is copied out
         text = _clean(str(textpage.get_text_range()))
         wanted = text.strip() and (focus is None or index == 0 or focus(text))
         boxes = page_boxes(textpage, float(page.get_height())) if wanted else []
@@ -251,6 +257,39 @@ def _load_error(path: str, error: Any, has_eof: bool) -> DocumentParseError:
     return _fail(path, reason, why, pdfium_error_code=code)
 
 
+MAX_TEXT_CHARS = 4 * 1024 * 1024
+"""Most characters of text one document may hold (`SWARM_RAY_DOCUMENT_MAX_TEXT`; 0: no
+cap). A few KB of compressed content stream can hold megabytes of text, which every
+later stage (extract, embed, index, report) would carry and read: past this, the parse
+fails with `resource_limit`, naming the file, and the rest of the batch goes on."""
+
+
+def max_text_chars() -> int | None:
+    """The cap on a document's text in characters (`MAX_TEXT_CHARS`), or None for none."""
+    value = int(os.environ.get("SWARM_RAY_DOCUMENT_MAX_TEXT", MAX_TEXT_CHARS))
+    return value if value > 0 else None
+
+
+class _TextRoom:
+    """What is left of a document's text cap while its pages are read."""
+
+    def __init__(self, name: str, cap: int | None) -> None:
+        self._name, self._cap, self._used = name, cap, 0
+
+    def take(self, chars: int, index: int) -> None:
+        """Count one page's characters; raises `ResourceLimitError` past the cap."""
+        self._used += chars
+        if self._cap is not None and self._used > self._cap:
+            raise ResourceLimitError(
+                f"document `{self._name}` holds more than {self._cap} characters of text "
+                f"(page {index + 1} brings it to {self._used}; `SWARM_RAY_DOCUMENT_MAX_TEXT`)",
+                path=self._name,
+                limit="max_text_chars",
+                value=self._used,
+                maximum=self._cap,
+            )
+
+
 def _read(
     name: str,
     data: bytes,
@@ -279,8 +318,9 @@ def _read(
         metadata = _metadata(dict(pdf.get_metadata_dict(skip_empty=True)), page_count, warnings)
         limit = page_count if max_pages is None else min(page_count, max_pages)
         pages = []
+        room = _TextRoom(name, max_text_chars())
         for index in range(limit):
-            text, boxes = _page_text(pdf, index, warnings, focus)
+            text, boxes = _page_text(pdf, index, warnings, focus, room)
             if not text.strip():
                 warnings.append(
                     ParseWarning(code="no_text", message="no extractable text", page=index + 1)
@@ -340,6 +380,7 @@ def parse_pdf(
         DocumentParseError: For any problem with the file, and only for that; its
             `reason` is one of `ParseFailureReason` and its message names the file.
         InvalidInputError: When `max_pages` is below 1 (a caller's mistake, not the file's).
+        ResourceLimitError: The text passes `max_text_chars()` (a text bomb).
     """
     name = str(path)
     if max_pages is not None and max_pages < 1:
@@ -359,7 +400,7 @@ def parse_pdf(
     try:
         with _PDFIUM_LOCK:
             page_count, metadata, pages = _read(name, data, has_eof, max_pages, warnings, focus)
-    except DocumentParseError:
+    except (DocumentParseError, ResourceLimitError):
         raise
     except Exception as error:
         # The contract: no raw PDFium (or ctypes) error escapes, whatever the file holds.

@@ -159,6 +159,12 @@ def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) ->
     code = child.returncode
     if code in (-signal.SIGXCPU, -signal.SIGKILL) and limits.max_cpu_s is not None:
         why = f"used its {limits.max_cpu_s} s of CPU time and was stopped"
+    elif code == -signal.SIGABRT and limits.max_memory_bytes is not None:
+        # native code (pdfium, FFmpeg) aborts where Python would raise `MemoryError`
+        why = (
+            f"was aborted (SIGABRT) by native code, most likely an allocation past its "
+            f"memory limit of {limits.max_memory_bytes} bytes"
+        )
     elif code is not None and code < 0:
         why = f"was killed by {signal.Signals(-code).name}"
     else:

@@ -25,6 +25,17 @@ __all__ = [
 
 _FROZEN = ConfigDict(frozen=True, extra="forbid")
 
+# Bounds of what a caller may ask of one segment's analysis (`AnalysisSettings`): each
+# one multiplies the work or the output of every segment of a video.
+MAX_CURVE_POINTS = 1000
+"""Buckets of a segment's curves at most (its output stays small, see the docstring)."""
+MAX_THUMBNAILS = 32
+"""Thumbnails one segment may write."""
+MAX_THUMBNAIL_WIDTH = 1920
+"""Widest thumbnail in pixels."""
+MAX_DECODE_THREADS = 16
+"""FFmpeg threads one segment's worker may start (Ray counts one core per worker)."""
+
 
 class SegmentJob(BaseModel):
     """One row of the analysis stage: which file and which time range."""
@@ -52,19 +63,19 @@ class AnalysisSettings(BaseModel):
     """Smallest cut score (content delta x (0.5 + histogram delta)) that can be a cut."""
     cut_ratio: float = Field(default=3.0, ge=1)
     """How far a cut's score must stand above its neighbours' mean."""
-    min_scene_s: float = Field(default=0.5, ge=0)
+    min_scene_s: float = Field(default=0.5, ge=0, le=86_400)
     """Shortest scene: a second cut closer than this is ignored (flashes)."""
-    black_level: float = Field(default=8.0, ge=0)
+    black_level: float = Field(default=8.0, ge=0, le=255)
     """Mean intensity (0-255) under which a frame counts as black (fades)."""
-    curve_step_s: float = Field(default=0.5, gt=0)
+    curve_step_s: float = Field(default=0.5, ge=0.01, le=3600)
     """Finest bucket of the activity and loudness curves."""
-    max_curve_points: int = Field(default=120, ge=4)
+    max_curve_points: int = Field(default=120, ge=4, le=MAX_CURVE_POINTS)
     """Buckets per segment at most (coarser buckets for long segments)."""
-    max_thumbnails: int = Field(default=4, ge=0)
+    max_thumbnails: int = Field(default=4, ge=0, le=MAX_THUMBNAILS)
     """Keyframe thumbnails written per segment at most."""
-    thumbnail_width: int = Field(default=320, ge=16)
+    thumbnail_width: int = Field(default=320, ge=16, le=MAX_THUMBNAIL_WIDTH)
     """Width of a thumbnail in pixels."""
-    decode_threads: int = Field(default=1, ge=0)
+    decode_threads: int = Field(default=1, ge=0, le=MAX_DECODE_THREADS)
     """FFmpeg decoding threads per worker (0: FFmpeg decides); 1 lets Ray count cores."""
     min_decoded_fraction: float = Field(default=0.5, ge=0, le=1)
     """Fewer frames than this fraction of the expected ones, with decode errors, fails the

@@ -45,6 +45,23 @@ _CUT_SCALE = 30.0
 """Cut score (content delta x (0.5 + histogram delta)) that counts as a certain cut."""
 _BALANCE = 2.0
 """No segment longer than this many times the mean, none shorter than its inverse / 2."""
+MAX_SEGMENTS = 1024
+"""Segments one video is split into at most (`SWARM_RAY_VIDEO_MAX_SEGMENTS`): each is a
+sub-task of the task, so the count is a fan-out like items x fields, and never more than
+the request limit `max_fanout` either."""
+MIN_SEGMENT_S = 1.0
+"""No segment is shorter (but a video that is): a segment is a sub-task, a worker's
+start-up, seek and pre-roll; a few frames' worth is all overhead."""
+MAX_SAMPLES = 10_000
+"""Samples the first pass may be asked to take at most."""
+
+
+def max_segments() -> int:
+    """Most segments of one video: `MAX_SEGMENTS` (or its setting), at most `max_fanout`."""
+    from swarm_ray.core._limits import RequestLimits
+
+    cap = int(os.environ.get("SWARM_RAY_VIDEO_MAX_SEGMENTS", MAX_SEGMENTS))
+    return max(1, min(cap, RequestLimits.from_env().max_fanout))
 
 
 class SegmentationRequest(BaseModel):
@@ -53,15 +70,18 @@ class SegmentationRequest(BaseModel):
     model_config = _FROZEN
     metadata: VideoMetadata
     """The probe's result for the file."""
-    target_segments: int | None = Field(default=None, ge=1)
-    """How many segments to aim for; default from the cluster's CPUs."""
+    target_segments: int | None = Field(default=None, ge=1, le=100_000)
+    """How many segments to aim for; default from the cluster's CPUs. At most
+    `max_segments()` are made, whatever is asked."""
     min_segment_s: float = Field(default=10.0, gt=0)
-    """Shortest segment (the last one may be shorter only if the video is)."""
+    """Shortest segment (the last one may be shorter only if the video is); raised to
+    `MIN_SEGMENT_S`, and where the video would otherwise make more than
+    `max_segments()`."""
     max_segment_s: float = Field(default=1800.0, gt=0)
     """Longest segment."""
-    sample_rate_hz: float = Field(default=1.0, gt=0)
+    sample_rate_hz: float = Field(default=1.0, gt=0, le=30)
     """Samples per second of video at most."""
-    max_samples: int = Field(default=1024, ge=4)
+    max_samples: int = Field(default=1024, ge=4, le=MAX_SAMPLES)
     """Samples at most, whatever the length."""
     max_decode_fraction: float = Field(default=0.2, gt=0, le=1)
     """Decode at most this fraction of the file's frames (estimated before, counted after)."""
@@ -236,16 +256,30 @@ def _place(
             chosen.append(_split_point(a, b, keyframes, min_len))
 
 
+def segment_lengths(
+    request: SegmentationRequest, duration: float, most: int
+) -> tuple[int, float, float]:
+    """The target count and the shortest and longest segment, for at most `most` segments.
+
+    `_place` keeps segments at least `min_len` long, but for a halving, which leaves
+    `min_len / 2` at worst; so `min_len` is at least `2 x duration / (most - 1)`, and
+    at least `MIN_SEGMENT_S`.
+    """
+    target = min(request.target_segments or default_target_segments(), most)
+    mean_len = duration / max(1, target)
+    floor_len = max(MIN_SEGMENT_S, 2 * duration / max(1, most - 1))
+    min_len = min(duration, max(request.min_segment_s, mean_len / (2 * _BALANCE), floor_len))
+    max_len = max(min_len, min(request.max_segment_s, _BALANCE * mean_len))
+    target = max(1, min(target, math.floor(duration / min_len + 1e-9)))
+    return target, min_len, max_len
+
+
 def plan_segments(request: SegmentationRequest) -> SegmentPlan:
     """Sample the video cheaply and split it into content-aware segments."""
     meta = request.metadata
     start, duration = meta.start_time_s, meta.duration_s
     end = start + duration
-    target = request.target_segments or default_target_segments()
-    mean_len = duration / max(1, target)
-    min_len = min(duration, max(request.min_segment_s, mean_len / (2 * _BALANCE)))
-    max_len = max(min_len, min(request.max_segment_s, _BALANCE * mean_len))
-    target = max(1, min(target, math.floor(duration / min_len + 1e-9)))
+    target, min_len, max_len = segment_lengths(request, duration, max_segments())
     keyframes = keyframe_times(meta.path, meta.keyframes_s, meta.pts_offset_s)
     budget = request.max_decode_fraction * max(1, meta.frame_count)
     n = min(request.max_samples, max(4, math.ceil(duration * request.sample_rate_hz)))
