@@ -14,9 +14,11 @@ Limits (`UploadLimits`, from `GatewayConfig`), each answered with an error namin
 - the file itself (`max_upload_bytes`): 413;
 - at most 8 parts and 16 KiB of part headers in all: 413;
 - a quota per principal, `upload_quota_bytes` (413) and `upload_quota_files` (429),
-  counted over the caller's live uploads before the upload starts (so a full quota
-  refuses at once) and again as the file is published, with this file counted, one
-  commit at a time per principal: uploads running side by side cannot pass it together.
+  counted over the caller's live uploads and those in progress before the upload starts
+  (so a full quota refuses at once), at every write with the caller's other uploads in
+  progress counted (`Uploads.hold`), and again as the file is published, with this file
+  counted, one commit at a time per principal: uploads running side by side cannot pass
+  it together, nor fill the disk before any of them is published.
   The commit lock is per gateway replica; replicas of one gateway race only in the
   moment between a count and its commit.
 """
@@ -197,7 +199,15 @@ async def receive_upload(
                 raise _over("max_upload_bytes", received, limits.max_bytes, "the upload's body")
             await asyncio.to_thread(parser.write, chunk)  # a hostile body costs a thread
             if part.files and writer is None:
-                writer = uploads.writer(principal, part.filename, max_bytes=max_bytes, limit=quota)
+                writer = uploads.writer(
+                    principal,
+                    part.filename,
+                    max_bytes=max_bytes,
+                    limit=quota,
+                    # uploads side by side count each other's bytes as they are written
+                    quota_bytes=limits.quota_bytes,
+                    used_bytes=limits.quota_bytes - room,
+                )
             buffered += sum(len(p) for p in pending)
             if writer is not None and (buffered >= _FLUSH_BYTES or len(pending) > 64):
                 data, pending[:] = b"".join(pending), []

@@ -71,6 +71,7 @@ from swarm_ray.runtime._intake import (
     plan_again,
     take_in_each,
 )
+from swarm_ray.runtime._listing import Listing
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
 from swarm_ray.runtime._owners import Owners
@@ -119,6 +120,7 @@ class Orchestrator:
         self._compute_prices = compute_prices()
         self._key = watermark_key(state_dir)
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
+        self._listing = Listing(self._read_back)
         self._owners = Owners(
             self._drivers, self._limits, DailySpend.from_env(self._store), self._layout.uploads
         )
@@ -213,6 +215,16 @@ class Orchestrator:
             self._quarantine(task_id, error)
             raise error from None
 
+    def _read_back(self, task_id: str) -> tuple[str | None, TaskStatus] | None:
+        """A stored task's owner and brief, read in any thread: no callbacks, not tracked."""
+        deps = {**self._deps(), "on_transition": None, "on_event": None}
+        driver = TaskDriver.load(task_id, **deps)
+        return None if driver is None else (driver.record.owner, status_view(driver, brief=True))
+
+    def _brief_in_memory(self, task_id: str) -> tuple[str | None, TaskStatus] | None:
+        driver = self._drivers.get(task_id)
+        return None if driver is None else (driver.record.owner, status_view(driver, brief=True))
+
     def _quarantine(self, task_id: str, error: SwarmError) -> None:
         with contextlib.suppress(StateStoreError):
             self._store.quarantine(task_id)
@@ -235,6 +247,7 @@ class Orchestrator:
         driver.compute_prices = self._compute_prices
         self._owners.watch(driver)
         self._drivers.track(driver)
+        self._listing.forget(driver.task_id)  # back in memory (resumed): its view changes
         if driver.state.terminal:
             self._ended(driver)
 
@@ -369,18 +382,17 @@ class Orchestrator:
         await self.recover()
         who = principal or LOCAL
         owner = None if who.admin or who.trusted else who.id
-        views = []
-        for n, task_id in enumerate(reversed(self._store.list_tasks(newest=limit, owner=owner))):
-            # Ended tasks out of memory are read back but not kept (a long listing would
-            # push out the ones clients are following); other calls go between reads.
-            try:
-                driver = self._drivers.get(task_id) or self._load(task_id)
-            except RecordUnreadableError:
-                continue
-            if driver is not None and who.sees(driver.record.owner):
-                views.append(status_view(driver, brief=True))
-            if n % 50 == 49:
-                await asyncio.sleep(0)
+        task_ids = await asyncio.to_thread(self._store.list_tasks, newest=limit, owner=owner)
+        # Tasks out of memory are read back in a thread, not on this loop (`_listing`).
+        views = await self._listing.views(reversed(task_ids), who, self._brief_in_memory)
+        while self._listing.unreadable:
+            task_id, exc = self._listing.unreadable.pop()
+            error = RecordUnreadableError(
+                f"task `{task_id}` has a stored record that cannot be loaded "
+                f"({type(exc).__name__}: {str(exc)[:200]}); it is quarantined",
+                task_id=task_id,
+            )
+            self._quarantine(task_id, error)
         return views
 
     async def events(
@@ -555,12 +567,13 @@ class Orchestrator:
     async def storage(self) -> dict[str, str]:
         """Where this orchestrator keeps results and tasks' own directories.
 
-        The gateway streams uploads into the first and shows files in the second to
-        HTTP callers by task id (`gateway._redact`).
+        The gateway streams uploads into the first, shows files in the second to HTTP
+        callers by task id, and shows no path under any of them (`gateway._redact`).
         """
         return {
             "results_uri": self._results.root_uri,
             "tasks_dir": str(self._layout.state_dir / "tasks"),
+            "state_dir": str(self._layout.state_dir),
         }
 
     async def markdown(self, task_id: str, principal: Principal | None = None) -> str | None:

@@ -26,6 +26,7 @@ import hashlib
 import os
 import re
 import secrets
+import threading
 import time
 from collections.abc import Callable, Collection
 from dataclasses import dataclass
@@ -48,6 +49,9 @@ SWEEP_EVERY_S = 60.0
 """How often the orchestrator sweeps every principal's expired uploads, in seconds, by
 default (`SWARM_RAY_UPLOAD_SWEEP_S`)."""
 _SAFE = re.compile(r"[^A-Za-z0-9._\-]+")
+PARTIAL_STALE_S = 3600.0
+"""An upload in progress not written to for this long was left by a gateway that died:
+its bytes no longer count toward the quota."""
 
 _KINDS: dict[str, tuple[str, ...]] = {
     "application/pdf": (".pdf",),
@@ -112,6 +116,11 @@ class UploadWriter:
     max_bytes: int
     limit: str = "max_upload_bytes"
     """The limit `max_bytes` comes from (named when it is passed)."""
+    quota_bytes: int | None = None
+    """The principal's byte quota, counted over its uploads and every upload it has in
+    progress in this process, at each write (None: not counted here)."""
+    used_bytes: int = 0
+    """What the principal's other uploads held when this one started (`Uploads.usage`)."""
     file_id: str = ""
     size: int = 0
 
@@ -123,7 +132,7 @@ class UploadWriter:
         self._temp = ""
 
     def write(self, chunk: bytes) -> None:
-        """Append `chunk`; raises `LimitExceededError` past `max_bytes`."""
+        """Append `chunk`; raises `LimitExceededError` past `max_bytes` or the quota."""
         self.size += len(chunk)
         if self.size > self.max_bytes:
             raise LimitExceededError(
@@ -133,6 +142,7 @@ class UploadWriter:
                 value=self.size,
                 maximum=self.max_bytes,
             )
+        self.uploads.hold(self)
         if self._stream is None:
             self._head += chunk
             if len(self._head) < 1024 and self.size < 1024:
@@ -190,6 +200,7 @@ class UploadWriter:
                 f"{directory}/{_META}", compression=None
             ) as out:
                 out.write(info.model_dump_json().encode())
+        self.uploads.release(self)
         return info
 
     def _peek(self) -> bytes:
@@ -199,6 +210,7 @@ class UploadWriter:
 
     def abort(self) -> None:
         """Drop what was written."""
+        self.uploads.release(self)
         with contextlib.suppress(Exception):
             if self._stream is not None:
                 self._stream.close()
@@ -215,6 +227,40 @@ class Uploads:
         self._root = f"{store.root}/uploads"
         self.clock = clock
         """The time uploads are made and expire by (a fake one in tests)."""
+        self._writing: dict[str, dict[str, int]] = {}
+        """Uploads in progress in this process: principal tag -> file id -> bytes so far."""
+        self._writing_lock = threading.Lock()
+
+    def hold(self, writer: UploadWriter) -> None:
+        """Count `writer`'s bytes so far; raises `LimitExceededError` past its quota.
+
+        Every upload the principal has in progress here counts, so uploads side by side
+        cannot pass the quota together before any of them is published (and counted).
+        """
+        with self._writing_lock:
+            mine = self._writing.setdefault(writer.principal.tag, {})
+            mine[writer.file_id] = writer.size
+            held = writer.used_bytes + sum(mine.values())
+        if writer.quota_bytes is not None and held > writer.quota_bytes:
+            raise LimitExceededError(
+                f"upload `{writer.filename}`: this caller's uploads, with those in progress, "
+                f"hold {held} bytes, over the `upload_quota_bytes` quota ({writer.quota_bytes})",
+                limit="upload_quota_bytes",
+                value=held,
+                maximum=writer.quota_bytes,
+            )
+
+    def release(self, writer: UploadWriter) -> None:
+        """Stop counting `writer` as in progress (published or dropped)."""
+        with self._writing_lock:
+            mine = self._writing.get(writer.principal.tag, {})
+            mine.pop(writer.file_id, None)
+            if not mine:
+                self._writing.pop(writer.principal.tag, None)
+
+    def _in_progress_here(self, principal: Principal) -> set[str]:
+        with self._writing_lock:
+            return set(self._writing.get(principal.tag, {}))
 
     def directory(self, principal: Principal, file_id: str) -> str:
         """Filesystem path of one upload's folder."""
@@ -237,9 +283,17 @@ class Uploads:
         *,
         max_bytes: int,
         limit: str = "max_upload_bytes",
+        quota_bytes: int | None = None,
+        used_bytes: int = 0,
     ) -> UploadWriter:
-        """A writer for one new upload of `principal` (`limit` names where `max_bytes` is from)."""
-        return UploadWriter(self, principal, filename or "upload", max_bytes, limit)
+        """A writer for one new upload of `principal` (`limit` names where `max_bytes` is from).
+
+        With `quota_bytes`, each write counts every upload the principal has in progress
+        in this process on top of `used_bytes` (see `hold`).
+        """
+        return UploadWriter(
+            self, principal, filename or "upload", max_bytes, limit, quota_bytes, used_bytes
+        )
 
     @staticmethod
     def ttl_s() -> float | None:
@@ -278,9 +332,38 @@ class Uploads:
         return True
 
     def usage(self, principal: Principal) -> tuple[int, int]:
-        """Bytes and files of `principal`'s live uploads (what its quota counts)."""
+        """Bytes and files of `principal`'s live uploads (what its quota counts).
+
+        The bytes count its uploads in progress too (their `.partial` files, written in
+        the last `PARTIAL_STALE_S`), but those of this process, which `hold` counts.
+        """
         live = self.list(principal, limit=None)
-        return sum(u.bytes for u in live), len(live)
+        partial = self._partial_bytes(principal, skip=self._in_progress_here(principal))
+        return sum(u.bytes for u in live) + partial, len(live)
+
+    def _partial_bytes(self, principal: Principal, skip: Collection[str]) -> int:
+        """Bytes of `principal`'s uploads in progress (other processes' or a crashed one's)."""
+        owner_dir = f"{self._root}/{principal.tag}"
+        with self.guard("list"):
+            entries = self.fs.get_file_info(pafs.FileSelector(owner_dir, allow_not_found=True))
+        folders = [
+            e.path
+            for e in entries
+            if e.type == pafs.FileType.Directory
+            and FILE_ID.match(e.base_name)
+            and e.base_name not in skip
+        ]
+        if not folders:
+            return 0
+        with self.guard("list"):
+            partials = self.fs.get_file_info([f"{folder}/.partial" for folder in folders])
+        now = self.clock()
+        return sum(
+            p.size or 0
+            for p in partials
+            if p.type == pafs.FileType.File
+            and (p.mtime is None or now - p.mtime.timestamp() < PARTIAL_STALE_S)
+        )
 
     def resolve(self, principal: Principal, file_id: str, *, where: str) -> str:
         """The location of one of `principal`'s uploads; `InvalidInputError` if unknown."""
