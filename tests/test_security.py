@@ -824,6 +824,8 @@ class _Batch:
     broken: str
     bomb: str
     status: dict[str, Any]
+    text_bomb: str = ""
+    """A 1 KB PDF whose text is 10 MB (issue 40)."""
 
 
 @pytest.fixture(scope="module")
@@ -836,16 +838,17 @@ def upload_batch(tenants: Tenants) -> _Batch:
         brochures = tuple(_upload(http, f"brochure-{n}.pdf", _pdf_bytes(n)) for n in range(3))
         broken = _upload(http, "broken.pdf", b"%PDF-1.4\n" + b"not a pdf at all " * 200)
         boom = _upload(http, "bomb.pdf", bomb)
+        text_bomb = _upload(http, "text-bomb.pdf", _text_bomb(10_000_000))
         body = {
             "template": "compare_documents",
-            "items": [*brochures, broken, boom],
+            "items": [*brochures, broken, boom, text_bomb],
             "params": {"dimensions": ["battery"]},
         }
         accepted = http.post("/v1/tasks", json=body)
         assert accepted.status_code == 202, accepted.text
         task_id = accepted.json()["task_id"]
         status = _ended(http, task_id, timeout_s=240)
-    return _Batch(task_id, brochures, broken, boom, status)
+    return _Batch(task_id, brochures, broken, boom, status, text_bomb)
 
 
 def test_an_http_user_uploads_pdfs_and_gets_the_report_by_file_id(
@@ -1161,3 +1164,182 @@ def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None)
     [result] = asyncio.run(scenario())
     assert result.ok  # type: ignore[attr-defined]
     pool.reap(0)
+
+
+# --- issue 40: names, paths and stage limits ---
+
+
+def _text_bomb(chars: int) -> bytes:
+    """A PDF of about 1 KB whose one page holds `chars` characters of text."""
+    from tests.test_security_units import _text_bomb as bomb
+
+    return bomb(chars)
+
+
+def _no_state_path(tenants: Tenants, shown: list[str]) -> None:
+    forms = {str(tenants.state_dir), os.path.realpath(tenants.state_dir)}
+    leaks = [(form, text[:300]) for text in shown for form in forms if form in text]
+    assert not leaks, leaks
+
+
+def test_no_response_of_a_full_job_names_a_server_path(
+    tenants: Tenants, upload_batch: _Batch
+) -> None:
+    """Probes 8 and 9: provenance with `include_input` held the upload's file and the task
+    directory; status, listings, reports, events and errors are scanned as well."""
+    task_id, first = upload_batch.task_id, upload_batch.brochures[0]
+    unknown = f"file-{'0' * 24}"
+    shown: list[str] = []
+    with tenants.http("alice") as http:
+        for path in (
+            f"/v1/tasks/{task_id}",
+            "/v1/tasks?limit=1000",
+            f"/v1/tasks/{task_id}/report",
+            f"/v1/tasks/{task_id}/report?format=markdown",
+            "/v1/files",
+            "/v1/tasks/no-such-task",
+            f"/v1/files/{unknown}",
+        ):
+            shown.append(http.get(path).text)
+        status = http.get(f"/v1/tasks/{task_id}").json()
+        tokens = [s["watermark"] for s in status["subtasks"].values() if s["watermark"]]
+        traced = http.post(
+            "/v1/debug/watermark/extract",
+            json={"text": " ".join(tokens), "include_input": True},
+        )
+        assert traced.status_code == 200, traced.text
+        shown.append(traced.text)
+        inputs = [t["input"] for t in traced.json() if t.get("input")]
+        assert any(i.get("path") == f"{first}/brochure-0.pdf" for i in inputs), inputs
+        for body in (
+            {"template": "compare_documents", "items": [unknown]},
+            {"template": "compare_documents", "items": [str(tenants.state_dir / "x.pdf")]},
+            {"template": "echo_fanout", "items": ["x"], "params": {"record_dir": "/tmp"}},
+        ):
+            refused = http.post("/v1/tasks", json=body)
+            assert refused.status_code == 422, refused.text
+            shown.append(refused.text)
+        with (
+            ws_connect(
+                _ws_url(tenants, task_id),
+                additional_headers={"Authorization": http.headers["Authorization"]},
+            ) as ws,
+            pytest.raises(ConnectionClosed),
+        ):
+            while True:
+                shown.append(ws.recv(timeout=30))
+    _no_state_path(tenants, shown)
+
+
+def test_a_text_bomb_fails_its_own_parse_and_the_batch_completes(upload_batch: _Batch) -> None:
+    """Probe 5: a PDF of about 1 KB whose text is 10 MB was parsed with no limit, then
+    embedded, indexed and read for facts. Its parse fails with `resource_limit`, naming the
+    file; the rest of the batch completes."""
+    status, bomb = upload_batch.status, upload_batch.text_bomb
+    assert status["state"] == "completed", status.get("error")
+    parses = {k: s for k, s in status["subtasks"].items() if s["stage"] == "parse"}
+    [error] = [
+        s["error"] for s in parses.values() if s["error"] and f"`{bomb}/" in s["error"]["message"]
+    ]
+    assert error["code"] == "resource_limit", error
+    assert f"`{bomb}/text-bomb.pdf`" in error["message"]
+    # The text cap, or where pdfium's text index outgrows the memory cap first, that one.
+    assert "characters of text" in error["message"] or "memory limit" in error["message"]
+    succeeded = [s for s in parses.values() if s["status"] == "succeeded"]
+    assert len(succeeded) == len(upload_batch.brochures)
+
+
+def test_a_video_task_names_no_server_path_and_its_segments_are_bounded(tenants: Tenants) -> None:
+    """Probe 9 (a video task's `output_ref` was a `file://` URL under the state directory)
+    and the video fan-out: `target_segments` and `min_segment_s` asked 100,000 segments
+    of a 4 s video; `AnalysisSettings` asked 100,000 thumbnails a segment."""
+    from swarm_ray.testing.sample_video import generate_sample_video
+
+    folder = Path(os.environ.get("TMPDIR", "/tmp")) / f"swarm-sec-names-{os.getpid()}"
+    sample = Path(generate_sample_video(folder / "clip.mp4", duration_s=4, seed=3).path)
+    with tenants.http("carol") as http:
+        clip = _upload(http, "clip.mp4", sample.read_bytes())
+        asked = {"path": clip, "target_segments": 100_000, "min_segment_s": 0.001}
+        accepted = http.post("/v1/tasks", json={"template": "analyze_video", "params": asked})
+        assert accepted.status_code == 202, accepted.text
+        status = _ended(http, accepted.json()["task_id"], 240)
+        shown = [json.dumps(status), http.get(f"/v1/tasks/{status['task_id']}/report").text]
+        greedy = {"path": clip, "settings": {"max_thumbnails": 100_000}}
+        refused = http.post("/v1/tasks", json={"template": "analyze_video", "params": greedy})
+        if refused.status_code == 202:  # refused when the segments' inputs are made
+            ended = _ended(http, refused.json()["task_id"], 240)
+            assert ended["state"] == "failed" and "max_thumbnails" in json.dumps(ended["error"])
+        else:
+            assert refused.status_code == 422 and "max_thumbnails" in refused.text
+        assert http.delete(f"/v1/files/{clip}").status_code == 204
+    assert status["state"] == "completed", status.get("error")
+    segments = [s for s in status["subtasks"].values() if s["stage"] == "analyze"]
+    assert 1 <= len(segments) <= 4  # no segment under a second
+    assert not str(status.get("output_ref") or "").startswith("file://")
+    _no_state_path(tenants, shown)
+
+
+def test_a_tenant_names_only_its_own_task_as_parent(tenants: Tenants) -> None:
+    """Probe 10: `parent_task_id` set to another tenant's task got watermarks, signed by
+    the swarm, naming that task as parent."""
+    from swarm_ray.core._watermark import read_claims
+
+    echo = {"template": "echo_fanout", "items": ["child"]}
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        bobs = bob.post("/v1/tasks", json=echo).json()["task_id"]
+        messages = []
+        for parent in (bobs, "no-such-task"):
+            refused = alice.post("/v1/tasks", json={**echo, "parent_task_id": parent})
+            messages.append(_refused(refused).replace(parent, "ID"))
+        assert messages[0] == messages[1]  # another's task reads as no task at all
+        own = alice.post("/v1/tasks", json=echo).json()["task_id"]
+        child = alice.post("/v1/tasks", json={**echo, "parent_task_id": own})
+        assert child.status_code == 202, child.text
+        status = _ended(alice, child.json()["task_id"])
+    marks = [s["watermark"] for s in status["subtasks"].values() if s["watermark"]]
+    assert marks and {read_claims(m).parent_task_id for m in marks} == {own}
+
+
+def test_a_tenants_traceparent_never_joins_a_trace_it_does_not_own(tenants: Tenants) -> None:
+    """Probe 10: a `traceparent` put a task in any trace and, by its trace id, forced the
+    audit log's sampling."""
+    sent_id = "0" * 31 + "1"  # the trace id the audit log's sampling always keeps
+    sent = f"00-{sent_id}-{secrets.token_hex(8)}-01"
+    traces = {}
+    for who in ("alice", "bob"):
+        with tenants.http(who) as http:
+            for how in ("header", "body"):
+                body: dict[str, Any] = {"template": "echo_fanout", "items": [how]}
+                headers = {"traceparent": sent} if how == "header" else {}
+                if how == "body":
+                    body["traceparent"] = sent
+                accepted = http.post("/v1/tasks", json=body, headers=headers)
+                assert accepted.status_code == 202, accepted.text
+                task_id = accepted.json()["task_id"]
+                traces[who, how] = tenants.swarm.task(task_id).record().trace_id
+    assert sent_id not in traces.values() and not any(t.startswith("0000") for t in traces.values())
+    assert traces["alice", "header"] == traces["alice", "body"]  # its own trace, shared
+    assert traces["alice", "header"] != traces["bob", "header"]
+
+
+def test_a_dollar_key_in_a_request_is_refused_naming_it(tenants: Tenants) -> None:
+    """Probe 11: `{"$answer": 5}` in `params.fields` failed the task with a Python
+    `AttributeError`: an internal marker passed through."""
+    with tenants.http("alice") as http:
+        fields = [{"key": "capacity", "$answer": 5}]
+        body = {"template": "compare_documents", "params": {"dimensions": [], "fields": fields}}
+        assert "`params.fields[0].$answer`" in _refused(http.post("/v1/tasks", json=body))
+        marker = {"template": "echo_fanout", "items": [{"$from": "echo", "path": "text"}]}
+        assert "`items[0].$from`" in _refused(http.post("/v1/tasks", json=marker))
+
+
+def test_a_long_listing_shows_only_the_callers_tasks(tenants: Tenants) -> None:
+    """`GET /v1/tasks?limit=1000` read evicted tasks back on the orchestrator's loop; it
+    reads them in a thread now (`_listing`) and still shows only the caller's."""
+    with tenants.http("alice") as alice, tenants.http("bob") as bob:
+        mine = alice.post("/v1/tasks", json={"template": "echo_fanout", "items": ["l"]})
+        listed = alice.get("/v1/tasks", params={"limit": 1000})
+        assert listed.status_code == 200
+        assert mine.json()["task_id"] in {t["task_id"] for t in listed.json()}
+        theirs = {t["task_id"] for t in bob.get("/v1/tasks", params={"limit": 1000}).json()}
+        assert mine.json()["task_id"] not in theirs

@@ -5,6 +5,7 @@ The probes against a real gateway on Ray Serve are in `test_security.py`.
 
 from __future__ import annotations
 
+import json
 import os
 import pickle
 import re
@@ -950,3 +951,265 @@ def test_http_adapter_sends_one_idempotency_key_for_every_attempt_of_a_sub_task(
         server.server_close()
     assert len(set(keys)) == 1 and len(keys[0]) == 32
     assert seen == [keys[0], keys[0], None]  # every attempt the same key; GET sends none
+
+
+# --- issue 40: names, paths and stage limits ---
+
+
+def test_no_path_under_the_state_or_results_root_reaches_an_http_caller(tmp_path: Path) -> None:
+    from swarm_ray.gateway._redact import SERVER, CallerNames
+
+    (tmp_path / "disk").mkdir()
+    state = tmp_path / "state"
+    state.symlink_to(tmp_path / "disk")
+    uploads = Uploads(ResultStore(str(state / "results")))
+    names = CallerNames(uploads, str(state / "tasks"), str(state))
+    results = uploads.store.root_uri  # `file://` and the resolved path
+    shown = names.data(
+        {
+            "output_ref": f"{results}/alice-t1/output.json",
+            "input": {"path": f"{uploads.root_for(BOB)}/file-0b/spec.pdf"},
+            "message": f"could not read `{state}/store.db` under {state}",
+            "workdir": f"file://{tmp_path}/disk/tasks/alice-t1",
+        }
+    )
+    assert shown == {
+        "output_ref": "alice-t1/output.json",
+        "input": {"path": "file-0b/spec.pdf"},
+        "message": f"could not read `store.db` under {SERVER}",
+        "workdir": "alice-t1",
+    }
+    assert names.data({"n": 1, "text": "no path"}) == {"n": 1, "text": "no path"}
+
+
+def test_dollar_keys_from_a_caller_are_refused_naming_where(
+    intake_env: dict[str, object],
+) -> None:
+    from swarm_ray.core._access import refuse_markers
+
+    for caller in (ALICE, LOCAL):  # a marker from anyone would be read as the swarm's
+        request = TaskRequest(
+            template="compare_documents", params={"fields": [{"key": "x", "$answer": 5}]}
+        )
+        with pytest.raises(InputNotAllowedError, match=r"`params\.fields\[0\]\.\$answer`"):
+            take_in(request, caller, **intake_env)  # type: ignore[arg-type]
+    with pytest.raises(InputNotAllowedError, match=r"`items\[0\]\.\$from`"):
+        refuse_markers(({"$from": "parse", "path": "text"},), "items")
+    # Other `$`-keys are data: a JSON Schema's keywords, a vocabulary's currency sign.
+    refuse_markers({"schema": {"$schema": "x", "$defs": {}, "$ref": "#/$defs/a"}}, "params")
+    refuse_markers({"fields": [{"vocabulary": {"$": ["USD"]}}]}, "params")
+
+
+def _stored(store: Any, task_id: str, owner: str | None) -> None:
+    from swarm_ray.core._record import SCHEMA_VERSION
+
+    record = json.dumps({"task_id": task_id, "owner": owner})
+    store.put_task(task_id, record, is_open=False, schema_version=SCHEMA_VERSION, owner=owner)
+
+
+def test_a_tenant_names_only_its_own_task_as_parent(intake_env: dict[str, object]) -> None:
+    store = intake_env["store"]
+    _stored(store, "bobs-task", "bob")
+    _stored(store, f"{ALICE.tag}-mine", "alice")
+    refused = []
+    for parent in ("bobs-task", "no-such-task"):
+        request = TaskRequest(template="echo_fanout", items=("x",), parent_task_id=parent)
+        with pytest.raises(InputNotAllowedError) as caught:
+            take_in(request, ALICE, **intake_env)  # type: ignore[arg-type]
+        refused.append(caught.value.message.replace(parent, "ID"))
+    assert refused[0] == refused[1]  # another's task and no task read alike
+    for named in ("mine", f"{ALICE.tag}-mine"):  # as chosen, or as the gateway gave it back
+        request = TaskRequest(template="echo_fanout", items=("x",), parent_task_id=named)
+        intake = take_in(request, ALICE, **intake_env)  # type: ignore[arg-type]
+        assert intake.request.parent_task_id == f"{ALICE.tag}-mine"
+    trusted = TaskRequest(template="echo_fanout", items=("x",), parent_task_id="bobs-task")
+    assert take_in(trusted, LOCAL, **intake_env).request.parent_task_id == "bobs-task"  # type: ignore[arg-type]
+
+
+def test_a_tenants_traceparent_starts_a_trace_of_its_own(intake_env: dict[str, object]) -> None:
+    from swarm_ray.core._traceparent import parse_traceparent
+    from swarm_ray.runtime._audit import sampled
+
+    sent = "00-00000000000000000000000000000001-00f067aa0ba902b7-01"
+    request = TaskRequest(template="echo_fanout", items=("x",), traceparent=sent)
+    alices = take_in(request, ALICE, **intake_env).request.traceparent  # type: ignore[arg-type]
+    again = take_in(request, ALICE, **intake_env).request.traceparent  # type: ignore[arg-type]
+    bobs = take_in(request, BOB, **intake_env).request.traceparent  # type: ignore[arg-type]
+    mine, theirs = parse_traceparent(alices), parse_traceparent(bobs)
+    assert mine is not None and theirs is not None and alices == again
+    assert mine.trace_id not in (theirs.trace_id, "0" * 31 + "1") and mine.flags == 0
+    assert not all(sampled(parse_traceparent(a).trace_id, 1e-9) for a in (alices, bobs))  # type: ignore[union-attr]
+    assert take_in(request, LOCAL, **intake_env).request.traceparent == sent  # type: ignore[arg-type]
+
+
+def test_a_video_is_split_into_at_most_max_segments(monkeypatch: pytest.MonkeyPatch) -> None:
+    import random
+
+    from pydantic import ValidationError
+
+    from swarm_ray.video._models import AnalysisSettings
+    from swarm_ray.video._segment import (
+        SegmentationRequest,
+        _Candidate,
+        _place,
+        max_segments,
+        segment_lengths,
+    )
+
+    monkeypatch.setenv("SWARM_RAY_VIDEO_MAX_SEGMENTS", "16")
+    monkeypatch.setenv("SWARM_RAY_LIMIT_MAX_FANOUT", "12")
+    assert max_segments() == 12  # the segments are a fan-out: never past `max_fanout`
+    monkeypatch.delenv("SWARM_RAY_LIMIT_MAX_FANOUT")
+    rng = random.Random(7)
+    duration = 600.0
+    candidates = [_Candidate(t + 0.5, rng.random(), False) for t in range(int(duration) - 1)]
+    asked = SegmentationRequest.model_construct(
+        target_segments=100_000, min_segment_s=0.01, max_segment_s=0.01
+    )
+    target, min_len, max_len = segment_lengths(asked, duration, max_segments())
+    chosen = _place(candidates, [], (0.0, duration), target, (min_len, max_len))
+    assert 1 <= len(chosen) + 1 <= 16
+    with pytest.raises(ValidationError, match="max_thumbnails"):
+        AnalysisSettings(max_thumbnails=100_000)
+    with pytest.raises(ValidationError, match="thumbnail_width"):
+        AnalysisSettings(thumbnail_width=1_000_000)
+
+
+def _text_bomb(chars: int) -> bytes:
+    """A PDF of about a kilobyte whose one page holds `chars` characters of text (its
+    content stream is deflated twice)."""
+    import zlib
+
+    line = b"(" + b"A" * 1000 + b") '\n"
+    content = b"BT /F1 1 Tf 1 TL 0 780 Td\n" + line * (chars // 1000 + 1) + b"ET\n"
+    stream = zlib.compress(zlib.compress(content, 9), 9)
+    objects = [
+        b"<< /Type /Catalog /Pages 2 0 R >>",
+        b"<< /Type /Pages /Kids [3 0 R] /Count 1 >>",
+        b"<< /Type /Page /Parent 2 0 R /MediaBox [0 0 612 792] /Contents 4 0 R "
+        b"/Resources << /Font << /F1 5 0 R >> >> >>",
+        b"<< /Length %d /Filter [/FlateDecode /FlateDecode] >>\nstream\n" % len(stream)
+        + stream
+        + b"\nendstream",
+        b"<< /Type /Font /Subtype /Type1 /BaseFont /Helvetica >>",
+    ]
+    pdf, offsets = b"%PDF-1.4\n", []
+    for number, body in enumerate(objects, start=1):
+        offsets.append(len(pdf))
+        pdf += b"%d 0 obj\n" % number + body + b"\nendobj\n"
+    xref = len(pdf)
+    pdf += b"xref\n0 %d\n0000000000 65535 f \n" % (len(objects) + 1)
+    pdf += b"".join(b"%010d 00000 n \n" % offset for offset in offsets)
+    trailer = b"trailer\n<< /Size %d /Root 1 0 R >>\nstartxref\n%d\n%%%%EOF\n"
+    return pdf + trailer % (len(objects) + 1, xref)
+
+
+def test_a_text_bomb_fails_its_parse_with_resource_limit_naming_the_file(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from swarm_ray.core._errors import ErrorCode, ResourceLimitError
+    from swarm_ray.documents._parse import parse_pdf
+
+    bomb = tmp_path / "bomb.pdf"
+    bomb.write_bytes(_text_bomb(60_000))
+    assert len(parse_pdf(bomb).pages[0].text) > 50_000  # under the default cap: read
+    monkeypatch.setenv("SWARM_RAY_DOCUMENT_MAX_TEXT", "20000")
+    with pytest.raises(ResourceLimitError, match=rf"`{re.escape(str(bomb))}`.*20000") as caught:
+        parse_pdf(bomb)
+    assert caught.value.code is ErrorCode.RESOURCE_LIMIT
+
+
+def test_embed_index_and_extract_run_limited_for_tenants() -> None:
+    from swarm_ray.documents import documents_catalog
+    from swarm_ray.runtime._rlimits import limited
+
+    specs = {c.id: c for c in documents_catalog().capabilities}
+    for capability in (
+        "document.parsing.pdf",
+        "document.extraction.specs",
+        "document.embedding.chunks",
+        "document.indexing.chroma",
+    ):
+        resources = specs[capability].resources
+        assert limited(resources) is False, capability  # trusted work runs in the agent
+        assert resources.max_memory_bytes and resources.max_cpu_s, capability
+        assert resources.limits_untrusted_only, capability
+
+
+def test_uploads_in_progress_count_toward_the_quota(tmp_path: Path) -> None:
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    pdf = b"%PDF-1.4\n" + b"x" * (1024 * 1024)
+    first = uploads.writer(ALICE, "a.pdf", max_bytes=10 << 20, quota_bytes=3 << 20)
+    second = uploads.writer(ALICE, "b.pdf", max_bytes=10 << 20, quota_bytes=3 << 20)
+    bobs = uploads.writer(BOB, "c.pdf", max_bytes=10 << 20, quota_bytes=3 << 20)
+    first.write(pdf)
+    second.write(pdf)
+    bobs.write(pdf + pdf)  # another principal's bytes are its own
+    with pytest.raises(LimitExceededError, match="upload_quota_bytes"):
+        second.write(pdf)  # 3 MiB and more with both in progress, none published
+    second.abort()
+    first.write(pdf)  # the dropped one no longer counts
+    # Another process's upload in progress counts through its `.partial` file.
+    elsewhere = Uploads(ResultStore(str(tmp_path / "results")))
+    assert elsewhere.usage(ALICE) == (first.size, 0)
+    assert uploads.usage(ALICE) == (0, 0)  # this process's own are counted by `hold`
+    first.commit()
+    assert elsewhere.usage(ALICE) == (first.size, 1)
+
+
+def test_a_tenants_task_folders_and_uploads_count_toward_its_disk_quota(
+    intake_env: dict[str, object], tmp_path: Path
+) -> None:
+    from swarm_ray.runtime._disk import DiskQuota
+
+    store = intake_env["store"]
+    layout = intake_env["layout"]
+    now = [0.0]
+    quota = DiskQuota(quota_bytes=100_000, clock=lambda: now[0])
+    env = {**intake_env, "layout": Layout(tmp_path, layout.uploads, disk=quota)}  # type: ignore[attr-defined]
+    request = TaskRequest(template="echo_fanout", items=("x",))
+    take_in(request, ALICE, **env)  # type: ignore[arg-type]
+    _stored(store, "alices-task", "alice")
+    (tmp_path / "tasks" / "alices-task" / "index").mkdir(parents=True)
+    (tmp_path / "tasks" / "alices-task" / "index" / "big.bin").write_bytes(b"x" * 100_000)
+    take_in(request, ALICE, **env)  # type: ignore[arg-type]  # the count is reused a while
+    now[0] = 60.0
+    with pytest.raises(LimitExceededError, match="disk_quota_bytes"):
+        take_in(request, ALICE, **env)  # type: ignore[arg-type]
+    take_in(request, BOB, **env)  # type: ignore[arg-type]  # another's quota is its own
+    take_in(request, LOCAL, **env)  # type: ignore[arg-type]
+
+
+def test_a_listing_reads_tasks_back_off_the_loop_and_keeps_ended_ones() -> None:
+    import asyncio
+    import threading
+
+    from swarm_ray.core._views import TaskStatus
+    from swarm_ray.runtime._listing import Listing
+
+    def status(task_id: str, state: str = "completed") -> TaskStatus:
+        return TaskStatus(task_id=task_id, state=state, progress=1.0, created_at=0, updated_at=0)
+
+    reads: list[tuple[str, bool]] = []
+    owners = {"a1": "alice", "a2": "alice", "b1": "bob"}
+
+    def load(task_id: str) -> tuple[str | None, TaskStatus] | None:
+        reads.append((task_id, threading.current_thread() is threading.main_thread()))
+        if task_id == "broken":
+            raise ValueError("cannot read")
+        return (owners[task_id], status(task_id)) if task_id in owners else None
+
+    listing = Listing(load)
+    running = {"a3": ("alice", status("a3", "executing"))}
+    ids = ["a3", "a1", "b1", "a2", "broken", "gone"]
+
+    async def views(who: Principal) -> list[str]:
+        found = await listing.views(ids, who, running.get)
+        return [v.task_id for v in found]
+
+    assert asyncio.run(views(ALICE)) == ["a3", "a1", "a2"]
+    assert reads and not any(on_main for _, on_main in reads)  # read in a worker thread
+    assert [t for t, _ in listing.unreadable] == ["broken"]
+    reads.clear()
+    assert asyncio.run(views(BOB)) == ["b1"]
+    assert sorted(t for t, _ in reads) == ["broken", "gone"]  # ended ones were kept
