@@ -980,6 +980,8 @@ def test_no_path_under_the_state_or_results_root_reaches_an_http_caller(tmp_path
         "workdir": "alice-t1",
     }
     assert names.data({"n": 1, "text": "no path"}) == {"n": 1, "text": "no path"}
+    at_root = CallerNames(Uploads(ResultStore("/")), "/tasks", "/")  # `/` itself: no prefix
+    assert at_root.shown("a /b c /tasks/t1/r.md") == "a /b c t1/r.md"
 
 
 def test_dollar_keys_from_a_caller_are_refused_naming_where(

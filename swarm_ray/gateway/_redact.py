@@ -46,11 +46,13 @@ def _forms(root: str) -> set[str]:
 
     A `file://` URI also gives its plain path; another URI (`s3://...`) is kept as it is.
     """
-    root = root.rstrip("/")
     if root.startswith("file://"):
-        root = root.removeprefix("file://") or "/"
+        root = root.removeprefix("file://")
     elif "://" in root:
-        return {root}
+        return {root.rstrip("/")}
+    root = root.rstrip("/")
+    if not root:  # `/` itself: every path is under it, and none is rewritten
+        return set()
     forms: set[str] = set()
     for path in {root, os.path.realpath(root)}:
         forms.add(path)
@@ -84,12 +86,10 @@ class CallerNames:
         bare = [re.escape(f) for f in set().union(*(_forms(r) for r in (uploads_root, *roots)))]
         # Longest first: the alternation takes the first that matches at a position.
         alternatives = sorted(prefixes, key=lambda p: len(p[0]), reverse=True)
-        self._pattern = re.compile(
-            "|".join(f"(?P<p{n}>{regex})" for n, (regex, _) in enumerate(alternatives))
-            + "|(?P<bare>"
-            + "|".join(sorted(bare, key=len, reverse=True))
-            + ")"
-        )
+        groups = [f"(?P<p{n}>{regex})" for n, (regex, _) in enumerate(alternatives)]
+        if bare:
+            groups.append(f"(?P<bare>{'|'.join(sorted(bare, key=len, reverse=True))})")
+        self._pattern = re.compile("|".join(groups)) if groups else None
         self._replacements = {f"p{n}": new for n, (_, new) in enumerate(alternatives)}
 
     def _replace(self, match: re.Match[str]) -> str:
@@ -98,7 +98,7 @@ class CallerNames:
 
     def shown(self, text: str) -> str:
         """`text` with every server path under the state and results roots rewritten."""
-        return self._pattern.sub(self._replace, text)
+        return text if self._pattern is None else self._pattern.sub(self._replace, text)
 
     def text(self, principal: Principal, text: str) -> str:
         """`text` with the server paths rewritten (see the module docstring)."""
