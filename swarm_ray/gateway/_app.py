@@ -32,7 +32,7 @@ from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._traceparent import parse_traceparent
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
-from swarm_ray.gateway._coalesce import Coalescer
+from swarm_ray.gateway._coalesce import Coalescer, checked_apart
 from swarm_ray.gateway._files import UploadLimits, receive_upload
 from swarm_ray.gateway._http import (
     AUTH,
@@ -42,10 +42,11 @@ from swarm_ray.gateway._http import (
     check_key,
     http_error,
     orchestrator_answer,
-    principal_of,
+    principal_id,
     sees_swarm,
+    serialisable,
 )
-from swarm_ray.gateway._limits import BodyLimits, GatewayLimits
+from swarm_ray.gateway._limits import BodyLimits, GatewayLimits, check_metadata
 from swarm_ray.gateway._models import (
     CapabilityInfo,
     ErrorBody,
@@ -114,7 +115,7 @@ app.add_middleware(
 app.add_middleware(
     BodyLimits,
     limits=lambda: Keys.limits,
-    authorised=lambda header: principal_of(header) is not None,
+    principal=principal_id,
 )
 
 
@@ -132,13 +133,24 @@ class Gateway:
             max_body_bytes=self._config.max_body_bytes,
             max_depth=self._config.max_json_depth,
             max_upload_bytes=self._config.max_upload_bytes,
+            body_timeout_s=self._config.body_timeout_s,
+            min_body_rate=self._config.min_body_rate,
+            bodies_per_key=self._config.bodies_per_key,
+            bodies_per_address=self._config.bodies_per_address,
+            body_grace_s=self._config.body_grace_s,
+            max_metadata_keys=self._config.max_metadata_keys,
+            max_metadata_bytes=self._config.max_metadata_bytes,
         )
+        slots = max(4, self._config.max_ongoing_requests)
         Keys.sockets = SocketLimits(
             auth_timeout_s=self._config.ws_auth_timeout_s,
             max_message_bytes=self._config.ws_max_message_bytes,
             per_principal=self._config.ws_per_principal,
             per_address=self._config.ws_per_address,
-            unauthenticated=self._config.ws_unauthenticated,
+            # Sockets never hold more than three quarters of the replica's slots.
+            unauthenticated=min(self._config.ws_unauthenticated, slots // 4),
+            unauthenticated_per_address=self._config.ws_unauthenticated_per_address,
+            max_open=min(self._config.ws_max_open, slots // 2),
             idle_timeout_s=self._config.ws_idle_timeout_s,
         )
         self._sockets = SocketSlots(Keys.sockets)
@@ -152,7 +164,11 @@ class Gateway:
         self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None
         self._names_of: CallerNames | None = None
-        self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(self._submit_batch)
+        # Each request is checked on its own before it joins a batch: one that cannot
+        # be sent fails its caller alone (422), never the batch it would have joined.
+        self._submits: Coalescer[tuple[TaskRequest, Principal], str] = Coalescer(
+            checked_apart(self._submit_batch, serialisable)
+        )
         tune_gc()
 
     # ---- plumbing --------------------------------------------------------------------
@@ -230,6 +246,7 @@ class Gateway:
         A W3C `traceparent` header places the task in the caller's trace; one that is
         not exactly valid (or sent twice) is ignored, as the standard asks.
         """
+        check_metadata(request.metadata, Keys.limits)
         sent = http.headers.getlist("traceparent")
         if len(sent) == 1 and parse_traceparent(sent[0]) is not None:
             request = request.model_copy(update={"traceparent": sent[0]})

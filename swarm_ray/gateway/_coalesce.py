@@ -5,13 +5,17 @@ of the event loop, with every call queued by then; calls that arrive while the b
 are busy wait for the next. At light load every call goes alone and waits for nothing;
 under load, many requests share one actor call and one state-store commit, which is what
 lets a replica keep up with many concurrent clients.
+
+A batch is one call, so whatever can fail one call must be checked per item before the
+item joins it (`checked_apart`): else one caller's bad request fails every caller of
+its batch.
 """
 
 import asyncio
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from typing import Generic, TypeVar
 
-__all__ = ["Coalescer"]
+__all__ = ["Coalescer", "checked_apart"]
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -87,3 +91,25 @@ class Coalescer(Generic[T, R]):
         finally:
             self._inflight -= 1
             self._schedule()
+
+
+def checked_apart(
+    send: Callable[[list[T]], Awaitable[list[R | BaseException]]],
+    check: Callable[[T], BaseException | None],
+) -> Callable[[list[T]], Awaitable[list[R | BaseException]]]:
+    """`send` for the items `check` passes; an item it fails gets its error alone.
+
+    `check(item)` returns None for an item that may be sent, else the error its caller
+    gets. A batch whose every item fails sends nothing.
+    """
+
+    async def checked(batch: list[T]) -> list[R | BaseException]:
+        problems = [check(item) for item in batch]
+        passed = [item for item, problem in zip(batch, problems, strict=True) if problem is None]
+        sent = await send(passed) if passed else []
+        if len(sent) != len(passed):
+            raise RuntimeError(f"a batch of {len(passed)} got {len(sent)} results back")
+        answers: Iterator[R | BaseException] = iter(sent)
+        return [next(answers) if problem is None else problem for problem in problems]
+
+    return checked

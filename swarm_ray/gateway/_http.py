@@ -6,9 +6,10 @@ translate swarm-ray errors to HTTP in one place (`http_error`).
 
 import logging
 import os
+import pickle
 import secrets
 from collections.abc import Awaitable
-from typing import Annotated, TypeVar
+from typing import Annotated, Any, TypeVar
 
 from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
@@ -38,8 +39,10 @@ __all__ = [
     "http_error",
     "metrics_public",
     "orchestrator_answer",
+    "principal_id",
     "principal_of",
     "sees_swarm",
+    "serialisable",
 ]
 
 _log = logging.getLogger(__name__)
@@ -65,6 +68,32 @@ def _bearer_key(header: str) -> str | None:
 def principal_of(header: str) -> Principal | None:
     keys = Keys.current
     return None if keys is None else keys.principal(_bearer_key(header))
+
+
+def principal_id(header: str) -> str | None:
+    """The id of the principal whose key an `Authorization` header holds, else None."""
+    principal = principal_of(header)
+    return None if principal is None else principal.id
+
+
+def serialisable(item: Any) -> HTTPException | None:
+    """None when `item` pickles (as Ray will send it), else its caller's 422.
+
+    Checked for each request of a coalesced batch on its own, so one that cannot be sent
+    (nested past what pickling allows) fails alone instead of failing the whole batch.
+    """
+    try:
+        pickle.dumps(item, protocol=5)
+    except (RecursionError, pickle.PicklingError, TypeError, ValueError, AttributeError) as exc:
+        problem = f"the request cannot be sent to the orchestrator ({type(exc).__name__})"
+        return HTTPException(
+            422,
+            detail={
+                "detail": [{"loc": ["body"], "msg": problem, "type": "unserialisable"}],
+                "code": "invalid_input",
+            },
+        )
+    return None
 
 
 async def _require_key(

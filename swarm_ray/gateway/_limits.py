@@ -1,27 +1,52 @@
-"""Request limits at the gateway's door: body size and JSON depth, before any parsing.
+"""Request limits at the gateway's door: every body is read the same way, before any parsing.
 
-A pure ASGI middleware in front of the FastAPI app. For requests that carry a body
-(`POST`, `PUT`, `PATCH`) other than uploads (`/v1/files` streams and caps its own):
+A pure ASGI middleware in front of the FastAPI app. For every request that carries a body
+(`POST`, `PUT`, `PATCH`), in this order:
 
 - a request without a valid API key is answered 401 before its body is read;
-- a body over `max_body_bytes` is answered 413 (from `Content-Length` at once, or as soon
-  as the streamed bytes pass the limit);
-- a JSON body nested deeper than `max_depth` is answered 422, because a record nested a
-  few hundred deep cannot be read back once stored.
+- **budget of open bodies**: at most `bodies_per_key` bodies of one key's principal and
+  `bodies_per_address` of one client address are being received at once. One more gets
+  `body_grace_s` (0.5 s) to arrive whole, which a burst of small requests does, and is
+  answered 429 past it without taking a place (an upload over a budget at once). A key
+  holds no more than its own budget, so its excess never takes another key's room for
+  long (a body holds one of the replica's `max_ongoing_requests` slots while it
+  arrives);
+- **read deadline**: a body must arrive within `body_timeout_s` plus its size at
+  `min_body_rate` bytes a second (so a slow sender cannot hold its slot for long by
+  trickling bytes); past it the request is answered 408;
+- **size**: a body over `max_body_bytes` is answered 413 (from `Content-Length` at once,
+  or as soon as the streamed bytes pass the limit);
+- **type**: a non-empty body must be JSON (`application/json` or `application/*+json`,
+  compared as FastAPI parses the header: case-insensitively, parameters apart); any other
+  is answered 415;
+- **depth**: every body is scanned, whatever its type says, and one nested deeper than
+  `max_depth` is answered 422, because a record nested a few hundred deep can be neither
+  pickled to the orchestrator nor read back once stored.
 
-The depth scan is linear and runs in C for the most part: escapes are dropped, strings
-are cut out by splitting on quotes, and only brackets outside strings are counted.
+The one exception is the upload route (`POST /v1/files`), which streams and caps its own
+multipart body (`_files`): it gets the key check, the budget and the read deadline (a
+late chunk raises 408 inside the route, which aborts the upload) but no buffering.
+
+The depth scan is linear and runs in C for the most part: the text is first brought to
+UTF-8 (JSON may come as UTF-16 or UTF-32, which `json.loads` reads), escapes are dropped,
+strings are cut out by splitting on quotes, and only brackets outside strings are counted.
 """
 
 from __future__ import annotations
 
+import asyncio
+import email.message
 import json
-import re
-from collections.abc import Awaitable, Callable, MutableMapping
+from collections import Counter
+from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
+from contextlib import contextmanager
 from dataclasses import dataclass
+from itertools import accumulate
 from typing import Any
 
-__all__ = ["BodyLimits", "GatewayLimits", "json_nesting"]
+from fastapi import HTTPException
+
+__all__ = ["BodyLimits", "GatewayLimits", "check_metadata", "is_json", "json_nesting"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -29,9 +54,10 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-_ESCAPE = re.compile(rb"\\.", re.DOTALL)
-_BRACKET = re.compile(rb"[\[\]{}]")
 _WITH_BODY = frozenset({"POST", "PUT", "PATCH"})
+_SCAN_INLINE = 64 * 1024
+"""Bodies up to this size are scanned on the event loop (well under a millisecond)."""
+_UPLOAD = ("POST", "/v1/files")
 
 
 @dataclass(frozen=True)
@@ -41,30 +67,120 @@ class GatewayLimits:
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
     max_upload_bytes: int = 256 * 1024 * 1024
+    body_timeout_s: float = 10.0
+    """Time any body has to arrive, on top of its size at `min_body_rate`."""
+    min_body_rate: int = 64 * 1024
+    """Bytes a second a body's deadline grows by as it arrives."""
+    bodies_per_key: int = 8
+    """Bodies one principal may have arriving at once (429 over it)."""
+    bodies_per_address: int = 32
+    """Bodies one client address may have arriving at once (429 over it)."""
+    body_grace_s: float = 0.5
+    """Time a body over a budget has to arrive whole (429 past it), so a burst of small
+    requests from one key passes while slow ones over the budget are turned away."""
+    max_metadata_keys: int = 64
+    """Labels in a task's `metadata`."""
+    max_metadata_bytes: int = 16 * 1024
+    """Bytes of a task's `metadata` as JSON."""
+
+
+def is_json(content_type: str | None) -> bool:
+    """Whether FastAPI reads a body of this `Content-Type` as JSON (its own test)."""
+    if not content_type:
+        return False
+    message = email.message.Message()
+    message["content-type"] = content_type
+    subtype = message.get_content_subtype()
+    return message.get_content_maintype() == "application" and (
+        subtype == "json" or subtype.endswith("+json")
+    )
+
+
+def _as_utf8(body: bytes) -> bytes:
+    """The body as UTF-8, from the encoding `json.loads` would read it in.
+
+    Raises:
+        UnicodeDecodeError: When it is not text in that encoding.
+    """
+    encoding = json.detect_encoding(body)
+    return body if encoding == "utf-8" else body.decode(encoding).encode()
 
 
 def json_nesting(body: bytes) -> int:
-    """Deepest bracket nesting of a JSON text, strings ignored (linear time)."""
+    """Deepest bracket nesting of a JSON text, strings ignored (linear time).
+
+    Raises:
+        UnicodeDecodeError: When the body is not text in the encoding JSON detects.
+    """
     depth = deepest = 0
-    for n, segment in enumerate(_ESCAPE.sub(b"", body).split(b'"')):
+    text = _as_utf8(body)
+    if b"\\" in text:  # escapes pair from the left: escaped backslashes first, then quotes
+        text = text.replace(b"\\\\", b"").replace(b'\\"', b"")
+    for n, segment in enumerate(text.split(b'"')):
         if n % 2:  # inside a string
             continue
-        for bracket in _BRACKET.findall(segment):
-            if bracket in (b"[", b"{"):
-                depth += 1
-                deepest = max(deepest, depth)
-            else:
-                depth -= 1
+        brackets = segment.translate(None, _NOT_BRACKETS)
+        if brackets:  # the running depth, in C: +1 for `[{`, -1 for `]}`
+            running = list(accumulate(map(_STEP.__getitem__, brackets), initial=depth))
+            deepest = max(deepest, max(running))
+            depth = running[-1]
     return deepest
 
 
-async def _answer(send: Send, status: int, body: dict[str, Any]) -> None:
+_NOT_BRACKETS = bytes(b for b in range(256) if b not in b"[]{}")
+_STEP = [0] * 256
+_STEP[ord("[")] = _STEP[ord("{")] = 1
+_STEP[ord("]")] = _STEP[ord("}")] = -1
+
+
+def check_metadata(metadata: Mapping[str, str], limits: GatewayLimits) -> None:
+    """Refuse `metadata` over `max_metadata_keys` or `max_metadata_bytes` (422)."""
+    size = len(json.dumps(metadata))
+    for limit, value, maximum, what in (
+        ("max_metadata_keys", len(metadata), limits.max_metadata_keys, "labels"),
+        ("max_metadata_bytes", size, limits.max_metadata_bytes, "bytes as JSON"),
+    ):
+        if value > maximum:
+            problem = (
+                f"request over the `{limit}` limit: `metadata` holds {value} {what}, "
+                f"at most {maximum} allowed"
+            )
+            raise HTTPException(
+                422,
+                detail={
+                    "detail": [{"loc": ["body", "metadata"], "msg": problem, "type": limit}],
+                    "code": "limit_exceeded",
+                },
+            )
+
+
+async def _answer(
+    send: Send, status: int, body: dict[str, Any], headers: Mapping[str, str] | None = None
+) -> None:
     payload = json.dumps(body).encode()
-    headers = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    sent = [(b"content-type", b"application/json"), (b"content-length", b"%d" % len(payload))]
+    sent += [(k.encode(), v.encode()) for k, v in (headers or {}).items()]
     if status == 401:
-        headers.append((b"www-authenticate", b"Bearer"))
-    await send({"type": "http.response.start", "status": status, "headers": headers})
+        sent.append((b"www-authenticate", b"Bearer"))
+    # Tell the server not to wait for the rest of a body that will not be read.
+    sent.append((b"connection", b"close"))
+    await send({"type": "http.response.start", "status": status, "headers": sent})
     await send({"type": "http.response.body", "body": payload})
+
+
+def _field_error(problem: str, kind: str, code: str) -> dict[str, Any]:
+    return {"detail": [{"loc": ["body"], "msg": problem, "type": kind}], "code": code}
+
+
+_RETRY = {"retry-after": "1"}
+
+
+def _kept() -> None:
+    """A body over budget holds no place, so reading it gives none back."""
+
+
+class _Late(Exception):
+    """The body did not arrive by its deadline."""
 
 
 class BodyLimits:
@@ -73,33 +189,107 @@ class BodyLimits:
     Args:
         app: The app behind it.
         limits: Returns the limits in force (the replica sets them on start).
-        authorised: Tells whether a request's `Authorization` header holds a valid key.
+        principal: The principal id a request's `Authorization` header holds a valid
+            key of, else None.
     """
 
     def __init__(
         self,
         app: ASGIApp,
         limits: Callable[[], GatewayLimits],
-        authorised: Callable[[str], bool],
+        principal: Callable[[str], str | None],
     ) -> None:
         self.app = app
         self.limits = limits
-        self.authorised = authorised
+        self.principal = principal
+        self.by_key: Counter[str] = Counter()
+        """Bodies arriving now, per principal (for tests)."""
+        self.by_address: Counter[str] = Counter()
+        """Bodies arriving now, per client address (for tests)."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in _WITH_BODY:
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
-        if not self.authorised(headers.get("authorization", "")):
+        key = self.principal(headers.get("authorization", ""))
+        if key is None:
             await _answer(
                 send, 401, {"detail": "missing or invalid API key", "code": "unauthorized"}
             )
             return
-        if str(scope.get("path", "")).startswith("/v1/files"):
-            await self.app(scope, receive, send)  # uploads stream and cap themselves
-            return
         limits = self.limits()
+        client = scope.get("client")
+        address = str(client[0]) if client else "?"
+        over = self._over_budget(key, address, limits)
+        path = str(scope.get("path", ""))[len(str(scope.get("root_path", ""))) :]
+        upload = (scope.get("method"), path) == _UPLOAD
+        if over is not None and upload:
+            await _answer(send, 429, over, _RETRY)
+            return
+        if over is not None:  # room only for a body that is whole at once
+            grace = _Deadline(limits, fixed_s=limits.body_grace_s)
+            late = (429, over, _RETRY)
+            await self._buffered(scope, receive, send, headers, limits, grace, _kept, late)
+            return
+        with self._holding(key, address) as release:
+            deadline = _Deadline(limits)
+            if upload:
+                await self.app(scope, deadline.receiving(receive, release), send)
+                return
+            late = (408, deadline.refusal(), {})
+            await self._buffered(scope, receive, send, headers, limits, deadline, release, late)
+
+    def _over_budget(self, key: str, address: str, limits: GatewayLimits) -> dict[str, Any] | None:
+        for count, limit, maximum, whose in (
+            (self.by_key[key], "bodies_per_key", limits.bodies_per_key, "this key"),
+            (
+                self.by_address[address],
+                "bodies_per_address",
+                limits.bodies_per_address,
+                "this address",
+            ),
+        ):
+            if count >= maximum:
+                return {
+                    "detail": f"{whose} has {count} request bodies arriving, the `{limit}` "
+                    f"budget ({maximum}); try again once they are sent",
+                    "code": "limit_exceeded",
+                }
+        return None
+
+    @contextmanager
+    def _holding(self, key: str, address: str) -> Iterator[Callable[[], None]]:
+        """Count one body for `key` and `address`; `release` (or the block's end) ends it."""
+        held = True
+        self.by_key[key] += 1
+        self.by_address[address] += 1
+
+        def release() -> None:
+            nonlocal held
+            if held:
+                held = False
+                for counter, name in ((self.by_key, key), (self.by_address, address)):
+                    counter[name] -= 1
+                    if counter[name] <= 0:
+                        del counter[name]
+
+        try:
+            yield release
+        finally:
+            release()
+
+    async def _buffered(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        limits: GatewayLimits,
+        deadline: _Deadline,
+        release: Callable[[], None],
+        late: tuple[int, dict[str, Any], Mapping[str, str]],
+    ) -> None:
         too_big = {
             "detail": f"request body over the limit of {limits.max_body_bytes} bytes",
             "code": "limit_exceeded",
@@ -111,7 +301,14 @@ class BodyLimits:
         chunks: list[bytes] = []
         size = 0
         while True:
-            message = await receive()
+            try:
+                message = await deadline.next(receive)
+            except _Late:
+                status, refusal, extra = late
+                if status == 408:
+                    refusal = deadline.refusal()
+                await _answer(send, status, refusal, extra)
+                return
             if message["type"] != "http.request":
                 await self.app(scope, receive, send)  # a disconnect: let the app see it
                 return
@@ -121,22 +318,18 @@ class BodyLimits:
                 await _answer(send, 413, too_big)
                 return
             chunks.append(chunk)
+            deadline.received(len(chunk))
             if not message.get("more_body", False):
                 break
+        release()  # read: it no longer counts against the budgets
         body = b"".join(chunks)
-        if (
-            "json" in headers.get("content-type", "")
-            and (depth := json_nesting(body)) > limits.max_depth
-        ):
-            problem = f"JSON body nested {depth} deep, at most {limits.max_depth} allowed"
-            await _answer(
-                send,
-                422,
-                {
-                    "detail": [{"loc": ["body"], "msg": problem, "type": "limit_exceeded"}],
-                    "code": "limit_exceeded",
-                },
-            )
+        content_type = headers.get("content-type")
+        if len(body) <= _SCAN_INLINE:
+            refused = _refusal(body, content_type, limits)
+        else:  # a big body is scanned beside the event loop, which goes on answering
+            refused = await asyncio.to_thread(_refusal, body, content_type, limits)
+        if refused is not None:
+            await _answer(send, *refused)
             return
         replayed = False
 
@@ -148,3 +341,83 @@ class BodyLimits:
             return {"type": "http.request", "body": body, "more_body": False}
 
         await self.app(scope, replay, send)
+
+
+def _refusal(
+    body: bytes, content_type: str | None, limits: GatewayLimits
+) -> tuple[int, dict[str, Any]] | None:
+    """The status and body that refuse a read body, or None when it may pass."""
+    if not body:
+        return None
+    try:
+        depth = json_nesting(body)
+    except UnicodeDecodeError:
+        return 422, _field_error("the body is not JSON text", "json_invalid", "invalid_body")
+    if depth > limits.max_depth:
+        problem = f"JSON body nested {depth} deep, at most {limits.max_depth} allowed"
+        return 422, _field_error(problem, "limit_exceeded", "limit_exceeded")
+    if not is_json(content_type):
+        return 415, {
+            "detail": f"a request body must be JSON (`Content-Type: application/json`), "
+            f"not {content_type!r}",
+            "code": "unsupported_media_type",
+        }
+    return None
+
+
+class _Deadline:
+    """When a body must have arrived: `body_timeout_s` plus its size at `min_body_rate`."""
+
+    def __init__(self, limits: GatewayLimits, fixed_s: float | None = None) -> None:
+        self.limits = limits
+        self.fixed_s = fixed_s
+        self.loop = asyncio.get_running_loop()
+        self.started = self.loop.time()
+        self.size = 0
+
+    def received(self, size: int) -> None:
+        self.size += size
+
+    def left(self) -> float:
+        allowed = self.limits.body_timeout_s + self.size / self.limits.min_body_rate
+        if self.fixed_s is not None:
+            allowed = self.fixed_s
+        return self.started + allowed - self.loop.time()
+
+    async def next(self, receive: Receive) -> Message:
+        """The next message of the body, or `_Late` past the deadline."""
+        try:
+            return await asyncio.wait_for(receive(), max(self.left(), 0.0))
+        except TimeoutError:
+            raise _Late from None
+
+    def refusal(self) -> dict[str, Any]:
+        return {
+            "detail": f"the request body did not arrive in time ({self.limits.body_timeout_s} s "
+            f"plus {self.limits.min_body_rate} bytes a second; {self.size} bytes came)",
+            "code": "body_timeout",
+        }
+
+    def receiving(self, receive: Receive, release: Callable[[], None]) -> Receive:
+        """`receive` for an app that streams the body itself: 408 raised past the deadline.
+
+        Once the last chunk is in, later calls (a wait for the disconnect) pass through.
+        """
+        done = False
+
+        async def timed() -> Message:
+            nonlocal done
+            if done:
+                return await receive()
+            try:
+                message = await self.next(receive)
+            except _Late:
+                raise HTTPException(408, detail=self.refusal()) from None
+            if message["type"] != "http.request" or not message.get("more_body", False):
+                done = True
+                release()
+            else:
+                self.received(len(message.get("body", b"")))
+            return message
+
+        return timed

@@ -50,6 +50,23 @@ class GatewayConfig(BaseModel):
     """Deepest JSON nesting of a body (422 above it)."""
     max_upload_bytes: int = Field(default=256 * 1024 * 1024, ge=1024)
     """Largest upload (413 above it)."""
+    body_timeout_s: float = Field(default=10.0, gt=0, le=300)
+    """Time a request body has to arrive, on top of its size at `min_body_rate` (408
+    past it): a slow sender cannot hold one of the replica's slots for long."""
+    min_body_rate: int = Field(default=64 * 1024, ge=1024)
+    """Bytes a second by which a body's deadline grows as it arrives."""
+    bodies_per_key: int = Field(default=8, ge=1)
+    """Request bodies one principal may have arriving at once on one replica (429 over)."""
+    bodies_per_address: int = Field(default=32, ge=1)
+    """Request bodies one client address may have arriving at once on one replica (429
+    over). Behind a load balancer every client has its address: raise it there."""
+    body_grace_s: float = Field(default=0.5, gt=0, le=10)
+    """Time a body over `bodies_per_key` or `bodies_per_address` has to arrive whole (429
+    past it): a burst of small requests passes, slow bodies over the budget do not."""
+    max_metadata_keys: int = Field(default=64, ge=1)
+    """Labels a task's `metadata` may hold (422 above it)."""
+    max_metadata_bytes: int = Field(default=16 * 1024, ge=256)
+    """Bytes a task's `metadata` may take as JSON (422 above it)."""
     upload_quota_bytes: int = Field(default=1024 * 1024 * 1024, ge=1024)
     """Bytes one principal's live uploads may hold (413 once they do)."""
     upload_quota_files: int = Field(default=100, ge=1)
@@ -61,9 +78,19 @@ class GatewayConfig(BaseModel):
     ws_per_principal: int = Field(default=32, ge=1)
     """Open WebSockets one principal may hold on one replica."""
     ws_per_address: int = Field(default=64, ge=1)
-    """Open WebSockets one client address may hold on one replica."""
+    """Open WebSockets with a key one client address may hold on one replica (those
+    still waiting for their key count under `ws_unauthenticated_per_address`)."""
     ws_unauthenticated: int = Field(default=64, ge=1)
-    """WebSockets one replica keeps open, in total, that have not shown a key yet."""
+    """WebSockets one replica keeps open, in total, that have not shown a key yet. Over
+    it, a new one takes the place of the oldest from the address holding the most."""
+    ws_max_open: int = Field(default=100, ge=1)
+    """WebSockets with a key one replica keeps open in all, whoever holds them. The
+    gateway uses at most half its `max_ongoing_requests` (and a quarter for
+    `ws_unauthenticated`): every open socket holds a slot, and other calls need some."""
+    ws_unauthenticated_per_address: int = Field(default=8, ge=1)
+    """WebSockets from one client address that have not shown a key yet. Over it, a new
+    one takes the place of that address's oldest: a client flooding sockets that never
+    present a key closes its own, while a browser that sends its key at once gets in."""
     ws_idle_timeout_s: float = Field(default=300.0, gt=0)
     """How long a WebSocket may carry nothing either way before it is closed (4408): a
     quiet task's followers reconnect with `after_seq` rather than hold a slot for ever."""

@@ -3,9 +3,19 @@
 Every open socket holds one of its replica's `max_ongoing_requests` slots, so sockets
 must not be able to crowd out other calls. Per replica:
 
-- **caps**: at most `ws_per_address` sockets from one client address, `ws_per_principal`
-  for one API key's principal, and `ws_unauthenticated` in total that have not yet shown
-  a key. A socket over a cap is accepted and closed at once (1013, try again later);
+- **caps on keyed sockets**: at most `ws_per_principal` for one API key's principal,
+  `ws_per_address` with a key from one client address, and `ws_max_open` in all (the
+  gateway keeps it and the waiting budget under half and a quarter of the replica's
+  `max_ongoing_requests`, so idle sockets of many keys never take the slots its other
+  calls need). A socket over a cap is accepted and closed at once (1013, try again
+  later);
+- **sockets waiting for a key** have budgets of their own and never count against
+  keyed ones: at most `ws_unauthenticated_per_address` from one address and
+  `ws_unauthenticated` in all. Over a budget, the newcomer takes the place of the oldest
+  waiting socket of its own address (over the address's budget), or of the address
+  holding the most (over the total), which is closed with 1013. So sockets that never
+  present a key crowd out only their own kind from their own address, and a browser,
+  which sends its key the moment its socket opens, gets in;
 - **key deadline**: a socket without an `Authorization` header must send its key
   (`{"type": "auth", "api_key": ...}`, see `_ws_auth`) within `ws_auth_timeout_s`
   (2 s by default), or it is closed (4401);
@@ -29,7 +39,7 @@ import contextlib
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable, MutableMapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
@@ -43,6 +53,7 @@ Message = MutableMapping[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
+T = TypeVar("T")
 
 TRY_LATER = 1013
 TOO_BIG = 1009
@@ -60,6 +71,8 @@ class SocketLimits:
     per_principal: int = 32
     per_address: int = 64
     unauthenticated: int = 64
+    unauthenticated_per_address: int = 8
+    max_open: int = 100
     idle_timeout_s: float = 300.0
 
 
@@ -69,9 +82,16 @@ class SocketSlots:
 
     limits: SocketLimits = field(default_factory=SocketLimits)
     by_address: Counter[str] = field(default_factory=Counter)
+    """Sockets with a key, per client address."""
     by_principal: Counter[str] = field(default_factory=Counter)
-    waiting: int = 0
-    """Sockets accepted that have not shown a key yet."""
+    waiting_by_address: dict[str, list[asyncio.Event]] = field(default_factory=dict)
+    """Sockets accepted that have not shown a key yet, oldest first, per address; an
+    event is set when its socket is to give its place to a newer one."""
+
+    @property
+    def waiting(self) -> int:
+        """Sockets accepted that have not shown a key yet."""
+        return sum(map(len, self.waiting_by_address.values()))
 
     @contextlib.asynccontextmanager
     async def admitted(
@@ -83,45 +103,103 @@ class SocketSlots:
         just returns. The slots are released when the block ends.
         """
         address = websocket.client.host if websocket.client is not None else "?"
-        header = websocket.headers.get("authorization")
-        if self.by_address[address] >= self.limits.per_address or (
-            header is None and self.waiting >= self.limits.unauthenticated
-        ):
-            await websocket.accept()  # so the client hears why, not a bare 403
+        if websocket.headers.get("authorization") is not None:
+            key = await self._keyed_at_handshake(websocket, address)
+        else:
+            key = await self._keyed_by_message(websocket, address)
+        if key is None:  # refused and closed
+            yield None
+            return
+        principal = principal_of(key)
+        if principal is None:
+            await websocket.close(code=UNAUTHORIZED, reason="missing or invalid API key")
+            yield None
+            return
+        if self.by_address[address] >= self.limits.per_address:
             await websocket.close(code=TRY_LATER, reason="too many sockets; try again later")
             yield None
             return
-        # Both counts are taken before the first await, so sockets arriving together
-        # cannot all pass the check before any of them is counted.
+        if self.by_principal[principal.id] >= self.limits.per_principal:
+            await websocket.close(code=TRY_LATER, reason="too many sockets for this key")
+            yield None
+            return
+        if self.by_principal.total() >= self.limits.max_open:
+            await websocket.close(code=TRY_LATER, reason="too many sockets; try again later")
+            yield None
+            return
         self.by_address[address] += 1
-        self.waiting += header is None
-        principal: Principal | None = None
+        self.by_principal[principal.id] += 1
+        watcher = asyncio.create_task(_refuse_chatter(websocket))
         try:
-            try:
-                await websocket.accept()
-                key = await presented_key(websocket, timeout_s=self.limits.auth_timeout_s)
-            finally:
-                self.waiting -= header is None
-            principal = principal_of(key)
-            if principal is None:
-                await websocket.close(code=UNAUTHORIZED, reason="missing or invalid API key")
-                yield None
-                return
-            if self.by_principal[principal.id] >= self.limits.per_principal:
-                principal = None
-                await websocket.close(code=TRY_LATER, reason="too many sockets for this key")
-                yield None
-                return
-            self.by_principal[principal.id] += 1
-            watcher = asyncio.create_task(_refuse_chatter(websocket))
-            try:
-                yield principal
-            finally:
-                watcher.cancel()
+            yield principal
         finally:
+            watcher.cancel()
             _drop(self.by_address, address)
-            if principal is not None:
-                _drop(self.by_principal, principal.id)
+            _drop(self.by_principal, principal.id)
+
+    async def _keyed_at_handshake(self, websocket: WebSocket, address: str) -> str | None:
+        """The key of the handshake's header ('' for a malformed one), None when refused."""
+        if self.by_address[address] >= self.limits.per_address:
+            await _refuse(websocket, "too many sockets; try again later")
+            return None
+        await websocket.accept()
+        return await presented_key(websocket, timeout_s=self.limits.auth_timeout_s) or ""
+
+    async def _keyed_by_message(self, websocket: WebSocket, address: str) -> str | None:
+        """The key of the socket's first message ('' for none in time), None when refused.
+
+        The socket waits in its address's queue meanwhile, and gives its place up (1013)
+        if a newer one needs it (see the module docstring).
+        """
+        # The place is taken before the first await, so sockets arriving together cannot
+        # all pass the count before any of them is counted.
+        evicted = self._wait_in_line(address)
+        try:
+            await websocket.accept()
+            key = await _first(
+                presented_key(websocket, timeout_s=self.limits.auth_timeout_s), evicted.wait()
+            )
+        finally:
+            self._leave_line(address, evicted)
+        if evicted.is_set():
+            with contextlib.suppress(Exception):  # it may be gone already
+                await websocket.close(code=TRY_LATER, reason="too many sockets waiting for a key")
+            return None
+        return key or ""
+
+    def _wait_in_line(self, address: str) -> asyncio.Event:
+        """A place among the sockets waiting for a key, freed by evicting one if need be."""
+        line = self.waiting_by_address.get(address, [])
+        if len(line) >= self.limits.unauthenticated_per_address:
+            self._evict(address)
+        elif self.waiting >= self.limits.unauthenticated:
+            # The address holding the most gives a place; on a tie, the newcomer's own.
+            fullest = max(
+                self.waiting_by_address,
+                key=lambda a: (len(self.waiting_by_address[a]), a == address),
+            )
+            self._evict(fullest)
+        place = asyncio.Event()
+        self.waiting_by_address.setdefault(address, []).append(place)
+        return place
+
+    def _evict(self, address: str) -> None:
+        line = self.waiting_by_address[address]
+        line.pop(0).set()
+        if not line:
+            del self.waiting_by_address[address]
+
+    def _leave_line(self, address: str, place: asyncio.Event) -> None:
+        line = self.waiting_by_address.get(address)
+        if line is not None and place in line:
+            line.remove(place)
+            if not line:
+                del self.waiting_by_address[address]
+
+
+async def _refuse(websocket: WebSocket, reason: str) -> None:
+    await websocket.accept()  # so the client hears why, not a bare 403
+    await websocket.close(code=TRY_LATER, reason=reason)
 
 
 def _drop(counter: Counter[str], key: str) -> None:
@@ -210,8 +288,8 @@ class SocketGuard:
             watcher.cancel()
 
 
-async def _first(message: Awaitable[Message], stop: Awaitable[Any]) -> Message | None:
-    """The message, or None if `stop` comes first (the pending receive is cancelled)."""
+async def _first(message: Awaitable[T], stop: Awaitable[Any]) -> T | None:
+    """The result, or None if `stop` comes first (the pending awaitable is cancelled)."""
     getting, stopping = asyncio.ensure_future(message), asyncio.ensure_future(stop)
     try:
         await asyncio.wait({getting, stopping}, return_when=asyncio.FIRST_COMPLETED)
