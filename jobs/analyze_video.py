@@ -5,7 +5,11 @@ See `swarm_ray.video._job` for the options.
 
 import sys
 
+from swarm_ray.core._errors import SwarmUserError
 from swarm_ray.video._job import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except SwarmUserError as error:  # a cluster joined without its token, say: one line
+        sys.exit(f"error: {error}")

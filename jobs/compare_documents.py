@@ -5,7 +5,11 @@ See `swarm_ray.documents._job` (also `swarm-ray compare`) for the options.
 
 import sys
 
+from swarm_ray.core._errors import SwarmUserError
 from swarm_ray.documents._job import main
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except SwarmUserError as error:  # a cluster joined without its token, say: one line
+        sys.exit(f"error: {error}")

@@ -23,8 +23,9 @@ from typing import Any, TypeVar, overload
 import ray
 from pydantic import BaseModel
 from ray._common.constants import HEAD_NODE_RESOURCE_NAME
+from ray.exceptions import AuthenticationError
 
-from swarm_ray.core._errors import SwarmRuntimeError
+from swarm_ray.core._errors import InvalidSpecError, SwarmRuntimeError
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._views import TaskStatus
@@ -93,6 +94,56 @@ def _without_token_notice() -> Iterator[None]:
         logger.removeFilter(notice)
 
 
+def _refused_token(exc: BaseException) -> bool:
+    """Whether `ray.init` failed because the cluster wants a token this process lacks.
+
+    Ray words it in a `ConnectionError` raised from a `RuntimeError` whose message holds
+    the `AuthenticationError`'s traceback as text.
+    """
+    seen: BaseException | None = exc
+    while seen is not None:
+        if isinstance(seen, AuthenticationError) or "InvalidAuthToken" in str(seen):
+            return True
+        seen = seen.__cause__ or seen.__context__
+    return False
+
+
+def _wants_token(address: str) -> bool:
+    """Whether the cluster at `address` (`host:port`) refuses a caller without a token.
+
+    One call to its control store with no token, answered at once. `ray.init` would
+    retry for about 20 s, printing a warning a second, before it fails.
+    """
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or "://" in address:
+        return False
+    try:
+        import grpc  # type: ignore[import-untyped]
+        from ray.core.generated import gcs_service_pb2, gcs_service_pb2_grpc
+    except ImportError:  # a Ray that moved them: `ray.init` answers, slowly
+        return False
+    with grpc.insecure_channel(address) as channel:
+        stub = gcs_service_pb2_grpc.NodeInfoGcsServiceStub(channel)  # type: ignore[no-untyped-call]
+        try:
+            stub.GetClusterId(gcs_service_pb2.GetClusterIdRequest(), timeout=3)  # type: ignore[attr-defined]
+        except grpc.RpcError as exc:
+            return bool(exc.code() == grpc.StatusCode.UNAUTHENTICATED)
+    return False
+
+
+def _token_advice(address: str | None) -> str:
+    where = f"`{address}`" if address else "the cluster"
+    if os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token":
+        return (
+            f"Ray cluster {where} uses token authentication: set `RAY_AUTH_MODE=token` "
+            "(and `RAY_AUTH_TOKEN` to its token, on a machine other than its head)"
+        )
+    return (
+        f"Ray cluster {where} refused this process's token: set `RAY_AUTH_TOKEN` (or "
+        "`RAY_AUTH_TOKEN_PATH`) to the token in `~/.ray/auth_token` on its head"
+    )
+
+
 def connect(
     address: str | None = None,
     *,
@@ -125,6 +176,10 @@ def connect(
             `OTEL_EXPORTER_OTLP_ENDPOINT` (see `swarm_ray.runtime._otel`).
         **init_kwargs: Passed to `ray.init` when this call starts or joins the cluster.
 
+    Raises:
+        InvalidSpecError: the cluster uses token authentication and this process has
+            no token for it (the message says what to set).
+
     The orchestrator is created only if none runs under `name`; an existing one keeps the
     catalogs, stores and `env` it was created with (Ray ignores them then).
     """
@@ -139,23 +194,28 @@ def connect(
                 # `/tmp/ray/ray_current_cluster` names, a dead address too (and refuses
                 # `num_cpus` there).
                 address = "local"
-                # Pooled agents keep their CPU reservation while idle, so with only as
-                # many logical CPUs as cores a few pools could starve the Ray Data
-                # stages that feed them. Oversubscribe logically; the OS shares the cores.
-                init_kwargs.setdefault("num_cpus", max(8, 4 * (os.cpu_count() or 1)))
-                # The raylet starts at most as many workers at once as there are cores,
-                # and warns in the job's output ("8 PYTHON worker processes ... 4x the
-                # maximum expected startup concurrency") when more were started than
-                # that: on 2 cores, every pool of agents did. The limit follows the
-                # logical CPUs instead; `make report` took as long either way (42.6
-                # and 43.6 s, one run each).
+                # As many logical CPUs as cores, as on a cluster `ray start` starts: the
+                # executors fit pools and stages to what the cluster has (`_placement`).
+                # The raylet still may start more workers at once than there are cores:
+                # pools of agents start together, and past the limit it warned in the
+                # job's output ("8 PYTHON worker processes ... 4x the maximum expected
+                # startup concurrency").
                 init_kwargs["_system_config"] = {
-                    "worker_maximum_startup_concurrency": init_kwargs["num_cpus"],
+                    "worker_maximum_startup_concurrency": max(8, 4 * (os.cpu_count() or 1)),
                     **init_kwargs.get("_system_config", {}),
                 }
+        joining = address or os.environ.get("RAY_ADDRESS", "")
+        tokenless = os.environ.get("RAY_AUTH_MODE", "").strip().lower() != "token"
+        if joining != "local" and tokenless and _wants_token(joining):
+            raise InvalidSpecError(_token_advice(joining))
         quiet = address == "local" and "RAY_AUTH_MODE" not in os.environ
         with _without_token_notice() if quiet else contextlib.nullcontext():
-            ray.init(address=address, namespace=namespace, **init_kwargs)
+            try:
+                ray.init(address=address, namespace=namespace, **init_kwargs)
+            except (ConnectionError, RuntimeError) as exc:
+                if _refused_token(exc):
+                    raise InvalidSpecError(_token_advice(address)) from None
+                raise
     actor = (
         ray.remote(Orchestrator)
         .options(

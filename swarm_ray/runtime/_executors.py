@@ -7,12 +7,22 @@ it keeps deadlines, whether the capability is in dispatch.
 
 - `ActorPoolExecutor`: pooled sub-agent actors (`_subagent.SubAgent`) per capability,
   created with the capability's resources (fractional GPUs included) up to its max
-  concurrency. Each sub-task is a fresh call on a fresh input: nothing is carried between
-  sub-tasks. On a deadline the actor is killed and replaced, which frees the slot for
-  sure; an actor that dies is replaced and only its own sub-task is reported failed.
+  concurrency, or as many as the cluster's nodes hold (`_placement.Cluster.fit`). Each
+  sub-task is a fresh call on a fresh input: nothing is carried between sub-tasks. On a
+  deadline the actor is killed and replaced, which frees the slot for sure; an actor that
+  dies is replaced and only its own sub-task is reported failed.
 - `ServeExecutor`: capabilities hosted as Ray Serve deployments (model-backed agents).
 - `DataExecutor`: a batch of sub-tasks becomes a Ray Data stage whose rows stream back
   one by one as they finish, so downstream work starts at once (partial rollout).
+
+Idle agents keep what Ray reserved for them (a CPU, a GPU). On a cluster that declares its
+real cores that would starve the stages feeding them, so the executors share a `_Room`:
+a Ray Data stage first reserves its rows' resources in a placement group, and while it
+(or a new agent) waits to be placed, idle agents are released and no new agent is created
+for a stage's rows to wait behind. A sub-task's deadline starts once its agent or its
+row's slot is placed: waiting for a CPU is not a timeout. One that cannot be placed within
+`SWARM_RAY_PLACEMENT_S`, or whose resources no node has, fails by name ("no resources for
+`capability`"), retried and fallen back from like an unavailable agent.
 
 All run inside the orchestrator's event loop and report through `on_result`.
 """
@@ -24,11 +34,12 @@ import contextlib
 import functools
 import heapq
 import itertools
+import os
 import signal
 import threading
 import time
 import uuid
-from collections.abc import Callable, Coroutine, Iterator
+from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
 import ray
@@ -38,6 +49,7 @@ from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._subtask import SubTask, SubTaskResult
 from swarm_ray.runtime._agent import error_result, run_subtask
+from swarm_ray.runtime._placement import Cluster, need, placement_limit_s
 from swarm_ray.runtime._rlimits import limited, run_limited
 from swarm_ray.runtime._subagent import SubAgent
 
@@ -97,6 +109,107 @@ def _local(ref: ray.ObjectRef[Any]) -> Any:
         return None
 
 
+def _no_resources(subtask: SubTask, why: str, agent: str | None = None) -> SubTaskResult:
+    return error_result(subtask, ErrorCode.AGENT_UNAVAILABLE, why, agent)
+
+
+async def _unplaceable_run(subtasks: list[SubTask], why: str, on_result: OnResult) -> None:
+    for subtask in subtasks:
+        on_result(_no_resources(subtask, why))
+
+
+_AGENT_GRACE_S = 2.0
+"""An agent not running this long after its creation waits for resources (starting a
+worker process and importing the capability took 0.5 to 1.5 s here)."""
+_STAGE_GRACE_S = 0.2
+"""A stage's placement group not placed this long waits for resources."""
+
+
+class _Room:
+    """What the executors of one orchestrator wait for, and the idle agents that yield.
+
+    While a Ray Data stage waits for its placement group, or a new agent waits to be
+    placed, every idle agent is released (its CPU or GPU goes back to Ray) and an agent
+    that finishes is released instead of kept idle. While a stage waits, no new agent is
+    created: stages feed the agents, so the agents' work comes after theirs.
+    """
+
+    def __init__(self, cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or Cluster()
+        self.pools: list[_Pool] = []
+        self.waiting = 0
+        """Stages and agents of ours waiting to be placed."""
+        self.stages_waiting = 0
+        self._after_stages: list[asyncio.Future[None]] = []
+
+    @property
+    def contended(self) -> bool:
+        """Whether something of ours waits for resources that idle agents hold."""
+        return self.waiting > 0
+
+    def reclaim(self) -> int:
+        """Release every idle agent; how many."""
+        return sum(pool.reap(0.0) for pool in self.pools)
+
+    @contextlib.asynccontextmanager
+    async def placing(self, *, stage: bool) -> AsyncIterator[None]:
+        """Mark a wait for placement: idle agents are released until it ends."""
+        self.waiting += 1
+        if stage:
+            self.stages_waiting += 1
+        self.reclaim()
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+            if stage:
+                self.stages_waiting -= 1
+                if not self.stages_waiting:
+                    for waiter in self._after_stages:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                    self._after_stages.clear()
+
+    async def stages_placed(self) -> None:
+        """Return once no stage of ours waits for its placement group."""
+        if self.stages_waiting:
+            waiter = asyncio.get_running_loop().create_future()
+            self._after_stages.append(waiter)
+            await waiter
+
+    async def placed_within(self, ready: Any, limit_s: float, *, stage: bool) -> bool:
+        """Wait for `ready` (an actor's or a placement group's); False past `limit_s`.
+
+        Not counted in any deadline. Past a short grace (what placing costs when the
+        resources are free: a new worker process for an agent, next to nothing for a
+        placement group) it counts as waiting for resources, and idle agents yield.
+
+        Raises:
+            RayActorError: the actor died before it ran (its node went, say).
+        """
+        waiting = asyncio.ensure_future(_await(ready))
+        grace = min(limit_s, _STAGE_GRACE_S if stage else _AGENT_GRACE_S)
+        try:
+            done, _ = await asyncio.wait({waiting}, timeout=grace)
+            if not done:
+                async with self.placing(stage=stage):
+                    done, _ = await asyncio.wait({waiting}, timeout=limit_s - grace)
+            if not done:
+                return False
+            waiting.result()
+            return True
+        finally:
+            waiting.cancel()
+
+
+_ROOMS: dict[int, _Room] = {}
+
+
+def _process_room() -> _Room:
+    """The room of this process's executors (one orchestrator per actor process)."""
+    return _ROOMS.setdefault(os.getpid(), _Room())
+
+
 class _Pool:
     """Actors of one capability, leased one sub-task at a time."""
 
@@ -104,15 +217,24 @@ class _Pool:
     _incarnation = uuid.uuid4().hex[:6]
     """Distinguishes agents of a restarted orchestrator from the dying ones of the last."""
 
-    def __init__(self, spec: CapabilitySpec, namespace: str) -> None:
+    def __init__(self, spec: CapabilitySpec, namespace: str, room: _Room | None = None) -> None:
         self.spec = spec
         self.namespace = namespace
+        self.room = room or _process_room()
+        self.room.pools.append(self)
         self.idle: list[Any] = []
         self.idle_since: dict[Any, float] = {}
         self.names: dict[Any, str] = {}
+        self.placed: set[Any] = set()
+        """Agents whose actor is known to run (placed, `__init__` done)."""
         self.waiters: list[tuple[int, int, asyncio.Future[Any]]] = []
         """A heap of (-priority, arrival, waiter): higher priority first, then first come."""
         self._arrivals = itertools.count()
+
+    @property
+    def size(self) -> int:
+        """Most agents at once: the capability's cap, or as many as the nodes hold."""
+        return self.room.cluster.fit(self.spec.resources)
 
     def _create(self) -> Any:
         name = f"swarm-agent:{self.spec.id}:{self._incarnation}-{next(self._serial)}"
@@ -122,15 +244,19 @@ class _Pool:
         return actor
 
     async def acquire(self, priority: int = 0) -> Any:
-        """An agent: idle, new (under `max_concurrency`), or the next one freed.
+        """An agent: idle, new (under `size`), or the next one freed.
 
-        When agents are scarce, waiters of higher-`priority` tasks get them first.
+        When agents are scarce, waiters of higher-`priority` tasks get them first. No new
+        agent is created while a stage of ours waits to be placed.
         """
         if self.idle:
             actor = self.idle.pop()
             self.idle_since.pop(actor, None)
             return actor
-        if len(self.names) < self.spec.resources.max_concurrency:
+        if len(self.names) < self.size:
+            if self.room.stages_waiting:
+                await self.room.stages_placed()
+                return await self.acquire(priority)
             return self._create()
         waiter: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         heapq.heappush(self.waiters, (-priority, next(self._arrivals), waiter))
@@ -143,31 +269,51 @@ class _Pool:
                 self.release(waiter.result())
             raise
 
+    async def placed_within(self, actor: Any, limit_s: float) -> bool:
+        """Wait until `actor` runs (not counted in any deadline); False past `limit_s`.
+
+        While it waits past a grace, the room's idle agents are released for it.
+
+        Raises:
+            RayActorError: the actor died before it ran (its node went, say).
+        """
+        if actor in self.placed:
+            return True
+        if not await self.room.placed_within(actor.__ray_ready__.remote(), limit_s, stage=False):
+            return False
+        self.placed.add(actor)
+        return True
+
     def release(self, actor: Any) -> None:
         while self.waiters:
             _, _, waiter = heapq.heappop(self.waiters)
             if not waiter.done():
                 waiter.set_result(actor)
                 return
+        if self.room.contended:  # something of ours waits for what this agent holds
+            self._retire(actor)
+            return
         self.idle.append(actor)
         self.idle_since[actor] = time.monotonic()
+
+    def _retire(self, actor: Any) -> None:
+        self.names.pop(actor, None)
+        self.placed.discard(actor)
+        with contextlib.suppress(RayError, ValueError):
+            ray.kill(actor, no_restart=True)
 
     def reap(self, max_idle_s: float) -> int:
         """Kill agents idle longer than `max_idle_s`, so idle pools hold no CPU or GPU."""
         now = time.monotonic()
-        stale = [a for a in self.idle if now - self.idle_since.get(a, now) > max_idle_s]
+        stale = [a for a in self.idle if now - self.idle_since.get(a, now) >= max_idle_s]
         for actor in stale:
             self.idle.remove(actor)
             self.idle_since.pop(actor, None)
-            self.names.pop(actor, None)
-            with contextlib.suppress(RayError, ValueError):
-                ray.kill(actor, no_restart=True)
+            self._retire(actor)
         return len(stale)
 
     def replace(self, actor: Any) -> None:
-        self.names.pop(actor, None)
-        with contextlib.suppress(RayError, ValueError):
-            ray.kill(actor, no_restart=True)
+        self._retire(actor)
         if self.waiters:
             self.release(self._create())
 
@@ -175,9 +321,11 @@ class _Pool:
 class ActorPoolExecutor:
     """Runs sub-tasks on pooled sub-agent actors."""
 
-    def __init__(self, namespace: str) -> None:
+    def __init__(self, namespace: str, room: _Room | None = None) -> None:
         self._namespace = namespace
         self._pools: dict[str, _Pool] = {}
+        self.room = room or _process_room()
+        """Shared with the `DataExecutor` whose stages feed these agents."""
 
     def reap(self, max_idle_s: float) -> int:
         """Release agents idle longer than `max_idle_s` (they are created again on demand)."""
@@ -189,14 +337,20 @@ class ActorPoolExecutor:
 
     def _pool(self, spec: CapabilitySpec) -> _Pool:
         if spec.id not in self._pools:
-            self._pools[spec.id] = _Pool(spec, self._namespace)
+            self._pools[spec.id] = _Pool(spec, self._namespace, self.room)
         return self._pools[spec.id]
 
     def runs(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
     ) -> list[RunSpec]:
-        """Spread the batch over the pool in chunks (each streams its results back)."""
-        chunks = _chunks(subtasks, spec.resources.max_concurrency)
+        """Spread the batch over the pool in chunks (each streams its results back).
+
+        A capability whose agent no node can hold fails at once, by name.
+        """
+        why = self.room.cluster.unplaceable(spec.id, spec.resources)
+        if why is not None:
+            return [([s.subtask_id for s in subtasks], _unplaceable_run(subtasks, why, on_result))]
+        chunks = _chunks(subtasks, self._pool(spec).size)
         return [([s.subtask_id for s in c], self.run_many(spec, c, on_result)) for c in chunks]
 
     async def run_many(
@@ -207,19 +361,30 @@ class ActorPoolExecutor:
         One streaming call carries the whole batch, which saves a round trip per sub-task;
         each result still comes back within `_subagent.BUNCH_S` of being ready (partial rollout;
         fast ones in bunches, see `SubAgent.run_stream`), and each
-        sub-task keeps its own deadline, counted from the previous result. When the agent
-        dies or passes a deadline, the sub-task it was running fails; the ones queued
-        behind it never started and go to a fresh agent, unchanged.
+        sub-task keeps its own deadline, counted from the previous result, once the agent
+        runs (its wait to be placed is not counted). When the agent dies or passes a
+        deadline, the sub-task it was running fails; the ones queued behind it never
+        started and go to a fresh agent, unchanged.
         """
         pool = self._pool(spec)
         actor = await pool.acquire(max(s.priority for s in subtasks))
         name = pool.names.get(actor, "?")
         pending = list(subtasks)
+        current = pending[0]
         failure: SubTaskResult | None = None
         healthy = False
         try:
+            limit = placement_limit_s()
+            if not await pool.placed_within(actor, limit):
+                why = (
+                    f"no resources for `{spec.id}`: agent `{name}` waited {limit:g} s to be "
+                    f"placed ({_shown_need(spec)}); the cluster is busy or too small"
+                )
+                for subtask in pending:
+                    on_result(_no_resources(subtask, why, name))
+                pending.clear()
+                return
             if len(pending) == 1:  # a plain call costs half a stream's CPU
-                current = pending[0]
                 ref = actor.run.remote(current)
                 result: SubTaskResult = await asyncio.wait_for(_await(ref), current.timeout_s)
                 pending.pop(0)
@@ -266,6 +431,11 @@ class ActorPoolExecutor:
             await self.run_many(spec, pending, on_result)
 
 
+def _shown_need(spec: CapabilitySpec) -> str:
+    wanted = need(spec.resources)
+    return ", ".join(f"{k} {v:g}" for k, v in wanted.items()) or "nothing"
+
+
 class ServeExecutor:
     """Runs sub-tasks on Ray Serve deployments, deploying each capability on first use.
 
@@ -273,12 +443,19 @@ class ServeExecutor:
         out_of_dispatch: Why a capability is out of dispatch (failing health checks), or
             None when it takes sub-tasks; its attempts then fail fast with
             `agent_unavailable`, so retries and fallbacks apply.
+        room: Shared with the pools (default: this process's).
     """
 
-    def __init__(self, out_of_dispatch: Callable[[str], str | None] = lambda _cid: None) -> None:
+    def __init__(
+        self,
+        out_of_dispatch: Callable[[str], str | None] = lambda _cid: None,
+        room: _Room | None = None,
+    ) -> None:
         self._handles: dict[str, Any] = {}
         self._lock = asyncio.Lock()
         self._out = out_of_dispatch
+        self.room = room or _process_room()
+        """Shared with the pools: idle agents yield while a deployment starts."""
 
     def runs(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
@@ -288,6 +465,8 @@ class ServeExecutor:
 
     async def _run_one(self, spec: CapabilitySpec, subtask: SubTask, on_result: OnResult) -> None:
         why = self._out(spec.id)
+        if why is None and spec.id not in self._handles:  # its replica no node can hold
+            why = self.room.cluster.unplaceable(spec.id, spec.resources)
         if why is not None:
             on_result(error_result(subtask, ErrorCode.AGENT_UNAVAILABLE, why))
             return
@@ -299,7 +478,11 @@ class ServeExecutor:
                 from swarm_ray.runtime._serve_app import capability_app, deployment_names
 
                 app_name, deployment = deployment_names(spec)
-                await asyncio.to_thread(_serve_run, capability_app(spec), app_name)
+                # Its replicas reserve what the spec asks, like agents: idle agents must
+                # not hold it (they would, up to `SWARM_RAY_AGENT_IDLE_S`, on a cluster
+                # of few CPUs), and its first request waits for it.
+                async with self.room.placing(stage=False):
+                    await asyncio.to_thread(_serve_run, capability_app(spec), app_name)
                 from ray import serve
 
                 self._handles[spec.id] = serve.get_deployment_handle(deployment, app_name)
@@ -356,6 +539,11 @@ def _serve_run(app: Any, name: str) -> None:
     serve.run(app, name=name, route_prefix=None)
 
 
+_ROW_GRACE_S = 10.0
+"""Past its deadline a row stops itself; the orchestrator's backstop waits this much more
+(a slot's row may still be starting a worker process when its timer starts)."""
+
+
 class _RowDeadline(BaseException):
     """Raised inside a Ray Data row by its own timer when the row runs past its deadline.
 
@@ -406,54 +594,139 @@ def _data_row(row: dict[str, Any], spec: CapabilitySpec) -> dict[str, Any]:
 
 
 class DataExecutor:
-    """Runs a batch of sub-tasks as one streaming Ray Data stage."""
+    """Runs a batch of sub-tasks as one streaming Ray Data stage.
 
-    def __init__(self) -> None:
+    Args:
+        room: Shared with the `ActorPoolExecutor` whose agents its stages feed (default:
+            this process's).
+    """
+
+    def __init__(self, room: _Room | None = None) -> None:
         self.pipelines = 0
+        self.room = room or _process_room()
 
     def runs(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
     ) -> list[RunSpec]:
-        """The whole batch as one stage, each row held to its own deadline."""
-        return [([s.subtask_id for s in subtasks], self._run_timed(spec, subtasks, on_result))]
+        """The whole batch as one stage, each row held to its own deadline.
+
+        A capability whose row no node can hold fails at once, by name.
+        """
+        ids = [s.subtask_id for s in subtasks]
+        why = self.room.cluster.unplaceable(spec.id, spec.resources)
+        if why is not None:
+            return [(ids, _unplaceable_run(subtasks, why, on_result))]
+        return [(ids, self._run_placed(spec, subtasks, on_result))]
+
+    async def _run_placed(
+        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+    ) -> None:
+        """Reserve the stage's slots in a placement group, then run it in them.
+
+        The stage holds its rows' CPUs (or GPUs) from the moment it is placed to its end,
+        so agents created meanwhile cannot take them and leave rows waiting; while the
+        group waits, idle agents are released (see `_Room`). Its rows' deadlines count
+        from then. Past `SWARM_RAY_PLACEMENT_S` unplaced, every row fails by name.
+        """
+        slots = max(1, min(len(subtasks), self.room.cluster.fit(spec.resources)))
+        bundle = need(spec.resources)
+        if not bundle:  # the rows reserve nothing: nothing to wait for
+            await self._run_timed(spec, subtasks, on_result, slots, None)
+            return
+        from ray.util.placement_group import placement_group, remove_placement_group
+
+        group = placement_group([dict(bundle) for _ in range(slots)], strategy="PACK")
+        try:
+            limit = placement_limit_s()
+            if not await self.room.placed_within(group.ready(), limit, stage=True):
+                why = (
+                    f"no resources for `{spec.id}`: its Ray Data stage waited {limit:g} s "
+                    f"for {slots} slot(s) of {_shown_need(spec)}; the cluster is busy or "
+                    "too small"
+                )
+                await _unplaceable_run(subtasks, why, on_result)
+                return
+            await self._run_timed(spec, subtasks, on_result, slots, group)
+        finally:
+            with contextlib.suppress(RayError, ValueError):
+                remove_placement_group(group)
 
     async def _run_timed(
-        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+        self,
+        spec: CapabilitySpec,
+        subtasks: list[SubTask],
+        on_result: OnResult,
+        slots: int,
+        group: Any,
     ) -> None:
         """`run_batch` with a timer per row: past its deadline a row is reported failed.
 
-        The row also stops itself at its deadline (see `_data_row`); the timer here counts
-        from dispatch, so a row that waited in the stage's queue is not waited for longer.
+        The row also stops itself at its deadline (see `_data_row`): this timer is the
+        backstop for a row stuck where a signal cannot reach. The stage runs `slots` rows
+        at a time, taken in order, so a row's timer starts when a slot frees for it, not
+        at dispatch: a row waiting behind others is not late.
         """
         loop = asyncio.get_running_loop()
-        timers = [
-            loop.call_later(
-                s.timeout_s,
-                on_result,
+        queued = list(reversed(subtasks))
+        timers: dict[str, asyncio.TimerHandle] = {}
+        reported: set[str] = set()
+
+        def late(s: SubTask) -> None:
+            timers.pop(s.subtask_id, None)
+            report(
                 error_result(
                     s,
                     ErrorCode.TIMEOUT,
                     f"sub-task `{s.subtask_id}` ran past its {s.timeout_s} s deadline "
                     f"in the Ray Data stage of `{spec.id}`",
-                ),
+                )
             )
-            for s in subtasks
-        ]
+
+        def arm() -> None:
+            while queued and len(timers) < slots:
+                s = queued.pop()
+                if s.subtask_id not in reported:
+                    timers[s.subtask_id] = loop.call_later(s.timeout_s + _ROW_GRACE_S, late, s)
+
+        def report(result: SubTaskResult) -> None:
+            reported.add(result.subtask_id)
+            timer = timers.pop(result.subtask_id, None)
+            if timer is not None:
+                timer.cancel()
+            on_result(result)
+            arm()
+
+        arm()
         try:
-            await self.run_batch(spec, subtasks, on_result)
+            await self.run_batch(spec, subtasks, report, slots, group)
         finally:
-            for timer in timers:
+            for timer in timers.values():
                 timer.cancel()
 
     async def run_batch(
-        self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
+        self,
+        spec: CapabilitySpec,
+        subtasks: list[SubTask],
+        on_result: OnResult,
+        slots: int | None = None,
+        group: Any = None,
     ) -> None:
-        """Stream each row's result to `on_result` as soon as it is produced."""
+        """Stream each row's result to `on_result` as soon as it is produced.
+
+        `slots` rows run at once (default: the capability's cap), in `group`'s bundles
+        when a placement group is given.
+        """
         loop = asyncio.get_running_loop()
         done = asyncio.Event()
         stop = threading.Event()
         seen: set[str] = set()
         self.pipelines += 1
+        size = slots or spec.resources.max_concurrency
+        placed: dict[str, Any] = {}
+        if group is not None:
+            from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+            placed["scheduling_strategy"] = PlacementGroupSchedulingStrategy(group)
 
         def emit(result: SubTaskResult) -> None:
             seen.add(result.subtask_id)
@@ -470,8 +743,9 @@ class DataExecutor:
             rows = [{"subtask": s.model_dump_json()} for s in subtasks]
             ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
                 functools.partial(_data_row, spec=spec),
-                compute=TaskPoolStrategy(size=spec.resources.max_concurrency),
+                compute=TaskPoolStrategy(size=size),
                 **spec.resources.ray_options(),
+                **placed,
             )
             # A one-operator stage has nothing to reserve resources against; with the
             # reservation on, Ray Data ran about 1.4 rows at a time on 2 free CPUs.
