@@ -180,10 +180,10 @@ def test_one_keys_open_bodies_never_take_another_keys_room() -> None:
         door = _door(bodies_per_key=2, bodies_per_address=3, body_timeout_s=30, body_grace_s=0.2)
         slow = [_Client(door, key="ka") for _ in range(2)]
         running = [asyncio.create_task(c.run()) for c in slow]
-        while door.by_key["alice"] < 2:
-            await asyncio.sleep(0)
-        # Alice's third slow body is refused after the grace, holding no place meanwhile;
-        # one that arrives whole at once passes (a burst of small requests).
+        while door.by_key["alice"] < 2:  # slow once the grace is over
+            await asyncio.sleep(0.01)
+        # Alice's third slow body is refused once its grace is over; one that arrives
+        # whole at once is never counted (a burst of small requests).
         excess = _Client(door, key="ka", chunks=[b"{"])
         assert await excess.run() == 429 and b"bodies_per_key" in excess.body
         burst = _Client(door, key="ka", chunks=[b"{}", None])
@@ -199,7 +199,7 @@ def test_one_keys_open_bodies_never_take_another_keys_room() -> None:
         held_bob = _Client(door, key="kb")
         holding = asyncio.create_task(held_bob.run())
         while door.by_address["10.0.0.1"] < 3:
-            await asyncio.sleep(0)
+            await asyncio.sleep(0.01)
         crowded = _Client(door, key="kb")
         assert await crowded.run() == 429 and b"bodies_per_address" in crowded.body
         upload = _Client(door, key="kb", path="/v1/files", chunks=[b"--b", None])

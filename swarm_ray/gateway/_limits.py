@@ -4,13 +4,13 @@ A pure ASGI middleware in front of the FastAPI app. For every request that carri
 (`POST`, `PUT`, `PATCH`), in this order:
 
 - a request without a valid API key is answered 401 before its body is read;
-- **budget of open bodies**: at most `bodies_per_key` bodies of one key's principal and
-  `bodies_per_address` of one client address are being received at once. One more gets
-  `body_grace_s` (0.5 s) to arrive whole, which a burst of small requests does, and is
-  answered 429 past it without taking a place (an upload over a budget at once). A key
-  holds no more than its own budget, so its excess never takes another key's room for
-  long (a body holds one of the replica's `max_ongoing_requests` slots while it
-  arrives);
+- **budget of slow bodies**: a body not whole `body_grace_s` (0.5 s) after it began is
+  a slow one, and needs a place: at most `bodies_per_key` of one key's principal and
+  `bodies_per_address` of one client address at once; one more is answered 429. A burst
+  of small requests arrives whole within the grace and is never counted; an upload takes
+  its place from the start. A key holds no more than its own budget, so its excess never
+  takes another key's room for longer than the grace (a body holds one of the replica's
+  `max_ongoing_requests` slots while it arrives);
 - **read deadline**: a body must arrive within `body_timeout_s` plus its size at
   `min_body_rate` bytes a second (so a slow sender cannot hold its slot for long by
   trickling bytes); past it the request is answered 408;
@@ -38,8 +38,7 @@ import asyncio
 import email.message
 import json
 from collections import Counter
-from collections.abc import Awaitable, Callable, Iterator, Mapping, MutableMapping
-from contextlib import contextmanager
+from collections.abc import Awaitable, Callable, Mapping, MutableMapping
 from dataclasses import dataclass
 from itertools import accumulate
 from typing import Any
@@ -72,12 +71,12 @@ class GatewayLimits:
     min_body_rate: int = 64 * 1024
     """Bytes a second a body's deadline grows by as it arrives."""
     bodies_per_key: int = 8
-    """Bodies one principal may have arriving at once (429 over it)."""
+    """Slow bodies one principal may have arriving at once (429 over it)."""
     bodies_per_address: int = 32
-    """Bodies one client address may have arriving at once (429 over it)."""
+    """Slow bodies one client address may have arriving at once (429 over it)."""
     body_grace_s: float = 0.5
-    """Time a body over a budget has to arrive whole (429 past it), so a burst of small
-    requests from one key passes while slow ones over the budget are turned away."""
+    """Time a body has to arrive whole before it is a slow one, which needs a place in
+    the budgets: a burst of small requests from one key is never counted."""
     max_metadata_keys: int = 64
     """Labels in a task's `metadata`."""
     max_metadata_bytes: int = 16 * 1024
@@ -175,12 +174,61 @@ def _field_error(problem: str, kind: str, code: str) -> dict[str, Any]:
 _RETRY = {"retry-after": "1"}
 
 
-def _kept() -> None:
-    """A body over budget holds no place, so reading it gives none back."""
-
-
 class _Late(Exception):
     """The body did not arrive by its deadline."""
+
+
+class _Grace(Exception):
+    """The body is not whole after `body_grace_s`: from now on it is a slow one."""
+
+
+class _Place:
+    """A buffered body's place in its key's and address's budgets, once it turns slow."""
+
+    def __init__(self, door: BodyLimits, key: str, address: str, limits: GatewayLimits) -> None:
+        self.door = door
+        self.key = key
+        self.address = address
+        self.limits = limits
+        self.held = False
+
+    def take(self) -> dict[str, Any] | None:
+        """Take the place; the refusal naming the budget that is full, if one is."""
+        over = self._over()
+        if over is None:
+            self.door.by_key[self.key] += 1
+            self.door.by_address[self.address] += 1
+            self.held = True
+        return over
+
+    def _over(self) -> dict[str, Any] | None:
+        for count, limit, maximum, whose in (
+            (self.door.by_key[self.key], "bodies_per_key", self.limits.bodies_per_key, "this key"),
+            (
+                self.door.by_address[self.address],
+                "bodies_per_address",
+                self.limits.bodies_per_address,
+                "this address",
+            ),
+        ):
+            if count >= maximum:
+                return {
+                    "detail": f"{whose} has {count} slow request bodies arriving, the `{limit}` "
+                    f"budget ({maximum}); try again once they are sent",
+                    "code": "limit_exceeded",
+                }
+        return None
+
+    def release(self) -> None:
+        if self.held:
+            self.held = False
+            for counter, name in (
+                (self.door.by_key, self.key),
+                (self.door.by_address, self.address),
+            ):
+                counter[name] -= 1
+                if counter[name] <= 0:
+                    del counter[name]
 
 
 class BodyLimits:
@@ -221,63 +269,19 @@ class BodyLimits:
         limits = self.limits()
         client = scope.get("client")
         address = str(client[0]) if client else "?"
-        over = self._over_budget(key, address, limits)
         path = str(scope.get("path", ""))[len(str(scope.get("root_path", ""))) :]
-        upload = (scope.get("method"), path) == _UPLOAD
-        if over is not None and upload:
-            await _answer(send, 429, over, _RETRY)
-            return
-        if over is not None:  # room only for a body that is whole at once
-            grace = _Deadline(limits, fixed_s=limits.body_grace_s)
-            late = (429, over, _RETRY)
-            await self._buffered(scope, receive, send, headers, limits, grace, _kept, late)
-            return
-        with self._holding(key, address) as release:
-            deadline = _Deadline(limits)
-            if upload:
-                await self.app(scope, deadline.receiving(receive, release), send)
-                return
-            late = (408, deadline.refusal(), {})
-            await self._buffered(scope, receive, send, headers, limits, deadline, release, late)
-
-    def _over_budget(self, key: str, address: str, limits: GatewayLimits) -> dict[str, Any] | None:
-        for count, limit, maximum, whose in (
-            (self.by_key[key], "bodies_per_key", limits.bodies_per_key, "this key"),
-            (
-                self.by_address[address],
-                "bodies_per_address",
-                limits.bodies_per_address,
-                "this address",
-            ),
-        ):
-            if count >= maximum:
-                return {
-                    "detail": f"{whose} has {count} request bodies arriving, the `{limit}` "
-                    f"budget ({maximum}); try again once they are sent",
-                    "code": "limit_exceeded",
-                }
-        return None
-
-    @contextmanager
-    def _holding(self, key: str, address: str) -> Iterator[Callable[[], None]]:
-        """Count one body for `key` and `address`; `release` (or the block's end) ends it."""
-        held = True
-        self.by_key[key] += 1
-        self.by_address[address] += 1
-
-        def release() -> None:
-            nonlocal held
-            if held:
-                held = False
-                for counter, name in ((self.by_key, key), (self.by_address, address)):
-                    counter[name] -= 1
-                    if counter[name] <= 0:
-                        del counter[name]
-
+        place = _Place(self, key, address, limits)
         try:
-            yield release
+            if (scope.get("method"), path) == _UPLOAD:  # an upload takes its place at once
+                over = place.take()
+                if over is not None:
+                    await _answer(send, 429, over, _RETRY)
+                    return
+                await self.app(scope, _Deadline(limits).receiving(receive, place.release), send)
+                return
+            await self._buffered(scope, receive, send, headers, limits, place)
         finally:
-            release()
+            place.release()
 
     async def _buffered(
         self,
@@ -286,9 +290,7 @@ class BodyLimits:
         send: Send,
         headers: dict[str, str],
         limits: GatewayLimits,
-        deadline: _Deadline,
-        release: Callable[[], None],
-        late: tuple[int, dict[str, Any], Mapping[str, str]],
+        place: _Place,
     ) -> None:
         too_big = {
             "detail": f"request body over the limit of {limits.max_body_bytes} bytes",
@@ -300,14 +302,18 @@ class BodyLimits:
             return
         chunks: list[bytes] = []
         size = 0
+        deadline = _Deadline(limits)
         while True:
             try:
-                message = await deadline.next(receive)
+                message = await deadline.next(receive, grace=not place.held)
+            except _Grace:  # not whole yet: a slow body, which needs a place in the budgets
+                over = place.take()
+                if over is not None:
+                    await _answer(send, 429, over, _RETRY)
+                    return
+                continue
             except _Late:
-                status, refusal, extra = late
-                if status == 408:
-                    refusal = deadline.refusal()
-                await _answer(send, status, refusal, extra)
+                await _answer(send, 408, deadline.refusal())
                 return
             if message["type"] != "http.request":
                 await self.app(scope, receive, send)  # a disconnect: let the app see it
@@ -321,7 +327,7 @@ class BodyLimits:
             deadline.received(len(chunk))
             if not message.get("more_body", False):
                 break
-        release()  # read: it no longer counts against the budgets
+        place.release()  # read: it no longer counts against the budgets
         body = b"".join(chunks)
         content_type = headers.get("content-type")
         if len(body) <= _SCAN_INLINE:
@@ -368,9 +374,8 @@ def _refusal(
 class _Deadline:
     """When a body must have arrived: `body_timeout_s` plus its size at `min_body_rate`."""
 
-    def __init__(self, limits: GatewayLimits, fixed_s: float | None = None) -> None:
+    def __init__(self, limits: GatewayLimits) -> None:
         self.limits = limits
-        self.fixed_s = fixed_s
         self.loop = asyncio.get_running_loop()
         self.started = self.loop.time()
         self.size = 0
@@ -380,14 +385,24 @@ class _Deadline:
 
     def left(self) -> float:
         allowed = self.limits.body_timeout_s + self.size / self.limits.min_body_rate
-        if self.fixed_s is not None:
-            allowed = self.fixed_s
         return self.started + allowed - self.loop.time()
 
-    async def next(self, receive: Receive) -> Message:
-        """The next message of the body, or `_Late` past the deadline."""
+    async def next(self, receive: Receive, *, grace: bool = False) -> Message:
+        """The next message of the body, or `_Late` past the deadline.
+
+        With `grace`, `_Grace` once `body_grace_s` has passed since the body began (a
+        message cut short by it is not lost: `receive` is asked again).
+        """
+        left = self.left()
+        if grace:
+            graced = self.started + self.limits.body_grace_s - self.loop.time()
+            if graced < left:
+                try:
+                    return await asyncio.wait_for(receive(), max(graced, 0.0))
+                except TimeoutError:
+                    raise _Grace from None
         try:
-            return await asyncio.wait_for(receive(), max(self.left(), 0.0))
+            return await asyncio.wait_for(receive(), max(left, 0.0))
         except TimeoutError:
             raise _Late from None
 

@@ -56,13 +56,14 @@ class GatewayConfig(BaseModel):
     min_body_rate: int = Field(default=64 * 1024, ge=1024)
     """Bytes a second by which a body's deadline grows as it arrives."""
     bodies_per_key: int = Field(default=8, ge=1)
-    """Request bodies one principal may have arriving at once on one replica (429 over)."""
+    """Slow request bodies (not whole after `body_grace_s`) one principal may have
+    arriving at once on one replica (429 over)."""
     bodies_per_address: int = Field(default=32, ge=1)
-    """Request bodies one client address may have arriving at once on one replica (429
-    over). Behind a load balancer every client has its address: raise it there."""
+    """Slow request bodies one client address may have arriving at once on one replica
+    (429 over). Behind a load balancer every client has its address: raise it there."""
     body_grace_s: float = Field(default=0.5, gt=0, le=10)
-    """Time a body over `bodies_per_key` or `bodies_per_address` has to arrive whole (429
-    past it): a burst of small requests passes, slow bodies over the budget do not."""
+    """Time a body has to arrive whole before it is a slow one and needs a place under
+    `bodies_per_key` and `bodies_per_address`: a burst of small requests never does."""
     max_metadata_keys: int = Field(default=64, ge=1)
     """Labels a task's `metadata` may hold (422 above it)."""
     max_metadata_bytes: int = Field(default=16 * 1024, ge=256)
