@@ -1,8 +1,9 @@
 """A noisy neighbour for a live gateway: one tenant runs the slowest requests the door
 accepts while another's simple calls are timed (shared by `test_security.py` and
-`bench/noisy.py`).
+`bench/noisy.py`; `python -m tests.noisy_neighbour URL KEY SLOW DEEP_PER_S SOCKETS`
+runs the attacker alone, until its standard input ends).
 
-The attacker, in a thread of its own with one event loop, keeps up at once:
+The attacker, in a process of its own with one event loop, keeps up at once:
 
 - `slow_bodies` request bodies that declare 64 KiB and send one byte, each reopened once
   the gateway answers it (408 at the deadline, 429 over the key's budget);
@@ -11,9 +12,10 @@ The attacker, in a thread of its own with one event loop, keeps up at once:
 - `sockets` WebSockets with no key that never send it, each reopened once the gateway
   closes it (4401 at the key deadline, 1013 when a newer one takes its place).
 
-It is paced, not a flood: a request the gateway held is reopened after about a second,
-one it refused at once after about `retry_refused_s` (jittered, so they do not come
-back together). What it measures is whether held and hostile requests slow other
+It is paced, not a flood: its requests open evenly over `ramp_s` (3 s), one the gateway
+held is reopened about a second after its answer, one it refused at once about
+`retry_refused_s` (10 s) after, jittered so they do not come back together. What it
+measures is whether held and hostile requests slow other
 tenants, not how many requests a second the machine absorbs (a rate limit's matter).
 The victim's calls are sequential `GET /v1/tasks/{id}` of a task of its own, and
 `compare` alternates quiet and noisy phases in one run, so both sides see the same
@@ -24,7 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import random
+import sys
 import threading
 import time
 from collections import Counter
@@ -53,29 +57,52 @@ class Attack:
     slow_bodies: int = 250
     deep_per_s: float = 5.0
     sockets: int = 70
-    retry_refused_s: float = 5.0
+    retry_refused_s: float = 10.0
+    ramp_s: float = 3.0
+    """The workers open evenly over this long: slow requests, not a burst of connections."""
     seen: Counter[str] = field(default_factory=Counter)
     """What the gateway answered, by kind (`slow 429`, `deep 422`, `socket 4401`...)."""
 
     @contextlib.contextmanager
     def running(self) -> Iterator[Attack]:
-        """Run the attack in a thread for the block; it is up (every slot tried) on entry."""
+        """Run the attack for the block, in a process of its own (so it takes no turns of
+        the caller's interpreter from the calls being timed); it is up on entry, and
+        `seen` counts what it was answered once the block ends."""
+        import subprocess
+        from pathlib import Path
+
+        command = [sys.executable, "-m", "tests.noisy_neighbour", self.url, self.key]
+        command += [str(self.slow_bodies), str(self.deep_per_s), str(self.sockets)]
+        root = Path(__file__).resolve().parents[1]
+        with subprocess.Popen(
+            command, stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True, cwd=root
+        ) as attacker:
+            assert attacker.stdin is not None and attacker.stdout is not None
+            try:
+                line = attacker.stdout.readline().strip()
+                if line != "up":
+                    raise AssertionError(f"the attack did not get going: {line!r}")
+                yield self
+            finally:
+                attacker.stdin.close()  # the attacker stops when its input ends
+                self.seen.update(json.loads(attacker.stdout.readline() or "{}"))
+
+    def run_here(self) -> None:
+        """Attack until standard input ends; print `up` once going, then what was seen."""
         loop = asyncio.new_event_loop()
         stop = asyncio.Event()
         up = threading.Event()
-        thread = threading.Thread(
-            target=loop.run_until_complete, args=(self._main(stop, up),), daemon=True
-        )
-        thread.start()
-        try:
-            if not up.wait(60):
-                raise AssertionError(f"the attack did not get going within 60 s: {self.seen}")
-            yield self
-        finally:
+
+        def until_input_ends() -> None:
+            up.wait()
+            print("up", flush=True)
+            sys.stdin.read()
             loop.call_soon_threadsafe(stop.set)
-            thread.join(30)
-            if not thread.is_alive():
-                loop.close()
+
+        threading.Thread(target=until_input_ends, daemon=True).start()
+        loop.run_until_complete(self._main(stop, up))
+        loop.close()
+        print(json.dumps(dict(self.seen)), flush=True)
 
     async def _main(self, stop: asyncio.Event, up: threading.Event) -> None:
         host, port = self.url.removeprefix("http://").rsplit(":", 1)
@@ -85,10 +112,10 @@ class Attack:
         n = self.slow_bodies + self.sockets
         workers = [
             *(
-                self._slow_body(host, int(port), stop, _First(i, first, sent))
+                self._slow_body(host, int(port), stop, _First(i, first, sent, n))
                 for i in range(self.slow_bodies)
             ),
-            *(self._socket(stop, _First(i, first, sent)) for i in range(self.slow_bodies, n)),
+            *(self._socket(stop, _First(i, first, sent, n)) for i in range(self.slow_bodies, n)),
             self._deep(stop),
         ]
         tasks = [asyncio.ensure_future(w) for w in workers]
@@ -110,6 +137,7 @@ class Attack:
             f"POST /v1/tasks HTTP/1.1\r\nHost: {host}\r\nAuthorization: Bearer {self.key}\r\n"
             "Content-Type: application/json\r\nContent-Length: 65536\r\n\r\n{"
         ).encode()
+        await opening.ramp(self.ramp_s)
         while not stop.is_set():
             opening.sent()
             try:
@@ -140,6 +168,7 @@ class Attack:
         from websockets.exceptions import ConnectionClosed, InvalidHandshake
 
         url = self.url.replace("http", "ws", 1) + "/v1/tasks/anything/events"
+        await opening.ramp(self.ramp_s)
         while not stop.is_set():
             code: int | str = "none"
             opening.sent()
@@ -175,6 +204,11 @@ class _First:
     worker: int
     pending: dict[int, float]
     sent_by: set[int]
+    of: int = 1
+
+    async def ramp(self, ramp_s: float) -> None:
+        """Wait this worker's turn to open: the workers open evenly over `ramp_s`."""
+        await asyncio.sleep(ramp_s * self.worker / self.of)
 
     def sent(self) -> None:
         if self.worker not in self.sent_by:
@@ -240,3 +274,8 @@ def compare(
             with attack.running():
                 noisy += timed_calls(http, path, calls)
     return Comparison(quiet, noisy, dict(attack.seen))
+
+
+if __name__ == "__main__":
+    url, key, slow, deep, sockets = sys.argv[1:6]
+    Attack(url, key, int(slow), float(deep), int(sockets)).run_here()

@@ -1330,7 +1330,7 @@ def test_a_noisy_neighbour_leaves_another_tenants_p99_under_2x(tenants: Tenants)
     run (alternated, so both see the same machine)."""
     from tests.noisy_neighbour import compare
 
-    run = compare(tenants.url, tenants.keys["carol"], tenants.keys["bob"], calls=250, rounds=2)
+    run = compare(tenants.url, tenants.keys["carol"], tenants.keys["bob"], calls=200, rounds=3)
     print("\n".join(run.lines()))
     # The attack really ran: bodies held to their deadline or refused, deep ones refused,
     # sockets closed at the key deadline or for a newer one.
