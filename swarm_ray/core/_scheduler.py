@@ -33,7 +33,19 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray.core._expand import Expansion
-from swarm_ray.core._failures import Failures
+from swarm_ray.core._failures import (
+    BREAKER_CODES,
+    FailForGood,
+    Keep,
+    RetryAfter,
+    SwitchTo,
+    after_failure,
+    after_success,
+    budget_error,
+    failed_message,
+    next_fallback,
+    spends,
+)
 from swarm_ray.core._human import HumanAsk, HumanWait
 from swarm_ray.core._inputs import resolve
 from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node
@@ -42,6 +54,8 @@ from swarm_ray.core._registry import Registry
 from swarm_ray.core._sched_facts import SchedulerFacts
 from swarm_ray.core._signals import (
     BreakerClosed,
+    BreakerHalfOpened,
+    BreakerOpened,
     CancelRequested,
     CancelSubTasks,
     ChildAdded,
@@ -79,7 +93,7 @@ EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 _S = SubTaskStatus
 
 
-class Scheduler(Failures, Expansion, Waiting, SchedulerFacts):
+class Scheduler(Expansion, Waiting, SchedulerFacts):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -275,8 +289,9 @@ class Scheduler(Failures, Expansion, Waiting, SchedulerFacts):
         if self.stopped_spending is not None and self._spends(capability_id):
             return self._settle_failed(sid, self.stopped_spending, at)
         if not self._breaker(capability_id).admits(sid):
-            if self._next_fallback(sid) is not None:
-                return self._switch(sid, at, f"circuit open for `{capability_id}`")
+            fallback = next_fallback(self._registry, capability_id, node.tried)
+            if fallback is not None:
+                return self._switch(sid, fallback, at, f"circuit open for `{capability_id}`")
             self._set(node, _S.HELD)
             self._held.append(sid)
             return []
@@ -393,33 +408,23 @@ class Scheduler(Failures, Expansion, Waiting, SchedulerFacts):
         node = self._nodes[sid]
         capability_id = node.capability
         out: list[Intent] = []
-        breaker = self._breaker(capability_id)
-        if breaker.success():
+        if self._breaker(capability_id).success():
             out.append(BreakerClosed(capability_id=capability_id))
             held = [h for h in self._held if self._nodes[h].capability == capability_id]
             self._held = [h for h in self._held if h not in held]
             for h in held:
                 out += self._launch(h, at, Dispatch, reason="ready")
-        threshold = self._registry.get(capability_id).confidence_threshold
-        if result.confidence < threshold:
-            previous = node.low
-            best = (
-                result if previous is None or result.confidence > previous.confidence else previous
-            )
-            if self._next_fallback(sid) is not None:
-                node.low = best
-                reason = f"confidence {result.confidence:.2f} under threshold {threshold:.2f}"
-                return out + self._switch(sid, at, reason)
-            node.low = None
-            out.append(
-                self._warn(
-                    f"sub-task `{sid}`: confidence {best.confidence:.2f} of "
-                    f"`{best.capability_id}` is under its threshold; kept with this warning",
-                    sid,
-                )
-            )
-            result = best
-        return out + self._accept(result, at)
+        decision = after_success(node, result, self._registry)
+        node.low = decision.low
+        match decision:
+            case SwitchTo(fallback=fallback, reason=reason):
+                return out + self._switch(sid, fallback, at, reason)
+            case Keep(result=kept, warning=warning):
+                if warning is not None:
+                    out.append(self._warn(warning, sid))
+                return out + self._accept(kept, at)
+            case _:
+                assert_never(decision)
 
     def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
@@ -438,6 +443,114 @@ class Scheduler(Failures, Expansion, Waiting, SchedulerFacts):
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
+
+    # ---- failures, breakers, the budget's stop (decided by `core._failures`) --------
+
+    def _on_failure(
+        self, sid: str, error: SubTaskError, at: float, *, retry: bool = True
+    ) -> list[Intent]:
+        node = self._nodes[sid]
+        capability_id = node.capability
+        breaker = self._breaker(capability_id)
+        out: list[Intent] = []
+        self._running.pop(sid, None)
+        if error.code in BREAKER_CODES:
+            if breaker.failure(at):
+                out.append(
+                    BreakerOpened(
+                        capability_id=capability_id, failures=breaker.failures, until=breaker.until
+                    )
+                )
+        else:
+            breaker.release_trial(sid)
+        decision = after_failure(node, error, self._registry, retry=retry)
+        match decision:
+            case RetryAfter(delay_s=delay):
+                return out + self._launch(sid, at, Retry, delay_s=delay, error_code=error.code)
+            case SwitchTo(fallback=fallback, reason=reason):
+                return out + self._switch(sid, fallback, at, reason)
+            case Keep(result=kept, warning=warning, low=low):
+                node.low = low
+                if warning is not None:
+                    out.append(self._warn(warning, sid))
+                return out + self._accept(kept, at)
+            case FailForGood():
+                return out + self._settle_failed(sid, error, at)
+            case _:
+                assert_never(decision)
+
+    def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
+        """Fail `sid` for good: a required one fails the task, a draft says so."""
+        node = self._nodes[sid]
+        self._set(node, _S.FAILED)
+        node.error = error
+        message = failed_message(node, error)
+        if sid == self._draft:  # no draft: the template router plans, and says why
+            self.drafted = DraftSettled(subtask_id=sid, failure=message)
+            return [self.drafted]
+        out: list[Intent] = [self._warn(message, sid)]
+        if node.spec.required:
+            return out + self._end(message, error.code, sid)
+        return out + self._dispatch_ready(at, sid)
+
+    def _switch(self, sid: str, fallback: str, at: float, reason: str) -> list[Intent]:
+        node = self._nodes[sid]
+        previous = node.capability
+        node.capability = fallback
+        node.tried.append(fallback)
+        node.cap_attempts = 0
+        self._running.pop(sid, None)
+        warn = self._warn(
+            f"sub-task `{sid}` switched from `{previous}` to fallback `{fallback}`: {reason}", sid
+        )
+        return [warn, *self._launch(sid, at, Fallback, from_capability=previous, reason=reason)]
+
+    def _breaker(self, capability_id: str) -> Breaker:
+        if capability_id not in self._breakers:
+            policy = self._registry.get(capability_id).breaker
+            self._breakers[capability_id] = Breaker(policy)
+        return self._breakers[capability_id]
+
+    def _cool(self, at: float) -> list[Intent]:
+        out: list[Intent] = []
+        # A trial may settle its sub-task at once (the budget is reached), and what that
+        # starts may make breakers of its own: loop over the ones there were.
+        for capability_id, breaker in list(self._breakers.items()):
+            if breaker.cool(at):
+                out.append(BreakerHalfOpened(capability_id=capability_id))
+                trial = next(
+                    (h for h in self._held if self._nodes[h].capability == capability_id), None
+                )
+                if trial is not None:
+                    self._held.remove(trial)
+                    out += self._launch(trial, at, Dispatch, reason="half_open")
+        return out
+
+    def _spends(self, capability_id: str) -> bool:
+        return spends(self._registry, capability_id, self._spenders)
+
+    def _stop_spending(self, event: SpendingStopped) -> list[Intent]:
+        """The budget is reached: fail what spends and runs; nothing that spends starts."""
+        if self.stopped_spending is not None or self.outcome is not None:
+            return []
+        error = budget_error(event)
+        self.stopped_spending = error
+        halted = tuple(sid for sid in self._running if self._spends(self._nodes[sid].capability))
+        out: list[Intent] = [
+            self._warn(
+                f"budget reached (`{event.limit}`): {len(halted)} running sub-tasks stopped, "
+                "no new model calls; the task finishes with what it has",
+                None,
+            )
+        ]
+        if halted:
+            out.append(CancelSubTasks(subtask_ids=halted))
+        for sid in halted:
+            del self._running[sid]
+            out += self._settle_failed(sid, error, event.at)
+            if self.outcome is not None:
+                break
+        return out + self._check_finished()
 
     def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
         nodes = self._nodes
