@@ -21,9 +21,21 @@ from swarm_ray.core._failures import (
     next_fallback,
     spends,
 )
+from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._node import _Node
-from swarm_ray.core._signals import SpendingStopped
+from swarm_ray.core._signals import HumanAnswered, SpendingStopped
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
+from swarm_ray.core._waits import (
+    MAX_ASKS,
+    answers,
+    ask_of,
+    due,
+    next_deadline,
+    question,
+    review_wait,
+    stage_wait,
+    unanswered,
+)
 from tests.support import registry, spec
 
 CORE = Path(__file__).resolve().parent.parent / "swarm_ray" / "core"
@@ -123,3 +135,68 @@ def test_what_spends_and_the_budgets_error() -> None:
     assert spends(reg, "doc.parse.text", {"doc.parse.text"})
     stopped = budget_error(SpendingStopped(at=1.0, message="over", limit="tokens"))
     assert stopped.code is ErrorCode.BUDGET_EXCEEDED and stopped.details == {"limit": "tokens"}
+
+
+# ---- waits: what a sub-task waits for, and when it stops -----------------------------
+
+ASK = HumanAsk(prompt="go on?", timeout_s=30.0, default={"ok": True})
+
+
+def test_a_stage_wait_has_its_deadline_from_when_it_began() -> None:
+    wait = stage_wait("s1", ASK, 100.0)
+    assert (wait.since, wait.deadline, wait.has_default, wait.asked_in) == (
+        100.0,
+        130.0,
+        True,
+        None,
+    )
+    forever = stage_wait("s1", HumanAsk(prompt="go on?", timeout_s=None), 100.0)
+    assert forever.deadline is None and next_deadline({"s1": forever}) is None
+
+
+def test_the_question_is_the_agents_when_it_asked_else_the_stages() -> None:
+    mine = HumanAsk(prompt="which one?")
+    assert ask_of(node(), {"extract": ASK}, None) is ASK
+    assert ask_of(node(asked=(mine, {"saved": 1})), {"extract": ASK}, 2) is mine
+
+
+def paused(ask: object) -> SubTaskResult:
+    details = {"ask": ask, "state": {"page": 3}}
+    return SubTaskResult(
+        task_id="t1",
+        subtask_id="s1",
+        capability_id="doc.extract.text",
+        error=SubTaskError(code=ErrorCode.ASKED_HUMAN, message="asks", details=details),
+    )
+
+
+def test_a_question_is_taken_until_the_sub_task_asked_too_often() -> None:
+    asked = question(paused({"prompt": "which one?"}), 0)
+    assert isinstance(asked, HumanAsk) and asked.prompt == "which one?"
+    over = question(paused({"prompt": "which one?"}), MAX_ASKS)
+    assert isinstance(over, SubTaskError) and over.code is ErrorCode.INVALID_OUTPUT
+    bad = question(paused({"prompt": ""}), 0)
+    assert isinstance(bad, SubTaskError) and "may not ask" in bad.message
+
+
+def test_an_answer_answers_only_the_wait_it_was_given_for() -> None:
+    def given(**kw: object) -> HumanAnswered:
+        return HumanAnswered(at=1.0, subtask_id="s1", answer={}, principal="ann", **kw)
+
+    asked = stage_wait("s1", ASK, 0.0, asked_in=2)
+    assert answers(asked, given(asked_in=2)) and not answers(asked, given(asked_in=1))
+    assert not answers(None, given(asked_in=2))
+    review = review_wait("s1", "doc.extract.text", 3, 0.0)
+    assert answers(review, given(review_of=3)) and not answers(review, given(review_of=2))
+    assert review.deadline is None and "attempt 3" in review.prompt
+
+
+def test_waits_fall_due_at_their_deadline_in_the_order_they_began() -> None:
+    waits = {
+        "b": stage_wait("b", ASK, 10.0),
+        "a": stage_wait("a", ASK, 0.0),
+        "c": stage_wait("c", HumanAsk(prompt="later", timeout_s=None), 0.0),
+    }
+    assert due(waits, 29.0) == [] and due(waits, 30.0) == ["a"] and due(waits, 40.0) == ["b", "a"]
+    assert next_deadline(waits) == 30.0
+    assert unanswered("a").code is ErrorCode.HUMAN_TIMEOUT

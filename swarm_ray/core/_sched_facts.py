@@ -6,8 +6,9 @@ would send it now (`resolved_input`, for tracing). Of the task: the attempts out
 (`outstanding`, what a recovered driver sends again), whether a planner still drafts its
 plan, the final results and the progress, what was spent (`usage`, `compute_seconds`),
 and `snapshot`, all that decides future intents as plain data, for replay checks. The
-driver, `core._outcome`, the views and the trace read them; what waits for a person is
-read from `Waiting` (`core._waits`). `SchedulerFacts` is mixed into `Scheduler`.
+driver, `core._outcome`, the views and the trace read them, as they read what waits for a
+person (`waiting`, `wait_of`, `next_deadline`, `answer`). `SchedulerFacts` is mixed into
+`Scheduler`; it reads the scheduler's state and writes none of it.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import Dispatch, DraftSettled, FailTask, Fallback, FinishTask, Retry
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
+from swarm_ray.core._waits import next_deadline
 
 __all__: list[str] = []
 
@@ -44,6 +46,23 @@ class SchedulerFacts:
         _received: list[SubTaskResult]
         _settled: int
         _draft: str | None
+
+    def waiting(self) -> list[HumanWait]:
+        """Sub-tasks waiting for a person, in the order they began to wait."""
+        return list(self._waits.values())
+
+    def wait_of(self, subtask_id: str) -> HumanWait | None:
+        """What `subtask_id` waits for, if it waits for a person."""
+        return self._waits.get(subtask_id)
+
+    def next_deadline(self) -> float | None:
+        """The earliest deadline of a waiting sub-task (when to wake), if any."""
+        return next_deadline(self._waits)
+
+    def answer(self, subtask_id: str) -> dict[str, Any] | None:
+        """The answer a sub-task ran with (given, or its default), if it asked a person."""
+        node = self._nodes.get(subtask_id)
+        return None if node is None else node.answer
 
     @property
     def drafting(self) -> bool:

@@ -53,6 +53,7 @@ from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sched_facts import SchedulerFacts
 from swarm_ray.core._signals import (
+    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -65,6 +66,7 @@ from swarm_ray.core._signals import (
     Fallback,
     FinishTask,
     HumanAnswered,
+    HumanSettled,
     Intent,
     PlanAdopted,
     ResultRejected,
@@ -83,7 +85,18 @@ from swarm_ray.core._signals import (
 )
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
 from swarm_ray.core._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
-from swarm_ray.core._waits import Waiting
+from swarm_ray.core._waits import (
+    answers,
+    ask_of,
+    awaiting,
+    due,
+    not_rerun,
+    question,
+    resume_with,
+    review_wait,
+    stage_wait,
+    unanswered,
+)
 
 __all__: list[str] = []
 
@@ -93,7 +106,7 @@ EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 _S = SubTaskStatus
 
 
-class Scheduler(Expansion, Waiting, SchedulerFacts):
+class Scheduler(Expansion, SchedulerFacts):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -443,6 +456,100 @@ class Scheduler(Expansion, Waiting, SchedulerFacts):
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
+
+    # ---- a person in the loop (decided by `core._waits`) -----------------------------
+
+    def _on_answer(self, event: HumanAnswered) -> list[Intent]:
+        """Go on with the sub-task a person answered, if it still waits for this answer."""
+        sid = event.subtask_id
+        wait = self._waits.get(sid)
+        if wait is None or not answers(wait, event):
+            return []
+        del self._waits[sid]
+        settled = HumanSettled(subtask_id=sid, outcome="answered", principal=event.principal)
+        if event.review_of is not None:
+            rerun = bool(event.answer.get("rerun"))
+            return [settled, *self._reviewed(sid, rerun, event.principal, event.at)]
+        by_agent = wait.asked_in is not None
+        return [settled, *self._answered(sid, event.answer, event.at, by_agent=by_agent)]
+
+    def _wait(self, sid: str, at: float, asked_in: int | None = None) -> AwaitHuman:
+        """Hold a sub-task until it is answered.
+
+        It is ready in an `await_human` stage, or paused by its agent's question
+        (`asked_in`, the attempt that asked).
+        """
+        wait = stage_wait(sid, ask_of(self._nodes[sid], self._asks, asked_in), at, asked_in)
+        self._waits[sid] = wait
+        self._set(self._nodes[sid], _S.WAITING)
+        return awaiting(wait)
+
+    def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
+        """An agent paused its attempt to ask a person: hold the sub-task for the answer."""
+        sid = result.subtask_id
+        node = self._nodes[sid]
+        assert result.error is not None
+        self._running.pop(sid, None)
+        asked = question(result, node.asks_made)
+        if isinstance(asked, SubTaskError):
+            return self._on_failure(sid, asked, at)
+        node.cap_attempts -= 1
+        node.asks_made += 1
+        node.asked = (asked, result.error.details.get("state"))
+        return [self._wait(sid, at, asked_in=result.attempt)]
+
+    def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
+        """Hold a side-effecting attempt that was in flight at a crash, for a person."""
+        del self._running[sid]
+        node = self._nodes[sid]
+        wait = review_wait(sid, node.capability, attempt, at)
+        self._waits[sid] = wait
+        self._set(node, _S.WAITING)
+        return awaiting(wait)
+
+    def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
+        if rerun:
+            self._set(self._nodes[sid], _S.PENDING)
+            return self._launch(sid, at, Dispatch, reason="reviewed")
+        return self._settle_failed(sid, not_rerun(sid, who), at)
+
+    def _answered(
+        self, sid: str, answer: dict[str, Any], at: float, *, by_agent: bool
+    ) -> list[Intent]:
+        node = self._nodes[sid]
+        if by_agent:  # the agent goes on from what it saved, with the answer
+            node.resume = resume_with(node, answer)
+            node.asked = None
+        else:  # the stage's input reads it (`$answer`)
+            node.answer = answer
+        self._set(node, _S.PENDING)
+        return self._launch(sid, at, Dispatch, reason="answered")
+
+    def _expire(self, at: float) -> list[Intent]:
+        """Settle the waits whose deadline passed: the default applies, or `human_timeout`."""
+        out: list[Intent] = []
+        for sid in due(self._waits, at):
+            wait = self._waits.pop(sid)
+            by_agent = wait.asked_in is not None
+            default = ask_of(self._nodes[sid], self._asks, wait.asked_in).default
+            if default is not None:
+                out += [
+                    HumanSettled(subtask_id=sid, outcome="default"),
+                    self._warn(
+                        f"sub-task `{sid}`: nobody answered by its deadline; the "
+                        "default answer applied",
+                        sid,
+                    ),
+                    *self._answered(sid, default, at, by_agent=by_agent),
+                ]
+            else:
+                out += [
+                    HumanSettled(subtask_id=sid, outcome="timed_out"),
+                    *self._settle_failed(sid, unanswered(sid), at),
+                ]
+            if self.outcome is not None:
+                break
+        return out
 
     # ---- failures, breakers, the budget's stop (decided by `core._failures`) --------
 
