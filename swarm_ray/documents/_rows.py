@@ -35,6 +35,7 @@ from swarm_ray.documents._grid import (
     role,
     row_unit,
 )
+from swarm_ray.documents._labels import LabelPattern
 from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._links import LATER_TERM, Candidate, changed
 from swarm_ray.documents._series import parts_of, series_names
@@ -56,7 +57,7 @@ class RowReader:
     """The readers of a label's values in the rows of its table (mixed into `_Reader`)."""
 
     fields: Sequence[FieldSpec]
-    regexes: list[re.Pattern[str]]
+    regexes: list[LabelPattern]
     """What names each of `fields`, in their order."""
     source: str
     """The document's file name: a series table keeps the part the file is named after."""

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 from swarm_ray.documents._cells import range_ends
 from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._labels import LabelPattern
 from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._links import LATER_TERM, Candidate, changed
 from swarm_ray.documents._units import convert
@@ -30,7 +31,7 @@ than the first variant's lead, less than any real difference of evidence."""
 def conditioned(
     links: list[Candidate],
     fields: Sequence[FieldSpec],
-    regexes: Sequence[re.Pattern[str]],
+    regexes: Sequence[LabelPattern],
     spec: FieldSpec,
     chosen: dict[str, list[Candidate]],
 ) -> list[Candidate]:
@@ -62,7 +63,7 @@ _SUBSCRIPT = re.compile(r"\b([A-Z])([a-z]{1,3})(?=\s*(?:=|≤|≥|<|>))")
 def _fits_condition(
     condition: str,
     fields: Sequence[FieldSpec],
-    regexes: Sequence[re.Pattern[str]],
+    regexes: Sequence[LabelPattern],
     spec: FieldSpec,
     chosen: dict[str, list[Candidate]],
 ) -> bool:
