@@ -84,6 +84,22 @@ Pattern = Annotated[str, Access.PATTERN]
 Label = Annotated[str, Access.LABEL]
 """Plain words, or a regular expression when written `re:...` (a `Pattern` then)."""
 
+
+@dataclass(frozen=True)
+class Bounded:
+    """Marks an input field whose value a bounded check must pass before anything reads it.
+
+    `Annotated[str, Bounded(check)]`: a unit read by a grammar, a JSON Schema within its
+    bounds. `check(value)` raises `ValueError` naming what is wrong. An untrusted
+    caller's value is checked with the plan, like a path, so a value over a bound is
+    refused (422) before any sub-task runs; every caller's value is checked again by its
+    input model at dispatch.
+    """
+
+    check: Callable[[Any], object]
+    """Raises `ValueError` for a value over a bound."""
+
+
 _Path = tuple[str, ...]
 """Where a value sits in an input: field names, `*` for every element."""
 
@@ -94,14 +110,16 @@ def input_roots() -> tuple[str, ...]:
     return tuple(r.strip() for r in listed.split(",") if r.strip())
 
 
-def _access_of(annotation: Any) -> Access | None:
+def _access_of(annotation: Any) -> Access | Bounded | None:
     for meta in getattr(annotation, "__metadata__", ()):
-        if isinstance(meta, Access):
+        if isinstance(meta, Access | Bounded):
             return meta
     return None
 
 
-def _walk(annotation: Any, prefix: _Path, seen: frozenset[type]) -> Iterator[tuple[_Path, Access]]:
+def _walk(
+    annotation: Any, prefix: _Path, seen: frozenset[type]
+) -> Iterator[tuple[_Path, Access | Bounded]]:
     """Every (path, access) reachable in a type: nested models, optionals, containers."""
     access = _access_of(annotation)
     if access is not None:
@@ -113,7 +131,7 @@ def _walk(annotation: Any, prefix: _Path, seen: frozenset[type]) -> Iterator[tup
         for name, info in annotation.model_fields.items():
             inner = info.annotation
             if info.metadata:  # Annotated[...] metadata lands here for top-level fields
-                access = next((m for m in info.metadata if isinstance(m, Access)), None)
+                access = next((m for m in info.metadata if isinstance(m, Access | Bounded)), None)
                 if access is not None:
                     yield (*prefix, name), access
                     continue
@@ -135,7 +153,7 @@ def _walk(annotation: Any, prefix: _Path, seen: frozenset[type]) -> Iterator[tup
 
 
 @functools.cache
-def access_fields(model: type[BaseModel]) -> tuple[tuple[_Path, Access], ...]:
+def access_fields(model: type[BaseModel]) -> tuple[tuple[_Path, Access | Bounded], ...]:
     """The fields of `model` that name server resources (cached per model)."""
     return tuple(dict.fromkeys(_walk(model, (), frozenset())))
 
@@ -336,10 +354,18 @@ class AccessPolicy:
         schemes = {self._resolve_root(r).split("://", 1)[0] for r in roots if is_uri(r)}
         return frozenset(schemes - {"file"})
 
-    def allows(self, access: Access, value: Any, field_name: str) -> Any:
+    def allows(self, access: Access | Bounded, value: Any, field_name: str) -> Any:
         """`value` as it must be used for `access` (canonical), or `InputNotAllowedError`."""
         if value is None:
             return None
+        if isinstance(access, Bounded):
+            try:
+                access.check(value)
+            except ValueError as exc:
+                raise InputNotAllowedError(
+                    f"`{field_name}`: {exc}", field=field_name, reason="bounds"
+                ) from None
+            return value
         if not isinstance(value, str):
             raise InputNotAllowedError(
                 f"`{field_name}` must be a string, got {type(value).__name__}",
@@ -398,7 +424,7 @@ class AccessPolicy:
         checked: Any = dict(data)
         for path, access in access_fields(model):
 
-            def allowed(value: Any, name: str, access: Access = access) -> Any:
+            def allowed(value: Any, name: str, access: Access | Bounded = access) -> Any:
                 return self.allows(access, value, name)
 
             checked = _apply(checked, path, where, allowed)

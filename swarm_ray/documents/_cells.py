@@ -60,6 +60,8 @@ def fits(field: FieldSpec, unit: Unit | None, value: Value) -> bool:
     """Whether a value can be the field's: its kind, and a plausible size in its unit."""
     if field.kind == COUNT:
         return (unit is None or unit.kind == COUNT) and float(value.value).is_integer()
+    if unit is not None and unit.kind != field.kind:
+        unit = lookup_unit(unit.text, field.kind) or unit  # `µS` is a time in a time field
     if unit is None or unit.kind != field.kind:
         return False
     try:

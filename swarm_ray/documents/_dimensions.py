@@ -31,12 +31,12 @@ import re
 from collections.abc import Iterable, Sequence
 from importlib import resources
 from pathlib import Path
-from typing import Any
+from typing import Annotated, Any
 
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swarm_ray.core._access import Label, Pattern
+from swarm_ray.core._access import Bounded, Label, Pattern
 from swarm_ray.core._errors import InvalidSpecError
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._units import COUNT, MONEY, TEXT, parse_unit
@@ -54,6 +54,10 @@ __all__ = [
 
 _DIMENSION_NAME = r"^[a-z][a-z0-9_]*$"
 _FIELD_NAME = r"^[^\s.:|]([^.:|\n\r\t]{0,78}[^\s.:|])?$"
+MAX_LABELS = 32
+"""Labels of one field: each is matched against every page's text."""
+MAX_LABEL_CHARS = 100
+"""Characters of one label."""
 FIELDS_GROUP = "fields"
 """The group of fields declared on their own (`--field`); their names stay unprefixed."""
 _STATISTIC_WORDS = {
@@ -66,6 +70,14 @@ _STATISTIC_WORDS = {
     "max": Statistic.MAX,
     "maximum": Statistic.MAX,
 }
+
+
+def _check_unit(value: Any) -> None:
+    """A declared unit read by the unit grammar (`parse_unit`), never evaluated."""
+    if not isinstance(value, str):
+        raise ValueError(f"a unit is a string, got {type(value).__name__}")
+    if value.strip():
+        parse_unit(value)  # raises ValueError naming the unit
 
 
 def _check_regexes(patterns: Iterable[str]) -> None:
@@ -83,10 +95,10 @@ class FieldSpec(BaseModel):
 
     name: str = Field(pattern=_FIELD_NAME)
     """What the field is called (`data rate`); reports and facts use it."""
-    unit: str = ""
+    unit: Annotated[str, Bounded(_check_unit)] = ""
     """The unit values are reported in (`Gb/s`, `°C`); `count`, `currency`, or empty for
     text. Its dimensionality decides which values the field accepts."""
-    labels: tuple[Label, ...] = ()
+    labels: tuple[Label, ...] = Field(default=(), max_length=MAX_LABELS)
     """Other names documents use (`VCC`, `supply`); plain words matched as words, case
     and hyphens aside. A label starting with `re:` is a regular expression."""
     statistics: tuple[Statistic, ...] = ()
@@ -112,8 +124,7 @@ class FieldSpec(BaseModel):
     @field_validator("unit")
     @classmethod
     def _unit_parses(cls, value: str) -> str:
-        if value.strip():
-            parse_unit(value)  # raises ValueError naming the unit
+        _check_unit(value)
         return value.strip()
 
     @field_validator("labels")
@@ -122,6 +133,11 @@ class FieldSpec(BaseModel):
         cleaned = tuple(" ".join(label.split()) for label in value)
         if any(not label for label in cleaned):
             raise ValueError("a label is empty")
+        for label in cleaned:
+            if len(label) > MAX_LABEL_CHARS:
+                raise ValueError(
+                    f"label {label[:40]!r}... is {len(label)} characters; at most {MAX_LABEL_CHARS}"
+                )
         _check_regexes(label[3:] for label in cleaned if label.startswith("re:"))
         return cleaned
 

@@ -34,6 +34,7 @@ import pint
 from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.documents._facts import Conversion, Fact, NormalisedFact
+from swarm_ray.documents._unit_grammar import MAX_CHARS, UnitSyntaxError, parse_factors
 
 __all__ = [
     "COUNT",
@@ -131,19 +132,46 @@ _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r'^(?:"|”|″|in\.)$', "inch", False),
         (r"^(?:M|Mega)\s?(?:P|px|Px|pix|pixels?|Pixels?)$", "megapixel", False),
         (r"^(?:k|K)\s?(?:px|pix|pixels?)$", "kilopixel", False),
-        (r"^([mµμunk]?)V\s?(?:pp|p-p|rms|RMS|dc|DC|ac|AC|pk)$", r"\1V", False),
+        (r"^([mµμunk]?)V\s?(?:pp|p-p|rms|RMS|r\.m\.s\.?|dc|DC|ac|AC|pk)$", r"\1V", False),
         (r"^([mµμun]?)A\s?(?:rms|RMS|dc|DC|pk)$", r"\1A", False),
         (r"^(?:pcs|pieces?|pins?|channels?|lanes?|ports?|I/Os?|GPIOs?|units?)$", "count", True),
         (r"^%\s?RH$", "percent", False),
         (r"^([kMm]?)(?:Ohm|OHM|ohm)s?$", r"\1ohm", False),
     )
 )
+_SPACED_PREFIX = r"([kKMGT])[ \u00a0]((?:[Bb]ytes?|BYTES?|[Bb]its?|BITS?)(?![A-Za-z]))"
+"""`4K Bytes`, `128 M bits`: a memory prefix written apart from its unit (`K` is kilo here,
+never kelvin)."""
+
+_READINGS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
+    (re.compile(spelling), reading)
+    for spelling, reading in (
+        # A prefix and `S` is siemens, except in a time field: `µS`, `nS` are seconds there.
+        (r"(?P<p>[munpµμ]?)S", r"\g<p>s"),
+        (r"(?P<p>[munpµμ]?)(?:SEC|Sec|sec)", r"\g<p>s"),
+        # `C` alone is a coulomb, `F` a farad, except in a temperature field (`0 to 70 C`).
+        (r"C", "degC"),
+        (r"F", "degF"),
+        # The ring of `°` read as a letter or a digit by a text layer (`70 OC`).
+        (r"[Oo0]C", "degC"),
+        (r"[Oo0]F", "degF"),
+        # `K` as kilo before a unit's symbol (`KHz`, `KV`, `KΩ`); alone it is kelvin.
+        (r"K(?P<u>Hz|V|W|VA|A|Ω|[Oo]hms?|bps|sps|SPS|g|m|J)", r"k\g<u>"),
+        # A unit's name in capitals or title case (`WATTS`, `Years`, `Bits`).
+        (r"(?P<w>[A-Z][a-z]{3,}|[A-Z]{4,})", "lower"),
+    )
+)
+"""Spellings with a reading besides pint's, or where pint has none, as data: a spelling
+(matched whole) and the reading it may have, in the unit grammar (`lower`: the spelling
+in lower case). `lookup_unit` takes such a reading where pint knows no unit of that
+spelling, or where the field's declared kind asks for it (`µS` in a time field). The
+reading's kind comes from its unit, so a row need not say which kind it serves."""
+
 _LEVEL = re.compile(r"^(?:dB|db|DB)(?P<suffix>[A-Za-zµμ~]*(?:\(\w+\))?)$")
 _SPELLED = r"|[Kk]ilo-?|[Mm]ega-?|[Gg]iga-?|[Tt]era-?"
 _BYTES = re.compile(rf"^(?P<prefix>[kKMGTP]{_SPELLED})(?:B|[Bb]ytes?)$")
 _BITS = re.compile(rf"^(?P<prefix>[kKMGTP]{_SPELLED})(?:b|bits?|Bits?)$")
 """Memory sizes with a prefix, as a letter (`Mbit`, `KB`) or spelled out (`megabit`)."""
-_TOKEN = re.compile(r"[A-Za-z_°µμΩ%‰][\w°µμΩ%‰]*")
 _SUPERSCRIPT_POWER = re.compile(r"^((?:[mckuµμ]?m|in|ft|yd))([23])$")
 _CURRENCIES: dict[str, str] = {
     "€": "EUR",
@@ -253,6 +281,7 @@ def _dimension_names() -> dict[Any, str]:
 def _normalise(text: str) -> str:
     """Rewrite a datasheet spelling into a pint expression (see the module docstring)."""
     text = " ".join(text.replace("\u00a0", " ").split())
+    text = re.sub(f"^{_SPACED_PREFIX}$", r"\1\2", text)
     for pattern, replacement in _PHRASES:
         if pattern.match(text):
             return pattern.sub(replacement, text)
@@ -300,22 +329,35 @@ def unit_phrase_regex() -> str:
     for pattern, _ in _PHRASES:
         body = pattern.pattern.removeprefix("^").removesuffix("$")
         parts.append(f"(?i:{body})" if pattern.flags & re.IGNORECASE else f"(?:{body})")
+    parts.append(f"(?:{_SPACED_PREFIX})")
     parts.append(r"(?:dB|db)[A-Za-zµμ]*")
     return "(?:" + "|".join(parts) + ")"
 
 
-def _kind(quantity: Any) -> str:
-    dimensionality = quantity.dimensionality
+@functools.cache
+def _base_dimensions() -> tuple[Any, Any]:
+    """The dimensionalities of a force and a length (pint's own names, parsed once)."""
+    registry = _registry()
+    return registry.get_dimensionality("[force]"), registry.get_dimensionality("[length]")
+
+
+@functools.lru_cache(maxsize=1024)
+def _name_dimensionality(name: str) -> Any:
+    """A unit's dimensionality from its canonical name, built without pint's parser."""
+    registry = _registry()
+    return registry.Unit(registry.UnitsContainer({name: 1})).dimensionality
+
+
+def _kind(unit: Any) -> str:
+    dimensionality = unit.dimensionality
     if not dimensionality:
         return "ratio"
     name = _dimension_names().get(dimensionality)
     if name == "energy":
         # A force times a length is a torque (N·m, lbf·ft), whatever pint's dimensions say:
         # comparing a motor's torque with a battery's energy would be nonsense.
-        registry = _registry()
-        parts = [registry.get_dimensionality(u) for u in quantity.units._units]
-        force = registry.get_dimensionality("[force]")
-        length = registry.get_dimensionality("[length]")
+        force, length = _base_dimensions()
+        parts = [_name_dimensionality(name) for name in unit._units]
         if force in parts and length in parts:
             return "torque"
     return name or str(dimensionality)
@@ -326,15 +368,69 @@ def _words_only(text: str) -> bool:
     return text.isalpha() and text.islower() and len(text) > 3
 
 
-@functools.cache
-def lookup_unit(text: str) -> Unit | None:
+def _pint_unit(expr: str) -> Any:
+    """The pint unit of an expression in the unit grammar (`_unit_grammar`), or `None`.
+
+    pint's registry only names each factor (`get_name`, a table look-up); pint's parser,
+    which evaluates arithmetic, never sees the text.
+    """
+    try:
+        factors = parse_factors(expr)
+    except UnitSyntaxError:
+        return None
+    return _unit_of(factors)
+
+
+@functools.lru_cache(maxsize=4096)
+def _unit_of(factors: tuple[Any, ...]) -> Any:
+    registry = _registry()
+    powers: dict[str, int] = {}
+    for factor in factors:
+        try:
+            name = registry.get_name("degree" if factor.name == "°" else factor.name)
+        except Exception:  # pint raises several types for a name it does not define
+            return None
+        powers[name] = powers.get(name, 0) + factor.power
+    return registry.Unit(registry.UnitsContainer({n: p for n, p in powers.items() if p}))
+
+
+@functools.lru_cache(maxsize=16_384)
+def lookup_unit(text: str, kind: str | None = None) -> Unit | None:
     """Read a unit as written (`Gb/s`, `℃`, `kW·h`, `Kbytes`), or `None` if it is not one.
 
-    Words that pint happens to know but documents use as words (`at`, `are`) are not units.
+    With `kind` (the declared field's), an ambiguous spelling takes the reading of that
+    kind (`_READINGS`): `µS` is microseconds for a time, `C` degrees Celsius for a
+    temperature. Words that pint happens to know but documents use as words (`at`, `are`)
+    are not units. Text outside the unit grammar is no unit; nothing is evaluated.
     """
     text = text.strip()
     if not text or len(text) > 40:
         return None
+    plain = _plain_unit(text)
+    if kind is not None and (plain is None or plain.kind != kind):
+        for reading in _readings(text):
+            if reading.kind == kind:
+                return reading
+    if plain is None:
+        return next(iter(_readings(text)), None)
+    return plain
+
+
+def _readings(text: str) -> list[Unit]:
+    """The readings `_READINGS` gives a spelling besides pint's, in the table's order."""
+    found: list[Unit] = []
+    for spelling, reading in _READINGS:
+        if (match := spelling.fullmatch(text)) is None:
+            continue
+        written = text.lower() if reading == "lower" else match.expand(reading)
+        unit = _plain_unit(written)
+        if unit is not None:
+            found.append(Unit(text=text, expr=unit.expr, kind=unit.kind))
+    return found
+
+
+def _plain_unit(text: str) -> Unit | None:
+    """`lookup_unit` without a field's kind: the one reading pint and `_PHRASES` give."""
     if (code := lookup_currency(text)) is not None:
         return Unit(text=text, expr=code, kind=MONEY)
     if (level := _LEVEL.match(text)) is not None:
@@ -346,14 +442,12 @@ def lookup_unit(text: str) -> Unit | None:
         return None
     if expr == COUNT:
         return Unit(text=text, expr=COUNT, kind=COUNT)
-    registry = _registry()
-    try:
-        quantity = registry.Quantity(1, expr)
-    except Exception:  # pint raises several types for text that is not a unit
+    unit = _pint_unit(expr)
+    if unit is None:
         return None
     if _words_only(text) and text not in _KNOWN_WORDS and not _is_plain_unit_word(text):
         return None
-    return Unit(text=text, expr=expr, kind=_kind(quantity))
+    return Unit(text=text, expr=expr, kind=_kind(unit))
 
 
 _KNOWN_WORDS = frozenset(
@@ -377,13 +471,17 @@ _KNOWN_WORDS = frozenset(
 """Lower-case symbols of four letters or more that are units, not words."""
 
 
-@functools.cache
+_NAME_ONLY = re.compile(r"[^\W\d_]{1,32}")
+
+
+@functools.lru_cache(maxsize=4096)
 def _is_plain_unit_word(word: str) -> bool:
     """Whether a lower-case word names a unit (`volts`, `kilometres`, `degrees`)."""
-    registry = _registry()
+    if _NAME_ONLY.fullmatch(word) is None:
+        return False
     try:
-        name = str(registry.Unit(word))
-    except Exception:
+        name = _registry().get_name(word)
+    except Exception:  # pint raises several types for a name it does not define
         return False
     stem = word.rstrip("s").replace("re", "er")
     return stem[:4] in name.replace("re", "er") or name.endswith(stem[-4:])
@@ -398,13 +496,25 @@ def parse_unit(text: str) -> Unit:
     clean = text.strip()
     if clean.lower() == "currency":
         return Unit(text="", expr="", kind=MONEY)
-    unit = lookup_unit(clean)
-    if unit is None:
+    if len(clean) > MAX_CHARS:
         raise ValueError(
-            f"unknown unit {text!r}: not a unit pint knows (`Gb/s`, `°C`, `mW`, `dBm`, "
-            "`KB`, ...), `count` for a number of things or `currency` for a price"
+            f"unit {text[:MAX_CHARS]!r}... is {len(clean)} characters long; a unit has at "
+            f"most {MAX_CHARS}"
         )
-    return unit
+    unit = lookup_unit(clean)
+    if unit is not None:
+        return unit
+    try:
+        parse_factors(_normalise(clean))
+    except UnitSyntaxError as error:
+        raise ValueError(
+            f"unit {text!r} {error.why}; a unit is names with `*`, one `/` and small "
+            "powers (`m/s**2`, `kWh`, `°C`), never an expression"
+        ) from None
+    raise ValueError(
+        f"unknown unit {text!r}: not a unit pint knows (`Gb/s`, `°C`, `mW`, `dBm`, "
+        "`KB`, ...), `count` for a number of things or `currency` for a price"
+    )
 
 
 def lookup_currency(text: str) -> str | None:
@@ -423,11 +533,12 @@ def convert(value: float, unit: str, to_unit: str) -> float:
     Raises:
         ValueError: When either is not a unit, or the two measure different kinds.
     """
-    source, target = lookup_unit(unit), lookup_unit(to_unit)
-    if source is None:
-        raise ValueError(f"unknown `unit`={unit!r}")
+    target = lookup_unit(to_unit)
     if target is None:
         raise ValueError(f"unknown `unit`={to_unit!r}")
+    source = lookup_unit(unit, target.kind)  # `µS` is a time where one is asked for
+    if source is None:
+        raise ValueError(f"unknown `unit`={unit!r}")
     if source.kind != target.kind:
         raise ValueError(f"`unit`={unit!r} measures {source.kind!r}, not {target.kind!r}")
     if source.kind == MONEY:
@@ -440,8 +551,7 @@ def convert(value: float, unit: str, to_unit: str) -> float:
         return value
     if source.expr == target.expr:
         return value
-    registry = _registry()
-    converted = registry.Quantity(value, source.expr).to(target.expr)
+    converted = _registry().Quantity(value, _pint_unit(source.expr)).to(_pint_unit(target.expr))
     return _round(float(converted.magnitude))
 
 
