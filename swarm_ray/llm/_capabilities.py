@@ -22,6 +22,7 @@ from swarm_ray.agent import AgentReply
 from swarm_ray.core._capability import ExecutorKind, RetryPolicy, capability_maker
 from swarm_ray.core._catalog import Catalog
 from swarm_ray.core._errors import InvalidOutputError
+from swarm_ray.core._schema_bounds import TenantSchema
 from swarm_ray.core._task import TaskRequest
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.llm._engine import GenerationParams, Message
@@ -74,8 +75,8 @@ class ExtractIn(BaseModel):
 
     text: str = Field(min_length=1)
     """The text to read."""
-    json_schema: dict[str, Any]
-    """JSON Schema of the object to extract."""
+    json_schema: TenantSchema
+    """JSON Schema of the object to extract (held to `_schema_bounds`)."""
     instructions: str = "Extract the fields described by the schema from the text."
     """What to look for."""
     max_tokens: int = Field(default=256, ge=1, le=4096)

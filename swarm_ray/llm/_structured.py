@@ -18,6 +18,7 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 
 from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
 from swarm_ray.core._registry import field_errors
+from swarm_ray.core._schema_bounds import SchemaBoundsError, check_schema, schema_validator
 from swarm_ray.core._subtask import SubTaskError
 from swarm_ray.llm._engine import Completion, Engine, GenerationParams, Message
 
@@ -30,8 +31,12 @@ Target = type[BaseModel] | Mapping[str, Any]
 def json_schema_of(target: Target) -> dict[str, Any]:
     """The JSON Schema to constrain decoding with.
 
+    A schema given as data is held to the bounds of `_schema_bounds` (patterns RE2
+    reads, capped lengths and counts): the engine's grammar builder and the validator
+    below read it.
+
     Raises:
-        InvalidSpecError: `target` is neither a model class nor a valid JSON Schema.
+        InvalidSpecError: `target` is neither a model class nor a JSON Schema within bounds.
     """
     if isinstance(target, type) and issubclass(target, BaseModel):
         return target.model_json_schema()
@@ -39,13 +44,10 @@ def json_schema_of(target: Target) -> dict[str, Any]:
         raise InvalidSpecError(
             f"structured output needs a Pydantic model or a JSON Schema, got {target!r:.80}"
         )
-    import jsonschema
-
     try:
-        jsonschema.Draft202012Validator.check_schema(dict(target))
-    except jsonschema.SchemaError as exc:
-        raise InvalidSpecError(f"JSON Schema is invalid: {exc.message}") from None
-    return dict(target)
+        return check_schema(target)
+    except SchemaBoundsError as exc:
+        raise InvalidSpecError(f"JSON Schema is invalid: {exc}") from None
 
 
 class StructuredReply(BaseModel):
@@ -78,9 +80,7 @@ def _problems(text: str, target: Target) -> list[dict[str, Any]]:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         return [{"field": "(root)", "problem": f"not JSON: {exc.msg}", "value": text[:200]}]
-    import jsonschema
-
-    validator = jsonschema.Draft202012Validator(dict(target))
+    validator = schema_validator(target)  # patterns on RE2: linear in the answer's length
     return [
         {
             "field": ".".join(str(p) for p in err.absolute_path) or "(root)",

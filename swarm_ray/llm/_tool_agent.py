@@ -41,6 +41,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarm_ray.agent import AgentReply, ask_human, current_subtask
 from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
+from swarm_ray.core._schema_bounds import TenantSchema, check_schema
 from swarm_ray.core._subtask import TokenUsage
 from swarm_ray.llm._engine import (
     Completion,
@@ -52,7 +53,7 @@ from swarm_ray.llm._engine import (
 )
 from swarm_ray.llm._load import current_engine, load_engine
 from swarm_ray.llm._settings import NAME, McpServer, llm_settings, resolve
-from swarm_ray.llm._structured import generate_structured, json_schema_of
+from swarm_ray.llm._structured import generate_structured
 from swarm_ray.llm._toolbox import ASK_HUMAN, Toolbox, ToolOutcome
 
 __all__ = ["AgentUsage", "ToolAgentIn", "ToolAgentOut", "TranscriptEntry", "run_tool_agent"]
@@ -89,26 +90,16 @@ def _as_tool_data(name: str, content: str, trust: str = "untrusted") -> str:
 
 
 def _checked_schema(value: dict[str, Any] | None) -> dict[str, Any] | None:
-    """A request's inline JSON Schema: valid, small, and with local `$ref`s only."""
+    """A request's inline JSON Schema, small and within the bounds of `_schema_bounds`.
+
+    Patterns RE2 reads, capped lengths and counts, local `$ref`s that never loop.
+    """
     if value is None:
         return None
     text = json.dumps(value)
     if len(text) > 16_000:
         raise ValueError(f"`output_schema` is {len(text)} characters; at most 16000")
-    for ref in _refs(value):
-        if not ref.startswith("#"):
-            raise ValueError(f"`output_schema` may only refer inside itself, got $ref {ref!r}")
-    json_schema_of(value)
-    return value
-
-
-def _refs(value: Any) -> list[str]:
-    if isinstance(value, dict):
-        found = [str(value["$ref"])] if "$ref" in value else []
-        return found + [r for v in value.values() for r in _refs(v)]
-    if isinstance(value, list):
-        return [r for v in value for r in _refs(v)]
-    return []
+    return check_schema(value, where="output_schema")
 
 
 class ToolAgentIn(BaseModel):
@@ -136,8 +127,8 @@ class ToolAgentIn(BaseModel):
     """A registered endpoint to think with; None is this agent's own engine."""
     system: str | None = Field(default=None, max_length=8_000)
     """Replaces the default system message."""
-    output_schema: dict[str, Any] | None = None
-    """JSON Schema of the answer (inline data); None answers text."""
+    output_schema: TenantSchema | None = None
+    """JSON Schema of the answer (inline data, held to `_schema_bounds`); None answers text."""
     max_steps: int = Field(default=6, ge=1, le=32)
     """Model turns that may call tools."""
     tool_timeout_s: float = Field(default=60.0, gt=0, le=600)

@@ -24,6 +24,7 @@ from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarm_ray.agent import AgentReply
 from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core._schema_bounds import TenantSchema
 from swarm_ray.core._template import TaskTemplate
 from swarm_ray.llm._settings import llm_resources
 from swarm_ray.llm._tool_agent import AgentUsage, ToolAgentIn, run_tool_agent
@@ -44,7 +45,7 @@ class RowIn(ToolAgentIn):
 
     item: Any
     """The item (a name, a record): shown to the agent after the task."""
-    output_schema: dict[str, Any]
+    output_schema: TenantSchema
     """The row's JSON Schema (an object with `properties`): required here."""
 
     @field_validator("output_schema")
@@ -115,7 +116,7 @@ class TableIn(BaseModel):
 
     items: list[Any]
     """Every item of the request, in order."""
-    row_schema: dict[str, Any]
+    row_schema: TenantSchema
     """The rows' schema; its properties are the columns, in order."""
     rows: list[RowOut | None] = Field(default_factory=list)
     """The rows that came back (failed sub-agents' are absent)."""
