@@ -9,7 +9,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+from swarm_ray import TaskRequest, TaskTemplate
 from swarm_ray.core._errors import ErrorCode
+from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core._failures import (
     FailForGood,
     Keep,
@@ -23,6 +25,7 @@ from swarm_ray.core._failures import (
 )
 from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._node import _Node
+from swarm_ray.core._plan import Plan, expand
 from swarm_ray.core._signals import HumanAnswered, SpendingStopped
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
 from swarm_ray.core._waits import (
@@ -200,3 +203,89 @@ def test_waits_fall_due_at_their_deadline_in_the_order_they_began() -> None:
     assert due(waits, 29.0) == [] and due(waits, 30.0) == ["a"] and due(waits, 40.0) == ["b", "a"]
     assert next_deadline(waits) == 30.0
     assert unanswered("a").code is ErrorCode.HUMAN_TIMEOUT
+
+
+# ---- expansion: what an accepted result adds -----------------------------------------
+
+EACH_YAML = """
+name: each
+stages:
+  - {name: split, capability: doc.parse.text, input: {text: $query}}
+  - {name: work, capability: doc.parse.text, depends_on: [split], for_each: $from.split.parts,
+     max_each: 2, input: {text: $each}}
+  - {name: join, capability: doc.merge.all, depends_on: [split, work], partial_ok: true,
+     input: {parts: $from.work.text}}
+  - {name: check, capability: doc.review.safety, triggered: true, input: {text: $from.split.text}}
+rules:
+  - {name: odd, when_stage: split, field: text, contains: odd, trigger: check}
+"""
+
+
+def planned(yaml: str = EACH_YAML) -> tuple[Plan, dict[str, _Node]]:
+    plan = expand(TaskTemplate.from_yaml(yaml), TaskRequest(query="q"), task_id="t1")
+    nodes = {
+        s.id: _Node(spec=s, origin="ready", index=i, capability=s.capability_id, tried=[])
+        for i, s in enumerate(plan.subtasks)
+    }
+    return plan, nodes
+
+
+def output(sid: str, **out: object) -> SubTaskResult:
+    return SubTaskResult(task_id="t1", subtask_id=sid, capability_id="doc.parse.text", output=out)
+
+
+def test_a_for_each_stage_fans_out_over_the_list_and_says_who_waits() -> None:
+    plan, nodes = planned()
+    (adds,), problem = fan_outs(plan, nodes["split"].spec, output("split", parts=["a", "b"]))
+    assert problem is None and adds.stage == "work" and adds.waiting == {"join"}
+    assert [s.input["text"] for s in adds.specs] == ["a", "b"]
+    assert all(s.depends_on == ("split",) for s in adds.specs)
+
+
+def test_a_list_over_max_each_is_the_tasks_failure_naming_the_stage() -> None:
+    plan, nodes = planned()
+    adds, problem = fan_outs(plan, nodes["split"].spec, output("split", parts=["a", "b", "c"]))
+    assert adds == [] and problem is not None and "split" in problem
+
+
+def test_a_rule_fires_once_and_not_past_the_depth_limit() -> None:
+    plan, nodes = planned()
+    (rule,) = plan.template.rules
+    source = nodes["split"].spec
+    assert rule_fires(plan, rule, source, output("split", text="plain"), nodes) is None
+    added = rule_fires(plan, rule, source, output("split", text="an odd one"), nodes)
+    assert isinstance(added, SubTaskSpec) and added.parent == "split"
+    nodes[added.id] = node()
+    assert rule_fires(plan, rule, source, output("split", text="an odd one"), nodes) is None
+    shallow = plan.model_copy(
+        update={"template": plan.template.model_copy(update={"max_depth": 0})}
+    )
+    del nodes[added.id]
+    warning = rule_fires(shallow, rule, source, output("split", text="odd"), nodes)
+    assert isinstance(warning, str) and "over the limit of 0" in warning
+
+
+LOOP_YAML = """
+name: drafts
+stages:
+  - {name: draft, capability: doc.extract.text, input: {text: $query}}
+  - {name: judge, capability: doc.judge.text, depends_on: [draft], input: {text: $from.draft.text}}
+loops:
+  - {stage: draft, judge: judge, max_rounds: 2}
+"""
+
+
+def test_a_judge_that_finds_fault_starts_the_next_round_until_the_limit() -> None:
+    plan, nodes = planned(LOOP_YAML)
+    judge = nodes["judge"].spec
+    assert feedback(plan, judge, output("judge", passed=True), nodes) is None
+    again = feedback(plan, judge, output("judge", passed=False, feedback="more"), nodes)
+    assert isinstance(again, NextRound) and again.generator in judge.depends_on
+    assert again.new_judge.round == 2 and again.new_generator.stage == "draft"
+    last = again.new_judge
+    assert "after 2 round(s)" in str(feedback(plan, last, output(last.id, passed=False), nodes))
+
+
+def test_depends_on_follows_dependencies_through_other_sub_tasks() -> None:
+    _, nodes = planned()
+    assert depends_on(nodes, "join", "split") and not depends_on(nodes, "split", "join")

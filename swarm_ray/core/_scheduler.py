@@ -32,7 +32,7 @@ from pydantic import TypeAdapter
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
-from swarm_ray.core._expand import Expansion
+from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core._failures import (
     BREAKER_CODES,
     FailForGood,
@@ -64,6 +64,8 @@ from swarm_ray.core._signals import (
     DraftSettled,
     FailTask,
     Fallback,
+    FannedOut,
+    FeedbackRoundStarted,
     FinishTask,
     HumanAnswered,
     HumanSettled,
@@ -72,6 +74,7 @@ from swarm_ray.core._signals import (
     ResultRejected,
     Retry,
     ReviewRequested,
+    RuleFired,
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
@@ -106,7 +109,7 @@ EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 _S = SubTaskStatus
 
 
-class Scheduler(Expansion, SchedulerFacts):
+class Scheduler(SchedulerFacts):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -456,6 +459,87 @@ class Scheduler(Expansion, SchedulerFacts):
         if self.outcome is not None:
             return out
         return out + self._dispatch_ready(at, sid)
+
+    # ---- the DAG grows (decided by `core._expand`) ------------------------------------
+
+    def _adopt(self, plan: Plan, at: float) -> list[Intent]:
+        """Grow the DAG by the plan made of the settled draft, and dispatch what is ready.
+
+        From now on the task runs `plan`'s template (its stages, rules, loops, aggregate).
+        Ignored when no draft waits for a plan (it was adopted already).
+        """
+        if self.drafted is None:
+            return []
+        self.drafted = None
+        self._take(plan)
+        return self._dispatch_ready(at)
+
+    def _wait_also(self, other: _Node, added: tuple[str, ...]) -> None:
+        """Make the pending `other` wait on the sub-tasks `added` too."""
+        other.spec = other.spec.model_copy(update={"depends_on": (*other.spec.depends_on, *added)})
+        for new in added:
+            self._nodes[new].dependents.append(other.spec.id)
+
+    def _expand_each(self, sid: str, result: SubTaskResult) -> list[Intent]:
+        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output."""
+        each, problem = fan_outs(self.plan, self._nodes[sid].spec, result)
+        out: list[Intent] = []
+        for adds in each:
+            for spec in adds.specs:
+                self._add(spec, origin="each")
+            added = tuple(spec.id for spec in adds.specs)
+            for other in self._nodes.values():
+                if other.spec.stage in adds.waiting and other.status is _S.PENDING:
+                    self._wait_also(other, added)
+            out.append(FannedOut(stage=adds.stage, source=sid, added=added))
+        if problem is not None:
+            return out + self._end(problem, ErrorCode.INVALID_PLAN, sid)
+        return out
+
+    def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
+        """Add the stage of each dynamic rule that `sid`'s output matches (once per rule)."""
+        out: list[Intent] = []
+        source = self._nodes[sid].spec
+        for rule in self.plan.template.rules:
+            match rule_fires(self.plan, rule, source, result, self._nodes):
+                case None:
+                    pass
+                case str() as warning:
+                    out.append(self._warn(warning, sid))
+                case spec:
+                    self._add(spec, origin="rule")
+                    for other in self._nodes.values():
+                        if (
+                            other.spec.partial_ok
+                            and other.status is _S.PENDING
+                            and depends_on(self._nodes, other.spec.id, sid)
+                        ):
+                            self._wait_also(other, (spec.id,))
+                    out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
+        return out
+
+    def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
+        """Start the next round of the loop whose judge `sid` is, if its verdict finds fault."""
+        match feedback(self.plan, self._nodes[sid].spec, result, self._nodes):
+            case None:
+                return []
+            case str() as warning:
+                return [self._warn(warning, sid)]
+            case NextRound(stage=stage, generator=gen_id, new_generator=gen, new_judge=judge):
+                for spec in (gen, judge):
+                    self._add(spec, origin="feedback")
+                self._nodes[gen_id].replaced_by = gen.id
+                self._nodes[sid].replaced_by = judge.id
+                self._unsettled += 1  # what waited on them waits on the new round
+                self._nodes[gen.id].previous = gen_id
+                self._nodes[judge.id].previous = sid
+                return [
+                    FeedbackRoundStarted(
+                        stage=stage, judge_subtask=sid, round=judge.round, added=(gen.id, judge.id)
+                    )
+                ]
+            case _ as unreachable:
+                assert_never(unreachable)
 
     # ---- a person in the loop (decided by `core._waits`) -----------------------------
 
