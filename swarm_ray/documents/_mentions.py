@@ -17,10 +17,19 @@ from dataclasses import dataclass
 
 from swarm_ray.documents._units import Unit, lookup_unit, unit_phrase_regex
 
-__all__ = ["NUMBER", "Mention", "find_mentions", "parse_number", "read_unit"]
+__all__ = ["NUMBER", "SPACED_THOUSANDS", "Mention", "find_mentions", "parse_number", "read_unit"]
 
-NUMBER = r"(?<![\w.,/])(?P<num>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|\d+(?:[.,]\d+)?)"
-"""A number as documents print it: `1,234.5`, `4694`, `77,4`, not part of `ID.4`."""
+SPACED_THOUSANDS = r"\d{1,3}(?:[\u00a0\u2009\u202f]\d{3}| 0\d{2})+(?!\d)"
+"""Thousands set apart by a space: a narrow or no-break one (`3 750`), or a plain one
+before a group a column value never starts with (`5 000`, `1 000 000`). `3 750` with a
+plain space is also how a table prints a min and a max (`5 200 kHz`), so it stays two."""
+NUMBER = (
+    r"(?<![\w.,/])(?P<num>\d{1,3}(?:,\d{3})+(?!\d)(?:\.\d+)?|"
+    + SPACED_THOUSANDS
+    + r"(?:\.\d+)?|\d+(?:[.,]\d+)?)"
+)
+"""A number as documents print it: `1,234.5`, `4694`, `77,4`, `5 000`, not part of `ID.4`."""
+_GROUP_SPACE = re.compile(r"(?<=\d)[ \u00a0\u2009\u202f](?=\d{3}(?!\d))")
 _THOUSANDS = re.compile(r"^\d{1,3}(?:,\d{3})+(?:\.\d+)?$")
 _INTERVAL_BEFORE = re.compile(r"\d\s*%?\s*(?:-|\u2013|—|to)\s*$")
 _INTERVAL_AFTER = re.compile(r"\s*(?:-|\u2013|—|to)\s*\d")
@@ -49,12 +58,13 @@ class Mention:
 
 
 def parse_number(text: str) -> float:
-    """Parse `1,234.5`, `77,4` (decimal comma), `-40` or `520` to a float.
+    """Parse `1,234.5`, `77,4` (decimal comma), `5 000`, `-40` or `520` to a float.
 
     A comma followed by exactly three digits groups thousands; any other comma is a
     decimal comma, as European documents write it.
     """
     text = text.strip().replace("\u2212", "-").replace("\u2013", "-").lstrip("+")
+    text = _GROUP_SPACE.sub("", text)  # `5 000`: spaced thousands (`SPACED_THOUSANDS`)
     text = text.replace(". ", ".")  # `1. 7`: a decimal split by the text layer
     sign = -1.0 if text.startswith("-") else 1.0
     text = text.lstrip("-").strip()

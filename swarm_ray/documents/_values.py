@@ -16,7 +16,7 @@ import re
 from dataclasses import dataclass
 
 from swarm_ray.documents._facts import Statistic
-from swarm_ray.documents._mentions import parse_number, read_unit
+from swarm_ray.documents._mentions import SPACED_THOUSANDS, parse_number, read_unit
 from swarm_ray.documents._units import Unit
 
 __all__ = ["Value", "read_values", "strip_footnotes"]
@@ -28,6 +28,7 @@ _FOOTNOTES = re.compile(
 _NUMBER = re.compile(
     r"(?P<sign>(?<![\w.,/)+\-\u2212\u2013])[-\u2212\u2013+]|±\s?)?"
     r"(?<![\w.,])(?P<num>\d{1,3}(?:,\d{3})+(?![\d,])(?:\.\d+)?"
+    rf"|{SPACED_THOUSANDS}(?:\.\d+)?"
     # `1. 7V`: a text layer that split a decimal after its point (before a unit only)
     r"|\d{1,3}\. \d{1,3}(?=\s?(?:[A-ZµμΩ°%]|[munpkMG][A-Z]|[munpµ]?s\b|[kMG]?Hz))"
     r"|\d*\.\d+|\d+(?:,\d+)?)"
