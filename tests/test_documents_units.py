@@ -264,3 +264,105 @@ def test_a_decimal_split_after_its_point_by_the_text_layer_is_read_whole() -> No
     assert read("trr 2. 5 ns") == [(2.5, "ns")]
     assert read("Figure 1. 5 pins") == [(1.0, None), (5.0, "pins")]  # a list, not a decimal
     assert read("see note 1. The supply is 3.3 V") == [(1.0, None), (3.3, "V")]
+
+
+@pytest.mark.parametrize(
+    ("text", "kind", "expr"),
+    [
+        ("µS", "time", "µs"),  # siemens elsewhere: a conductance
+        ("nS", "time", "ns"),
+        ("mS", "time", "ms"),
+        ("uSec", "time", "us"),
+        ("C", "temperature", "degC"),  # `0 to 70 C`; a coulomb elsewhere
+        ("F", "temperature", "degF"),
+        ("OC", "temperature", "degC"),  # the ring of `°` read as a letter
+        ("0C", "temperature", "degC"),
+        ("KHz", "frequency", "kHz"),  # `K` is kilo before a symbol, kelvin alone
+        ("KV", "voltage", "kV"),
+        ("KΩ", "resistance", "kΩ"),
+        ("Years", "time", "years"),  # a unit's name in title case or capitals
+        ("WATTS", "power", "watts"),
+        ("Bits", "information", "bits"),
+        ("VOLTS", "voltage", "volts"),
+    ],
+)
+def test_a_spelling_takes_the_reading_the_declared_kind_asks_for(
+    text: str, kind: str, expr: str
+) -> None:
+    unit = lookup_unit(text, kind)
+    assert unit is not None and (unit.kind, unit.expr, unit.text) == (kind, expr, text)
+
+
+@pytest.mark.parametrize(
+    ("text", "plain"),
+    [("µS", "conductance"), ("nS", "conductance"), ("C", "charge"), ("F", "capacitance")],
+)
+def test_without_a_kind_a_spelling_keeps_pints_reading(text: str, plain: str) -> None:
+    unit = lookup_unit(text)
+    assert unit is not None and unit.kind == plain
+    assert lookup_unit(text, "length") == unit  # no reading of that kind: pint's stays
+
+
+@pytest.mark.parametrize(
+    ("text", "kind"),
+    [
+        ("OC", "temperature"), ("KHz", "frequency"), ("Years", "time"), ("WATTS", "power"),
+        ("Bits", "information"), ("Vr.m.s.", "voltage"), ("V r.m.s.", "voltage"),
+        ("Vrms", "voltage"), ("VDC", "voltage"), ("K Bytes", "information"),
+        ("M bits", "information"),
+    ],
+)  # fmt: skip
+def test_spellings_pint_cannot_read_are_read(text: str, kind: str) -> None:
+    unit = lookup_unit(text)
+    assert unit is not None and unit.kind == kind
+
+
+def test_words_in_capitals_stay_words() -> None:
+    assert lookup_unit("NOTE") is None and lookup_unit("Figure") is None
+    assert lookup_unit("Case") is None and lookup_unit("Gross") is None
+
+
+def test_conversion_reads_the_source_in_the_targets_kind() -> None:
+    assert convert(15, "nS", "ns") == 15
+    assert convert(5, "µS", "ns") == 5000
+    assert convert(70, "C", "°C") == 70 and convert(70, "OC", "K") == pytest.approx(343.15)
+    assert convert(4, "K Bytes", "B") == 4096  # a memory size: K is binary kilo
+    assert convert(20, "Years", "h") == pytest.approx(20 * 8765.82, rel=1e-3)
+    with pytest.raises(ValueError, match="measures"):
+        convert(5, "µS", "V")  # no reading of a voltage: still a conductance
+
+
+def test_values_read_datasheet_spellings_with_their_numbers() -> None:
+    from swarm_ray.documents._values import read_values
+
+    def read(text: str) -> list[tuple[float, str | None]]:
+        return [(v.value, v.unit.text if v.unit else None) for v in read_values(text)]
+
+    assert read("4K Bytes of RAM") == [(4.0, "K Bytes")]
+    assert read("Endurance: 20 Years") == [(20.0, "Years")]
+    assert read("Isolation 2500 Vr.m.s.") == [(2500.0, "Vr.m.s.")]
+    assert read("Supply range: 2.7 V to 5.5 V") == [(2.7, "V"), (5.5, "V")]  # both ends
+    assert read("0 to 70 OC") == [(0.0, "OC"), (70.0, "OC")]
+
+
+@pytest.mark.parametrize(
+    ("text", "read"),
+    [
+        ("Isolation voltage 3\u00a0750 V", [(3750.0, "V")]),  # a no-break space
+        ("Isolation voltage 3\u202f750 V", [(3750.0, "V")]),  # a narrow one
+        ("VISO 5 000 Vrms", [(5000.0, "Vrms")]),  # no column value starts with 0
+        ("MTBF 1 000 000 h", [(1_000_000.0, "h")]),
+        ("1 000.5 h", [(1000.5, "h")]),
+        # A plain space before a group that could be a number of its own: a table's
+        # min and max (`fS Sampling frequency 5 200 kHz` is 5 to 200 kHz).
+        ("fS 5 200 kHz", [(5.0, None), (200.0, "kHz")]),
+    ],
+)
+def test_spaced_thousands_are_one_number_where_nothing_else_can_be_meant(
+    text: str, read: list[tuple[float, str | None]]
+) -> None:
+    from swarm_ray.documents._values import read_values
+
+    assert [(v.value, v.unit.text if v.unit else None) for v in read_values(text)] == read
+    if read[0][1] is not None:
+        assert [(m.value, m.unit) for m in find_mentions(text)] == read
