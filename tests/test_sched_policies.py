@@ -7,6 +7,7 @@ driver's classes each write only the state they declare.
 
 from __future__ import annotations
 
+import ast
 from pathlib import Path
 
 from swarm_ray import TaskRequest, TaskTemplate
@@ -289,3 +290,167 @@ def test_a_judge_that_finds_fault_starts_the_next_round_until_the_limit() -> Non
 def test_depends_on_follows_dependencies_through_other_sub_tasks() -> None:
     _, nodes = planned()
     assert depends_on(nodes, "join", "split") and not depends_on(nodes, "split", "join")
+
+
+# ---- one owner of each piece of state ---------------------------------------------------
+
+OWNERS = (
+    "_scheduler",
+    "_sched_facts",
+    "_failures",
+    "_waits",
+    "_expand",
+    "_node",
+    "_breaker",
+    "_driver",
+    "_host",
+    "_adopting",
+    "_outside",
+    "_resuming",
+)
+"""The scheduler's and the driver's modules: their classes and the records they keep."""
+POLICIES = ("_failures", "_waits", "_expand")
+"""The scheduler's pure policies: decisions out, nothing written."""
+MUTATORS = frozenset(
+    {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "add", "discard"}
+    | {"update", "setdefault", "sort", "reverse"}
+)
+CONTAINERS = ("dict", "list", "set", "deque")
+
+
+def _self_attr(node: ast.expr) -> str | None:
+    """`X` of `self.X`, `self.X[...]` (a write to either writes `self.X`)."""
+    while isinstance(node, ast.Subscript):
+        node = node.value
+    if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name):
+        return node.attr if node.value.id == "self" else None
+    return None
+
+
+def _targets(node: ast.AST) -> list[ast.expr]:
+    match node:
+        case ast.Assign(targets=targets) | ast.Delete(targets=targets):
+            found = list(targets)
+        case ast.AugAssign(target=target) | ast.AnnAssign(target=target):
+            found = [target]
+        case _:
+            return []
+    flat: list[ast.expr] = []
+    while found:
+        target = found.pop()
+        if isinstance(target, ast.Tuple | ast.List):
+            found += target.elts
+        else:
+            flat.append(target)
+    return flat
+
+
+def _is_container(value: ast.expr | None, annotation: ast.expr | None) -> bool:
+    if isinstance(value, ast.Dict | ast.List | ast.Set | ast.DictComp | ast.ListComp):
+        return True
+    if (
+        isinstance(value, ast.Call)
+        and isinstance(value.func, ast.Name)
+        and value.func.id in CONTAINERS
+    ):
+        return True
+    text = "" if annotation is None else ast.unparse(annotation)
+    return text.startswith(CONTAINERS)
+
+
+def _declared(cls: ast.ClassDef) -> tuple[set[str], set[str]]:
+    """What `cls` declares (its body, outside `if TYPE_CHECKING`, and its `__init__`)."""
+    names: set[str] = set()
+    containers: set[str] = set()
+    for item in cls.body:
+        if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+            names.add(item.target.id)
+            if _is_container(item.value, item.annotation):
+                containers.add(item.target.id)
+        if isinstance(item, ast.FunctionDef) and item.name == "__init__":
+            for node in ast.walk(item):
+                for target in _targets(node):
+                    if isinstance(target, ast.Attribute) and _self_attr(target):
+                        names.add(target.attr)
+                        annotation = node.annotation if isinstance(node, ast.AnnAssign) else None
+                        if _is_container(getattr(node, "value", None), annotation):
+                            containers.add(target.attr)
+    return names, containers
+
+
+def _written(cls: ast.ClassDef, containers: set[str]) -> dict[str, int]:
+    """Attributes of `self` that `cls`'s methods write, with a line of each."""
+    found: dict[str, int] = {}
+    for node in ast.walk(cls):
+        for target in _targets(node):
+            name = _self_attr(target)
+            if name is not None:
+                found.setdefault(name, node.lineno)
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr in MUTATORS
+            and (name := _self_attr(node.func.value)) in containers
+        ):
+            found.setdefault(name, node.lineno)
+    return found
+
+
+def violations(sources: dict[str, str]) -> list[str]:
+    """Each `self.X` a class writes that it does not declare itself."""
+    classes = [
+        (module, cls)
+        for module, source in sources.items()
+        for cls in ast.walk(ast.parse(source))
+        if isinstance(cls, ast.ClassDef)
+    ]
+    declared = {cls.name: _declared(cls) for _, cls in classes}
+    containers = set().union(*(c for _, c in declared.values()))
+    return [
+        f"{module}.{cls.name} writes `self.{name}` (line {line}), declared by "
+        + (", ".join(sorted(k for k, (n, _) in declared.items() if name in n)) or "no class")
+        for module, cls in classes
+        for name, line in sorted(_written(cls, containers).items())
+        if name not in declared[cls.name][0]
+    ]
+
+
+def test_no_class_of_the_scheduler_or_driver_writes_state_another_declares() -> None:
+    sources = {name: (CORE / f"{name}.py").read_text() for name in OWNERS}
+    assert violations(sources) == []
+
+
+def test_the_ownership_check_sees_a_mixin_writing_its_hosts_state() -> None:
+    host = (
+        "class Host(Mixin):\n    def __init__(self):\n"
+        "        self.items = []\n        self.s = None\n"
+    )
+    mixin = (
+        "class Mixin:\n    def grow(self):\n        self.items.append(1)\n"
+        "    def swap(self, s):\n        self.s = s\n"
+    )
+    found = violations({"host": host, "mixin": mixin})
+    assert found == [
+        "mixin.Mixin writes `self.items` (line 3), declared by Host",
+        "mixin.Mixin writes `self.s` (line 5), declared by Host",
+    ]
+
+
+def test_the_policies_write_nothing_and_their_decisions_are_frozen() -> None:
+    for name in POLICIES:
+        tree = ast.parse((CORE / f"{name}.py").read_text())
+        for node in ast.walk(tree):
+            for target in _targets(node):
+                assert not isinstance(target, ast.Attribute | ast.Subscript), (
+                    f"`{name}` writes `{ast.unparse(target)}` (line {node.lineno})"
+                )
+            assert not isinstance(node, ast.Global | ast.Nonlocal), name
+            if isinstance(node, ast.ClassDef):
+                frozen = any(
+                    isinstance(d, ast.Call)
+                    and any(
+                        k.arg == "frozen" and ast.unparse(k.value) == "True" for k in d.keywords
+                    )
+                    for d in node.decorator_list
+                )
+                assert frozen, f"`{name}.{node.name}` is not a frozen dataclass"

@@ -9,7 +9,8 @@ policy, is stored the same way and the DAG grows by it (`PlanAdopted`). A plan t
 cannot be made or started fails the task.
 
 What a plan is made of is `_planning`'s and `_request_plan`'s; this carries it out.
-`Adopting` is mixed into `TaskDriver`.
+`Adopting` is mixed into `TaskDriver`; the driver alone sets its scheduler
+(`TaskDriver._begin`).
 """
 
 from __future__ import annotations
@@ -20,8 +21,7 @@ from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._host import DriverHost
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._planning import plan_from_output, planning_plan
-from swarm_ray.core._scheduler import Scheduler
-from swarm_ray.core._signals import DraftSettled, Intent, PlanAdopted, Start
+from swarm_ray.core._signals import DraftSettled, Intent, PlanAdopted
 from swarm_ray.core._task import TaskRequest
 
 __all__: list[str] = []
@@ -58,8 +58,7 @@ class Adopting(DriverHost):
             self._ledger.save()
         if self.scheduler is not None:
             return self._feed(PlanAdopted(at=self._clock(), plan=plan))
-        self.scheduler = Scheduler(plan, self.registry, access=self._access)
-        return self._feed(Start(at=self._clock()))
+        return self._begin(plan)
 
     def _ask(self, planner: str, request: TaskRequest, out: Step) -> None:
         """Start on a one-sub-task DAG: `plan`, on the planning capability (`_planning`)."""
@@ -79,8 +78,7 @@ class Adopting(DriverHost):
         self._ledger.emit(
             "planning", "asking", agent=planner, summary=f"asking `{planner}` for a plan"
         )
-        self.scheduler = Scheduler(planning, self.registry, access=self._access)
-        self._carry(self._feed(Start(at=self._clock())), out)
+        self._carry(self._begin(planning), out)
 
     def _planned(self, drafted: DraftSettled, out: Step) -> None:
         """The planning sub-task settled: make the plan of its draft; the DAG grows by it."""

@@ -41,6 +41,7 @@ from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._adopting import Adopting
 from swarm_ray.core._announce import announce
 from swarm_ray.core._budget import finishes_anyway, over_budget, spending_stopped
+from swarm_ray.core._children import child_outcome
 from swarm_ray.core._commands import (
     Accepted,
     Answer,
@@ -49,6 +50,7 @@ from swarm_ray.core._commands import (
     AskPlanner,
     Broken,
     Cancel,
+    ChildSettled,
     Close,
     DriverInput,
     Halt,
@@ -77,6 +79,7 @@ from swarm_ray.core._ledger import Ledger
 from swarm_ray.core._orders import orders
 from swarm_ray.core._outcome import failure, kept_output, read_output, task_output
 from swarm_ray.core._outside import Outside
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._record import TaskRecord, new_record
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._resuming import Resuming
@@ -93,6 +96,7 @@ from swarm_ray.core._signals import (
     Retry,
     RunIntent,
     SchedulerEvent,
+    Start,
     SubTaskDone,
     Tick,
 )
@@ -289,7 +293,9 @@ class TaskDriver(Adopting, Outside, Resuming):
             case Resume():
                 self._resume(out)
             case AskChild():
-                self._ask_child(event, out)
+                watch = self._ask_child(event, out)
+                if watch is not None:
+                    self._watched.add(watch)
             case Answer():
                 self._answer(event, out)
             case Broken(error=error, subtask_id=subtask_id):
@@ -299,6 +305,20 @@ class TaskDriver(Adopting, Outside, Resuming):
         if self._watched:
             self._settle_children(out)
         return out
+
+    def _settle_children(self, out: Step) -> None:
+        """Tell of each watched child that settled (its task's end settles every one)."""
+        assert self.scheduler is not None
+        for child_id in sorted(self._watched):
+            outcome = child_outcome(self.scheduler, child_id)
+            if outcome is not None:
+                self._watched.discard(child_id)
+                out.notices.append(ChildSettled(child_id, outcome))
+
+    def _begin(self, plan: Plan) -> list[Intent]:
+        """Start the task's one scheduler on its first DAG (a template's, or a planner's)."""
+        self.scheduler = Scheduler(plan, self.registry, access=self._access)
+        return self._feed(Start(at=self._clock()))
 
     def _fail(self, error: SwarmError, out: Step) -> None:
         if not self.state.terminal:

@@ -2,10 +2,12 @@
 
 `TaskDriver` is its matching and sequencing (`_driver`) and mixins, one idea each (see
 its docstring). A mixin's methods use the driver's state and its steps: feed the
-scheduler, carry intents out, take a result in, keep to the budget, fail the task.
-`DriverHost` declares those for the type checker alone, so every mixin is checked
-against the driver it is mixed into without importing it (that import would close a
-circle). At run time it is an empty class.
+scheduler, carry intents out, take a result in, keep to the budget, fail the task. They
+assign none of the driver's fields: the driver sets its own scheduler (`_begin`) and
+keeps its own set of watched children (`tests/test_sched_policies.py` checks this).
+`DriverHost` declares what they use for the type checker alone, so every mixin is
+checked against the driver it is mixed into without importing it (that import would
+close a circle). At run time it is an empty class.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from swarm_ray.core._fsm import TaskState
 from swarm_ray.core._gate import Gate
 from swarm_ray.core._journal import Blobs
 from swarm_ray.core._ledger import Ledger
+from swarm_ray.core._plan import Plan
 from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._routing import TemplateRouter
@@ -38,7 +41,6 @@ class DriverHost:
         registry: Registry
         _ledger: Ledger
         _gate: Gate
-        _watched: set[str]
         _router: TemplateRouter
         _access: AccessPolicy | None
         _results: Blobs
@@ -52,6 +54,8 @@ class DriverHost:
 
         @property
         def state(self) -> TaskState: ...
+
+        def _begin(self, plan: Plan) -> list[Intent]: ...
 
         def _feed(self, event: SchedulerEvent) -> list[Intent]: ...
 

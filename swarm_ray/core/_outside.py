@@ -6,8 +6,8 @@ sub-task held for them (`Answer`) and a running agent's child sub-task (`AskChil
 scheduler and carries out what follows, or reports the refusal by notice
 (`AnswerRejected`, `ChildRefused`): a refused input never ends the task. An admitted
 child that already settled is told of at once (`ChildAdmitted`); else the driver watches
-it, and after each step tells of every watched child that settled (`ChildSettled`); the
-task's end settles them all.
+it (`_ask_child` names it; the driver keeps the set), and after each step tells of every
+watched child that settled (`ChildSettled`); the task's end settles them all.
 
 `Outside` is mixed into `TaskDriver`.
 """
@@ -22,7 +22,6 @@ from swarm_ray.core._commands import (
     AskChild,
     ChildAdmitted,
     ChildRefused,
-    ChildSettled,
     Step,
 )
 from swarm_ray.core._errors import SwarmError
@@ -52,8 +51,11 @@ class Outside(DriverHost):
             return
         self._carry(self._feed(answered), out)
 
-    def _ask_child(self, ask: AskChild, out: Step) -> None:
-        """Admit a child sub-task of a running attempt (`core._admit`), or refuse it."""
+    def _ask_child(self, ask: AskChild, out: Step) -> str | None:
+        """Admit a child sub-task of a running attempt (`core._admit`), or refuse it.
+
+        Returns the child to watch until it settles (None: refused, or settled already).
+        """
         admitted = refusal(
             f"`{ask.parent}`'s child",
             lambda: child_event(
@@ -69,21 +71,11 @@ class Outside(DriverHost):
         )
         if isinstance(admitted, SwarmError):
             out.notices.append(ChildRefused(admitted))
-            return
+            return None
         child_id, added = admitted
         if added is not None:
             self._carry(self._feed(added), out)
         assert self.scheduler is not None
         outcome = child_outcome(self.scheduler, child_id)
         out.notices.append(ChildAdmitted(child_id, outcome))
-        if outcome is None:
-            self._watched.add(child_id)
-
-    def _settle_children(self, out: Step) -> None:
-        """Tell of each watched child that settled (its task's end settles every one)."""
-        assert self.scheduler is not None
-        for child_id in sorted(self._watched):
-            outcome = child_outcome(self.scheduler, child_id)
-            if outcome is not None:
-                self._watched.discard(child_id)
-                out.notices.append(ChildSettled(child_id, outcome))
+        return child_id if outcome is None else None
