@@ -328,6 +328,7 @@ def _self_attr(node: ast.expr) -> str | None:
 
 
 def _targets(node: ast.AST) -> list[ast.expr]:
+    found: list[ast.expr]
     match node:
         case ast.Assign(targets=targets) | ast.Delete(targets=targets):
             found = list(targets)
@@ -337,11 +338,11 @@ def _targets(node: ast.AST) -> list[ast.expr]:
             return []
     flat: list[ast.expr] = []
     while found:
-        target = found.pop()
-        if isinstance(target, ast.Tuple | ast.List):
-            found += target.elts
+        item = found.pop()
+        if isinstance(item, ast.Tuple | ast.List):
+            found += item.elts
         else:
-            flat.append(target)
+            flat.append(item)
     return flat
 
 
@@ -385,7 +386,7 @@ def _written(cls: ast.ClassDef, containers: set[str]) -> dict[str, int]:
         for target in _targets(node):
             name = _self_attr(target)
             if name is not None:
-                found.setdefault(name, node.lineno)
+                found.setdefault(name, getattr(node, "lineno", 0))
         if (
             isinstance(node, ast.Call)
             and isinstance(node.func, ast.Attribute)
@@ -442,7 +443,7 @@ def test_the_policies_write_nothing_and_their_decisions_are_frozen() -> None:
         for node in ast.walk(tree):
             for target in _targets(node):
                 assert not isinstance(target, ast.Attribute | ast.Subscript), (
-                    f"`{name}` writes `{ast.unparse(target)}` (line {node.lineno})"
+                    f"`{name}` writes `{ast.unparse(target)}` (line {getattr(node, 'lineno', 0)})"
                 )
             assert not isinstance(node, ast.Global | ast.Nonlocal), name
             if isinstance(node, ast.ClassDef):
