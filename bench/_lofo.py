@@ -24,7 +24,7 @@ import pickle
 import time
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -37,7 +37,7 @@ from swarm_ray.documents._job import list_pdfs
 from swarm_ray.documents._parse import parse_pdf
 from swarm_ray.documents._quantities import focus_of
 from swarm_ray.documents._scorer import Scorer, choose_scored
-from swarm_ray.documents._table import chosen_facts, names_a_field
+from swarm_ray.documents._table import chosen_facts, names_a_field, table_links
 from swarm_ray.documents._training import (
     GoldFact,
     LabeledDocument,
@@ -90,10 +90,6 @@ def _openmv_gold(paths: Sequence[str]) -> list[GoldFact]:
 
 def read_family(family: str, cache: Path | None = None) -> list[Read]:
     """Parse and read every document of one family (from `cache` when it holds them)."""
-    cached = cache / f"{family}.pkl" if cache is not None else None
-    if cached is not None and cached.is_file():
-        loaded: list[Read] = pickle.loads(cached.read_bytes())
-        return loaded
     if family == "openmv":
         paths = list_pdfs(str(OPENMV))
         fields = tuple(f.spec for f in BENCH_FIELDS)
@@ -102,7 +98,16 @@ def read_family(family: str, cache: Path | None = None) -> list[Read]:
         paths = list_pdfs(str(MULTI / family))
         fields = family_fields(MULTI / family)
         gold = read_gold(MULTI, family, fields)
-    focus = focus_of(names_a_field(fields))
+    cached = cache / f"{family}.pkl" if cache is not None else None
+    if cached is not None and cached.is_file():
+        loaded: list[Read] = pickle.loads(cached.read_bytes())
+        # The labels are read afresh: only the documents' reading is cached.
+        return [
+            replace(r, gold=tuple(g for g in gold if g.source == r.candidates.source))
+            for r in loaded
+        ]
+    names = names_a_field(fields)
+    focus = focus_of(names)
     out: list[Read] = []
     for path in paths:
         started = time.perf_counter()
@@ -110,7 +115,16 @@ def read_family(family: str, cache: Path | None = None) -> list[Read]:
         found = document_candidates(document, fields)
         base = {"entity": document.file_name, "document_id": document.document_id,
                 "source": document.file_name}  # fmt: skip
-        chosen = {k: list(v) for k, v in found.rule_chosen.items()}
+        # Today's rules read the pages the job lays out (`names_a_field`), not the series
+        # tables the learned path lays out too: their figures are the job's own.
+        job_pages = tuple(
+            p.number
+            for p in document.pages
+            if p.number in document.focus_pages
+            and (p.number == 1 or (names is not None and names(p.text)))
+        )
+        job = document.model_copy(update={"focus_pages": job_pages})
+        chosen = table_links(job, fields, document.file_name).chosen
         facts = normalise_facts(chosen_facts(chosen, fields, base)).facts
         rows = tuple(
             _row(
@@ -147,13 +161,14 @@ def labeled(reads: Sequence[Read]) -> list[LabeledDocument]:
     return [label(r.family, r.candidates, r.fields, r.gold) for r in reads]
 
 
-def learned_rows(document: LabeledDocument, scorer: Scorer) -> list[dict[str, Any]]:
+def learned_rows(
+    document: LabeledDocument, probabilities: Sequence[float], threshold: float
+) -> list[dict[str, Any]]:
     """The facts the learned path reports for one document, as `facts.parquet` rows."""
     candidates = [c for c, _, _ in document.rows]
-    probabilities = scorer.probabilities([r for _, r, _ in document.rows])
     units = {f.key: f.unit for f in document.fields}
     rows: list[dict[str, Any]] = []
-    for chosen, _ in choose_scored(candidates, probabilities, scorer.threshold):
+    for chosen, _ in choose_scored(candidates, probabilities, threshold):
         statistic = reported_statistic(chosen)
         value: float | str = chosen.scaled if chosen.scaled is not None else chosen.value
         unit = units[chosen.key] if chosen.scaled is not None else chosen.unit
@@ -172,6 +187,10 @@ def learned_rows(document: LabeledDocument, scorer: Scorer) -> list[dict[str, An
     return rows
 
 
+def probabilities(documents: Sequence[LabeledDocument], scorer: Scorer) -> list[list[float]]:
+    return [scorer.probabilities([r for _, r, _ in d.rows]).tolist() for d in documents]
+
+
 @dataclass(frozen=True)
 class Score:
     recall: float
@@ -180,6 +199,8 @@ class Score:
     gold: int
     correct: int
     facts: int
+    misses: tuple[str, ...] = ()
+    wrong: tuple[str, ...] = ()
 
 
 def score(family: str, reads: Sequence[Read], rows: list[dict[str, Any]]) -> Score:
@@ -201,7 +222,7 @@ def score(family: str, reads: Sequence[Read], rows: list[dict[str, Any]]) -> Sco
         return Score(s.recall, s.precision, round(s.recall * s.expected), s.expected,
                      round(s.precision * s.extracted), s.extracted)  # fmt: skip
     f = score_family(family, rows)
-    return Score(f.recall, f.precision, f.found, f.gold, f.correct, f.facts)
+    return Score(f.recall, f.precision, f.found, f.gold, f.correct, f.facts, f.misses, f.wrong)
 
 
 @dataclass(frozen=True)
@@ -267,7 +288,7 @@ def _in_unit_of_rows(target: GoldFact, row: dict[str, Any]) -> GoldFact:
 
 
 def lofo(
-    families: Sequence[str], *, cache: Path | None, quick: bool = False
+    families: Sequence[str], *, cache: Path | None, details: bool = False
 ) -> dict[str, dict[str, Any]]:
     """Read every family, fit per fold, print the tables; return the figures per family."""
     reads: dict[str, list[Read]] = {}
@@ -283,6 +304,7 @@ def lofo(
     in_sample = fit_documents(every)
     fit_s = time.perf_counter() - t0
     figures: dict[str, dict[str, Any]] = {}
+    fold_p: dict[str, list[list[float]]] = {}
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     print(
         f"\n{'family':18s} {'LOFO R':>7s} {'LOFO P':>7s} {'in R':>6s} {'in P':>6s} "
@@ -293,8 +315,12 @@ def lofo(
         others = [d for f in families if f != family for d in docs[f]]
         fold = fit_documents(others) if others else in_sample
         mine = docs[family]
-        lofo_rows = [learned_rows(d, fold) for d in mine]
-        in_rows = [learned_rows(d, in_sample) for d in mine]
+        fold_p[family] = probabilities(mine, fold)
+        lofo_rows = [
+            learned_rows(d, p, fold.threshold) for d, p in zip(mine, fold_p[family], strict=True)
+        ]
+        in_p = probabilities(mine, in_sample)
+        in_rows = [learned_rows(d, p, fold.threshold) for d, p in zip(mine, in_p, strict=True)]
         rule_rows = [list(r.rule_rows) for r in reads[family]]
         flat = lambda rs: [row for part in rs for row in part]  # noqa: E731
         s_lofo = score(family, reads[family], flat(lofo_rows))
@@ -315,6 +341,11 @@ def lofo(
         scores = (("lofo", s_lofo), ("in", s_in), ("rules", s_rules))
         if family != "openmv":
             scores += (("multi lofo", s_lofo), ("multi in", s_in), ("multi rules", s_rules))
+        if details:
+            for line in s_lofo.misses:
+                print(f"    missed: {line}")
+            for line in s_lofo.wrong:
+                print(f"    wrong:  {line}")
         for name, s in scores:
             totals[name] = [a + b for a, b in zip(totals[name],
                             (s.found, s.gold, s.correct, s.facts), strict=True)]  # fmt: skip
@@ -331,6 +362,24 @@ def lofo(
         found, gold, correct, facts = totals[name]
         print(f"overall {label_:34s} recall {found / max(gold, 1):.3f} ({found}/{gold}) "
               f"precision {correct / max(facts, 1):.3f} ({correct}/{facts})")  # fmt: skip
+    print("LOFO per threshold (multi/ | all):")
+    for threshold in (0.2, 0.3, 0.4, 0.5, 0.6, 0.7):
+        sums: dict[bool, list[int]] = {True: [0, 0, 0, 0], False: [0, 0, 0, 0]}
+        for family in families:
+            rows = [
+                row
+                for d, p in zip(docs[family], fold_p[family], strict=True)
+                for row in learned_rows(d, p, threshold)
+            ]
+            s = score(family, reads[family], rows)
+            for multi in {False, family != "openmv"}:
+                sums[multi] = [a + b for a, b in zip(sums[multi],
+                               (s.found, s.gold, s.correct, s.facts), strict=True)]  # fmt: skip
+        shown = " | ".join(
+            f"R {f / max(g, 1):.3f} P {c / max(n, 1):.3f}"
+            for f, g, c, n in (sums[True], sums[False])
+        )
+        print(f"  {threshold:.1f}: {shown}")
     print(f"fit on every family: {fit_s:.1f} s ({len(every)} documents, "
           f"{sum(len(d.rows) for d in every)} candidates)")  # fmt: skip
     return figures

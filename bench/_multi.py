@@ -9,6 +9,7 @@ the figures are the ones it prints) to one family's gold rows alone.
 from __future__ import annotations
 
 import csv
+import functools
 import importlib.util
 import json
 import re
@@ -50,7 +51,9 @@ def declarations(family: str, corpus: Path = MULTI) -> list[str]:
     return [line.strip() for line in lines if line.strip()]
 
 
+@functools.cache
 def _scorer(corpus: Path) -> ModuleType:
+    """The corpus's `score.py`, loaded once (it builds a pint registry)."""
     spec = importlib.util.spec_from_file_location("multi_score", corpus / "score.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)

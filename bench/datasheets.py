@@ -316,7 +316,7 @@ def run(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
             ["rectifier_diodes", "zener_diodes", "bjts"] if args.quick
             else [*families(), "openmv"]
         )  # fmt: skip
-        lofo(chosen, cache=args.cache)
+        lofo(chosen, cache=args.cache, details=not args.quiet)
         return {}
     if args.quick:
         args.family, args.in_process, args.manual_pages = ["rectifier_diodes"], False, 0

@@ -245,6 +245,10 @@ def build_parser() -> argparse.ArgumentParser:
     )
     sub.add_parser("compare", help="compare documents (the main job; see `compare -h`)")
     sub.add_parser("video", help="analyse a long video (see `video -h`)")
+    sub.add_parser(
+        "train-extractor",
+        help="train the document extractor's scorer from labeled datasheets (see its `-h`)",
+    )
     return parser
 
 
@@ -266,6 +270,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         from swarm_ray.documents._job import main as compare
 
         return compare(argv[1:])
+    if argv[:1] == ["train-extractor"]:
+        from swarm_ray.documents._training import main as train
+
+        return train(argv[1:])
     if argv[:1] == ["video"]:
         from swarm_ray.video._job import main as video
 

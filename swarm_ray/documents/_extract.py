@@ -31,8 +31,10 @@ from pydantic import BaseModel, ConfigDict
 from swarm_ray.documents._dimensions import Dimension, FieldSpec
 from swarm_ray.documents._entity import EntitySource, detect_entity, document_parts
 from swarm_ray.documents._facts import ExtractionMethod, Fact
+from swarm_ray.documents._learned import learned_facts
 from swarm_ray.documents._mentions import Mention, find_mentions, parse_number
 from swarm_ray.documents._parse import ParsedDocument
+from swarm_ray.documents._scorer import Scorer
 from swarm_ray.documents._table import extract_table_facts
 from swarm_ray.documents._units import COUNT, MONEY, lookup_currency, lookup_unit
 
@@ -346,6 +348,7 @@ def extract_facts(
     *,
     entity: str | None = None,
     min_confidence: float = 0.0,
+    scorer: Scorer | None = None,
 ) -> ExtractionResult:
     """Extract the facts `document` states for the fields of `dimensions`.
 
@@ -355,6 +358,8 @@ def extract_facts(
         entity: The product the document is about; detected from the title or first
             header line when `None`.
         min_confidence: Drop facts below this confidence.
+        scorer: A learned scorer (`_scorer.load_scorer`): fields declared by labels are
+            then chosen by it among every candidate (`_learned`), not by today's rules.
 
     Returns:
         Facts in page order per rule; values and units as written (see
@@ -369,7 +374,10 @@ def extract_facts(
     facts: list[Fact] = []
     warnings: list[str] = []
     labelled = [f for _, f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
-    facts.extend(extract_table_facts(document, labelled, base))
+    if scorer is not None and labelled:
+        facts.extend(learned_facts(document, labelled, scorer, base))
+    else:
+        facts.extend(extract_table_facts(document, labelled, base))
     prose = [(n, f) for n, f in fields if f.synonyms or f.patterns]
     for page in document.pages if prose else ():
         facts.extend(_synonym_facts(page.text, page.number, prose, base))

@@ -54,6 +54,9 @@ FEATURES: tuple[str, ...] = (
     "page_first", "page_rel", "page_log", "order_rel",
     "repeats", "repeat_pages", "size_rank", "numbers_in_line", "line_words",
     "kind_text", "kind_count",
+    "rel_link_score", "rel_words_line", "rel_words_before", "rel_words_header",
+    "rel_words_label", "first_form", "first_linked", "slot_chosen", "slot_linked",
+    "slot_size",
 )  # fmt: skip
 """The feature names, in the order `features` writes them; the model file lists them too."""
 
@@ -180,4 +183,29 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
                 float(spec.kind == TEXT), float(spec.kind == COUNT),
             ]
         )  # fmt: skip
+    return _relative(candidates, rows)
+
+
+_RELATIVE = ("link_score", "words_line", "words_before", "words_header", "words_label")
+
+
+def _relative(candidates: Sequence[FieldCandidate], rows: list[list[float]]) -> list[list[float]]:
+    """Each row's standing among its slot's candidates: what a choice compares."""
+    at = {name: FEATURES.index(name) for name in (*_RELATIVE, "form_line", "linked")}
+    groups: dict[object, list[int]] = {}
+    for index, candidate in enumerate(candidates):
+        groups.setdefault(candidate.slot, []).append(index)
+    for members in groups.values():
+        best = {n: max(rows[i][at[n]] for i in members) for n in _RELATIVE}
+        by_order = sorted(members, key=lambda i: candidates[i].order)
+        first_form = next((i for i in by_order if rows[i][at["form_line"]] > 0), -1)
+        first_linked = next((i for i in by_order if rows[i][at["linked"]] > 0), -1)
+        chosen = float(any(candidates[i].chosen for i in members))
+        linked = float(any(candidates[i].tier >= 0 for i in members))
+        for i in members:
+            rows[i].extend(rows[i][at[n]] - best[n] for n in _RELATIVE)
+            rows[i].extend(
+                [float(i == first_form), float(i == first_linked), chosen, linked,
+                 math.log1p(len(members))]
+            )  # fmt: skip
     return rows

@@ -203,9 +203,8 @@ def of_field(quantities: DocumentQuantities, spec: FieldSpec) -> list[Quantity]:
 
 
 _SERIES_ROW = re.compile(
-    r"^\s*(?=[^\s]*\d)(?=[^\s]*[A-Z])[A-Z0-9][A-Za-z0-9\-/.+#]{3,24}\*?"
-    r"(?:\s+[-+\u2212]?\d+(?:[.,]\d+)?){3,}",
-    re.MULTILINE,
+    r"(?<![\w\-])(?=[^\s]*\d)(?=[^\s]*[A-Z])[A-Z0-9][A-Za-z0-9\-/.+#]{3,24}\*?"
+    r"(?:[ \t]+[-+\u2212]?\d+(?:[.,]\d+)?(?![\w.])){3,}"
 )
 """A row of a series table: a part number, then three numbers or more (`1N4742A 12 21 9`)."""
 _SERIES_ROWS = 3

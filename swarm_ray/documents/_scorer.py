@@ -30,6 +30,8 @@ __all__ = ["MODEL_PATH", "Scorer", "choose_scored", "fit_scorer", "load_scorer"]
 MODEL_PATH = Path(__file__).with_name("model") / "scorer.json"
 """The model the job uses when present (`swarm-ray train-extractor` writes it)."""
 THRESHOLD = 0.3
+_THREADS = 2
+"""OpenMP threads for fitting: more than the cores only thrash on a shared machine."""
 """Probability a slot's best candidate needs to be reported."""
 
 
@@ -148,17 +150,24 @@ def fit_scorer(
     labels_hash: str = "",
     threshold: float = THRESHOLD,
     seed: int = 0,
+    params: dict[str, Any] | None = None,
 ) -> Scorer:
     """Fit the tree ensemble on labeled candidate rows (1: the slot's gold value)."""
     from sklearn.ensemble import HistGradientBoostingClassifier
 
     y = np.asarray(labels, dtype=int)
-    model = HistGradientBoostingClassifier(
-        max_iter=150, learning_rate=0.08, max_leaf_nodes=15,
-        min_samples_leaf=min(10, max(2, len(y) // 20)),
-        l2_regularization=1.0, class_weight=None, random_state=seed,
-    )  # fmt: skip
-    model.fit(np.asarray(rows, dtype=float), y)
+    if not set(np.unique(y).tolist()) <= {0, 1}:
+        raise ValueError(f"`fit_scorer` takes labels 0 and 1, got {sorted(set(y.tolist()))!r}")
+    settings: dict[str, Any] = {
+        "max_iter": 100, "learning_rate": 0.08, "max_leaf_nodes": 7,
+        "min_samples_leaf": min(20, max(2, len(y) // 20)), "l2_regularization": 1.0,
+    }  # fmt: skip
+    settings.update(params or {})
+    model = HistGradientBoostingClassifier(**settings, random_state=seed)
+    from threadpoolctl import threadpool_limits  # type: ignore[import-untyped]
+
+    with threadpool_limits(limits=_THREADS):
+        model.fit(np.asarray(rows, dtype=float), y)
     trees = []
     for predictors in model._predictors:
         nodes = predictors[0].nodes

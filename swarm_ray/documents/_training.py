@@ -22,7 +22,7 @@ import json
 import re
 import sys
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 from swarm_ray.documents._candidates import (
@@ -75,6 +75,8 @@ class GoldFact:
     """The gold value and its alternatives, as written in the labels."""
     unit: str
     any_statistic: bool = False
+    page: int | None = None
+    """The page the label cites; a matching value elsewhere is left out of training."""
 
 
 @dataclass(frozen=True)
@@ -86,7 +88,9 @@ class LabeledDocument:
     fields: tuple[FieldSpec, ...]
     candidates: DocumentCandidates
     rows: tuple[tuple[FieldCandidate, tuple[float, ...], int], ...]
-    """Each candidate with its features and label (1: a gold value of its slot)."""
+    """Each candidate with its features and label: 1 where it is a gold value of its slot
+    on the page the label cites, -1 where it is that value elsewhere (a repeat: left out
+    of training, neither right nor wrong), else 0."""
     gold: tuple[GoldFact, ...]
 
 
@@ -123,8 +127,11 @@ def read_gold(labels: Path, family: str, fields: Sequence[FieldSpec]) -> list[Go
             key, slot, any_statistic = owner[row["field"]]
             alts = re.findall(r"alt=([^;]+)", row["note"])
             values = (row["value"], *(v.strip() for a in alts for v in a.split("|")))
+            page = int(row["page"]) if row.get("page", "").strip().isdigit() else None
             out.append(
-                GoldFact(Path(row["file"]).name, key, slot, values, row["unit"], any_statistic)
+                GoldFact(
+                    Path(row["file"]).name, key, slot, values, row["unit"], any_statistic, page
+                )
             )
     return out
 
@@ -188,7 +195,9 @@ def label(
         candidates = found.per_field.get(spec.key, ())
         targets = [in_declared(g, spec) for g in mine if g.key == spec.key]
         for candidate, row in zip(candidates, features(spec, candidates), strict=True):
-            tag = int(any(matches(candidate, g) for g in targets))
+            hits = [g for g in targets if matches(candidate, g)]
+            cited = any(g.page is None or g.page == candidate.page for g in hits)
+            tag = 1 if cited else -1 if hits else 0
             rows.append((candidate, tuple(row), tag))
     return LabeledDocument(family, found.source, tuple(fields), found, tuple(rows), tuple(mine))
 
@@ -196,7 +205,7 @@ def label(
 def in_declared(gold: GoldFact, spec: FieldSpec) -> GoldFact:
     """The gold fact with its values in the field's declared unit (candidates' `scaled`)."""
     if not gold.unit or not spec.unit or gold.unit == spec.unit:
-        return GoldFact(gold.source, gold.key, gold.statistic, gold.values, "", gold.any_statistic)
+        return replace(gold, unit="")
     values: list[str] = []
     for wanted in gold.values:
         try:
@@ -206,7 +215,7 @@ def in_declared(gold: GoldFact, spec: FieldSpec) -> GoldFact:
             continue
         converted = in_unit(number, gold.unit, spec.unit)
         values.append(wanted if converted is None else repr(converted))
-    return GoldFact(gold.source, gold.key, gold.statistic, tuple(values), "", gold.any_statistic)
+    return replace(gold, values=tuple(values), unit="")
 
 
 def labels_hash(paths: Iterable[Path]) -> str:
@@ -242,8 +251,8 @@ def labeled_families(
 
 def fit_documents(documents: Sequence[LabeledDocument], labels_sha256: str = "") -> Scorer:
     """Fit the scorer on the labeled candidates of `documents`."""
-    rows = [row for d in documents for _, row, _ in d.rows]
-    labels = [label for d in documents for _, _, label in d.rows]
+    rows = [row for d in documents for _, row, tag in d.rows if tag >= 0]
+    labels = [tag for d in documents for _, _, tag in d.rows if tag >= 0]
     return fit_scorer(rows, labels, labels_hash=labels_sha256)
 
 
