@@ -16,12 +16,12 @@ A pure ASGI middleware in front of the FastAPI app. For every request that carri
   trickling bytes); past it the request is answered 408;
 - **size**: a body over `max_body_bytes` is answered 413 (from `Content-Length` at once,
   or as soon as the streamed bytes pass the limit);
-- **type**: a non-empty body must be JSON (`application/json` or `application/*+json`,
-  compared as FastAPI parses the header: case-insensitively, parameters apart); any other
-  is answered 415;
 - **depth**: every body is scanned, whatever its type says, and one nested deeper than
   `max_depth` is answered 422, because a record nested a few hundred deep can be neither
-  pickled to the orchestrator nor read back once stored.
+  pickled to the orchestrator nor read back once stored;
+- **type**: a non-empty body must be JSON (`application/json` or `application/*+json`,
+  compared as FastAPI parses the header: case-insensitively, parameters apart); any other
+  is answered 415.
 
 The one exception is the upload route (`POST /v1/files`), which streams and caps its own
 multipart body (`_files`): it gets the key check, the budget and the read deadline (a
@@ -251,9 +251,9 @@ class BodyLimits:
         self.limits = limits
         self.principal = principal
         self.by_key: Counter[str] = Counter()
-        """Bodies arriving now, per principal (for tests)."""
+        """Slow bodies (and uploads) arriving now, per principal."""
         self.by_address: Counter[str] = Counter()
-        """Bodies arriving now, per client address (for tests)."""
+        """Slow bodies (and uploads) arriving now, per client address."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http" or scope.get("method") not in _WITH_BODY:
