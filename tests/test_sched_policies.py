@@ -11,6 +11,7 @@ import ast
 from pathlib import Path
 
 from swarm_ray import TaskRequest, TaskTemplate
+from swarm_ray.core._dag import Dag
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core._failures import (
@@ -25,7 +26,7 @@ from swarm_ray.core._failures import (
     spends,
 )
 from swarm_ray.core._human import HumanAsk
-from swarm_ray.core._node import _Node
+from swarm_ray.core._node import SubTaskStatus, _Node
 from swarm_ray.core._plan import Plan, expand
 from swarm_ray.core._signals import HumanAnswered, SpendingStopped
 from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
@@ -292,10 +293,45 @@ def test_depends_on_follows_dependencies_through_other_sub_tasks() -> None:
     assert depends_on(nodes, "join", "split") and not depends_on(nodes, "split", "join")
 
 
+# ---- the table: one record per sub-task ----------------------------------------------
+
+
+def test_the_table_counts_what_settled_and_what_became_unsettled_again() -> None:
+    plan, _ = planned(LOOP_YAML)
+    dag = Dag()
+    for sub in plan.subtasks:
+        dag.add(sub, origin="ready")
+    assert dag.take_fresh() == ["draft", "judge"] and dag.take_fresh() == []
+    assert dag.nodes["draft"].dependents == ["judge"]
+    draft = dag.nodes["draft"]
+    dag.set(draft, SubTaskStatus.SUCCEEDED)
+    assert (dag.settled, dag.unsettled) == (1, 0)
+    dag.set(draft, SubTaskStatus.PENDING)
+    assert (dag.settled, dag.unsettled) == (0, 1)
+
+
+def test_a_new_round_stands_in_for_the_old_one_for_what_waited_on_it() -> None:
+    plan, _ = planned(LOOP_YAML)
+    dag = Dag()
+    for sub in plan.subtasks:
+        dag.add(sub, origin="ready")
+    assert dag.settled_deps(dag.nodes["judge"]) is None  # the draft runs
+    again = feedback(plan, dag.nodes["judge"].spec, output("judge", passed=False), dag.nodes)
+    assert isinstance(again, NextRound)
+    dag.add(again.new_generator, origin="feedback")
+    dag.new_round("draft", again.new_generator.id)
+    assert dag.waiting_on(again.new_generator.id) == dag.waiting_on("draft") == ["judge"]
+    dag.set(dag.nodes[again.new_generator.id], SubTaskStatus.SUCCEEDED)
+    dag.rounds_replaced()
+    deps = dag.settled_deps(dag.nodes["judge"])
+    assert deps is not None and [d.spec.id for d in deps] == [again.new_generator.id]
+
+
 # ---- one owner of each piece of state ---------------------------------------------------
 
 OWNERS = (
     "_scheduler",
+    "_dag",
     "_sched_facts",
     "_failures",
     "_waits",

@@ -1,6 +1,6 @@
 """One sub-task as the scheduler keeps it: a single record of where it is and what it did.
 
-The scheduler holds one `_Node` per sub-task (`Scheduler._nodes`, in the order added)
+The scheduler holds one `_Node` per sub-task (its `Dag`, in the order added)
 instead of a dict per fact keyed by sub-task id. Only what is ordered across sub-tasks
 stays beside the nodes: the accepted results, the attempts in flight and the waits, each
 in the order it happened (`$costs`, `outstanding()`, `waiting()` read those orders).
@@ -59,7 +59,7 @@ class _Node:
     tried: list[str]
     """Capabilities it ran on, in order (a fallback already tried is not taken again)."""
     status: SubTaskStatus = SubTaskStatus.PENDING
-    """Changed only through `Scheduler._set`, which counts the settled ones."""
+    """Changed only through `Dag.set` (`core._dag`), which counts the settled ones."""
     attempt: int = 0
     """Attempts dispatched, over all its capabilities (the attempt number a result names)."""
     cap_attempts: int = 0
@@ -83,8 +83,8 @@ class _Node:
     asks_made: int = 0
     """Questions its agent asked a person, over all its attempts (at most `MAX_ASKS`)."""
     unsettled_at: tuple[int, SubTaskSpec, int] | None = None
-    """Where its dependencies were last seen unsettled: the scheduler's `_unsettled` count
-    then, the spec, and the first unsettled one's position (`Scheduler._settled_deps`)."""
+    """Where its dependencies were last seen unsettled: its `Dag`'s `unsettled` count
+    then, the spec, and the first unsettled one's position (`Dag.settled_deps`)."""
 
 
 def latest(nodes: Mapping[str, _Node], subtask_id: str) -> str:

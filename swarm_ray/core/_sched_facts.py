@@ -16,9 +16,10 @@ from __future__ import annotations
 from typing import TYPE_CHECKING, Any
 
 from swarm_ray.core._breaker import Breaker
+from swarm_ray.core._dag import Dag
 from swarm_ray.core._human import HumanWait
 from swarm_ray.core._inputs import resolve
-from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node, latest
+from swarm_ray.core._node import SETTLED, SubTaskStatus, latest
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._signals import Dispatch, DraftSettled, FailTask, Fallback, FinishTask, Retry
@@ -37,14 +38,13 @@ class SchedulerFacts:
         drafted: DraftSettled | None
         outcome: FinishTask | FailTask | None
         _registry: Registry
-        _nodes: dict[str, _Node]
         _results: dict[str, SubTaskResult]
         _running: dict[str, Dispatch | Retry | Fallback]
         _held: list[str]
         _breakers: dict[str, Breaker]
         _waits: dict[str, HumanWait]
         _received: list[SubTaskResult]
-        _settled: int
+        _dag: Dag
         _draft: str | None
 
     def waiting(self) -> list[HumanWait]:
@@ -61,7 +61,7 @@ class SchedulerFacts:
 
     def answer(self, subtask_id: str) -> dict[str, Any] | None:
         """The answer a sub-task ran with (given, or its default), if it asked a person."""
-        node = self._nodes.get(subtask_id)
+        node = self._dag.nodes.get(subtask_id)
         return None if node is None else node.answer
 
     @property
@@ -75,16 +75,16 @@ class SchedulerFacts:
 
     def status(self, subtask_id: str) -> SubTaskStatus:
         """A sub-task's status."""
-        return self._nodes[subtask_id].status
+        return self._dag.nodes[subtask_id].status
 
     def settled(self, subtask_id: str) -> bool:
         """True when the sub-task will not run again (succeeded, failed, skipped, cancelled)."""
-        node = self._nodes.get(subtask_id)
+        node = self._dag.nodes.get(subtask_id)
         return node is not None and node.status in SETTLED
 
     def specs(self) -> list[SubTaskSpec]:
         """Every sub-task, the dynamically added ones included, in the order added."""
-        return [node.spec for node in self._nodes.values()]
+        return [node.spec for node in self._dag.nodes.values()]
 
     def result(self, subtask_id: str) -> SubTaskResult | None:
         """The accepted result of a sub-task, if it succeeded."""
@@ -96,26 +96,26 @@ class SchedulerFacts:
         For tracing: inputs that read `$warnings` or `$costs` can differ from what an
         earlier attempt was sent, which the caller tells by the watermark's input digest.
         """
-        node = self._nodes[subtask_id]
-        data = resolve(node.spec, self._nodes, self._results, self.warnings)
+        node = self._dag.nodes[subtask_id]
+        data = resolve(node.spec, self._dag.nodes, self._results, self.warnings)
         model = self._registry.validate_input(node.capability, data)
         return model.model_dump(mode="json")
 
     def error(self, subtask_id: str) -> SubTaskError | None:
         """The final error of a sub-task that failed for good."""
-        node = self._nodes.get(subtask_id)
+        node = self._dag.nodes.get(subtask_id)
         return None if node is None else node.error
 
     def current(self, subtask_id: str) -> str:
         """The latest round of a sub-task (follows feedback-loop revisions)."""
-        return latest(self._nodes, subtask_id)
+        return latest(self._dag.nodes, subtask_id)
 
     def final_results(self) -> dict[str, SubTaskResult]:
         """Accepted results of the plan's sub-tasks not superseded by a later round.
 
         A planner's draft is not one of them: the plan made of it superseded it.
         """
-        nodes, draft = self._nodes, self._draft
+        nodes, draft = self._dag.nodes, self._draft
         return {
             k: v for k, v in self._results.items() if nodes[k].replaced_by is None and k != draft
         }
@@ -125,7 +125,7 @@ class SchedulerFacts:
         if self.plan.draft_subtask is not None:
             return 0.0
         drafted = self._draft is not None  # settled, and not one of the plan's
-        return (self._settled - drafted) / max(1, len(self._nodes) - drafted)
+        return (self._dag.settled - drafted) / max(1, len(self._dag.nodes) - drafted)
 
     def usage(self) -> TokenUsage:
         """Tokens spent by every attempt received so far, failed ones included."""
@@ -140,9 +140,9 @@ class SchedulerFacts:
 
     def snapshot(self) -> dict[str, Any]:
         """Everything that decides future intents, as plain data (for replay checks)."""
-        nodes = self._nodes.items()
+        nodes = self._dag.nodes.items()
         return {
-            "specs": [n.spec.model_dump() for n in self._nodes.values()],
+            "specs": [n.spec.model_dump() for n in self._dag.nodes.values()],
             "status": {k: str(n.status) for k, n in nodes},
             "capability": {k: n.capability for k, n in nodes},
             "attempt": {k: n.attempt for k, n in nodes},

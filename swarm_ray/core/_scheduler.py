@@ -31,6 +31,7 @@ from pydantic import TypeAdapter
 
 from swarm_ray.core._access import AccessPolicy
 from swarm_ray.core._breaker import Breaker
+from swarm_ray.core._dag import Dag
 from swarm_ray.core._errors import ErrorCode, InputNotAllowedError, InvalidInputError
 from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core._failures import (
@@ -48,7 +49,7 @@ from swarm_ray.core._failures import (
 )
 from swarm_ray.core._human import HumanAsk, HumanWait
 from swarm_ray.core._inputs import resolve
-from swarm_ray.core._node import SETTLED, SubTaskStatus, _Node
+from swarm_ray.core._node import SubTaskStatus, _Node
 from swarm_ray.core._plan import Plan
 from swarm_ray.core._registry import Registry
 from swarm_ray.core._sched_facts import SchedulerFacts
@@ -86,7 +87,7 @@ from swarm_ray.core._signals import (
     Tick,
     Warn,
 )
-from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
+from swarm_ray.core._subtask import SubTaskError, SubTaskResult
 from swarm_ray.core._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
 from swarm_ray.core._waits import (
     answers,
@@ -119,18 +120,14 @@ class Scheduler(SchedulerFacts):
         self._registry = registry
         self._access = access
         """What an untrusted task's inputs may name (None: a trusted task, anything)."""
-        self._nodes: dict[str, _Node] = {}
-        """Every sub-task, the dynamically added ones included, in the order added."""
+        self._dag = Dag()
+        """Every sub-task's record, in the order added (`core._dag`)."""
         self._results: dict[str, SubTaskResult] = {}
         """Accepted results, in the order accepted (`$costs` and `final_results` keep it)."""
         self._running: dict[str, Dispatch | Retry | Fallback] = {}
         """Attempts in flight, in the order dispatched (`outstanding()` keeps it)."""
         self._held: list[str] = []
         self._breakers: dict[str, Breaker] = {}
-        self._settled = 0
-        self._unsettled = 0
-        """Times a settled sub-task became unsettled or was replaced (`_settled_deps`)."""
-        self._fresh: list[str] = []
         self._received: list[SubTaskResult] = []
         self._spenders: set[str] = set()
         """Capabilities whose attempts spent tokens or money in this task."""
@@ -152,6 +149,11 @@ class Scheduler(SchedulerFacts):
         self.started = False
         """Whether it took its `Start` (a restarted driver whose log lost it starts it)."""
         self._take(plan)
+
+    @property
+    def _nodes(self) -> dict[str, _Node]:
+        """Every sub-task's record, in the order added (read it; `_dag` changes it)."""
+        return self._dag.nodes
 
     # ---- public ----------------------------------------------------------------------
 
@@ -213,7 +215,7 @@ class Scheduler(SchedulerFacts):
                 return [*out, *self._end(reason, ErrorCode.CANCELLED, None)]
             case ChildAdded(spec=spec):
                 if spec.id not in self._nodes:  # asked twice (a retried call): once
-                    self._add(spec, origin="child")
+                    self._dag.add(spec, origin="child")
                     out += self._launch(spec.id, event.at, Dispatch, reason="child")
             case HumanAnswered():
                 out += self._on_answer(event)
@@ -239,41 +241,9 @@ class Scheduler(SchedulerFacts):
             s.name: s.await_human for s in plan.template.stages if s.await_human is not None
         }
         for spec in plan.subtasks:
-            self._add(spec, origin="ready", link=False)
+            self._dag.add(spec, origin="ready", link=False)
         for spec in plan.subtasks:  # once all are in: a dependency listed later is found too
-            self._link(spec)
-
-    def _set(self, node: _Node, status: SubTaskStatus) -> None:
-        was, now = node.status in SETTLED, status in SETTLED
-        self._settled += now - was
-        self._unsettled += was and not now
-        node.status = status
-
-    def _add(self, spec: SubTaskSpec, *, origin: str, link: bool = True) -> None:
-        """Add a pending sub-task; `link` makes it a dependent of its dependencies now."""
-        node = self._nodes.get(spec.id)
-        if node is None:
-            self._nodes[spec.id] = _Node(
-                spec=spec,
-                origin=origin,
-                index=len(self._nodes),
-                capability=spec.capability_id,
-                tried=[spec.capability_id],
-            )
-        else:  # an id added again (a fan-out over a later round) starts over where it was
-            node.spec, node.origin, node.index = spec, origin, len(self._nodes)
-            node.capability, node.tried = spec.capability_id, [spec.capability_id]
-            node.attempt = node.cap_attempts = 0
-            self._set(node, _S.PENDING)
-        self._fresh.append(spec.id)
-        if link:
-            self._link(spec)
-
-    def _link(self, spec: SubTaskSpec) -> None:
-        for dep in spec.depends_on:
-            node = self._nodes.get(dep)
-            if node is not None:  # an unknown one fails at dispatch, naming it
-                node.dependents.append(spec.id)
+            self._dag.link(spec)
 
     def _warn(self, message: str, subtask_id: str | None = None) -> Warn:
         self.warnings.append(message)
@@ -308,7 +278,7 @@ class Scheduler(SchedulerFacts):
             fallback = next_fallback(self._registry, capability_id, node.tried)
             if fallback is not None:
                 return self._switch(sid, fallback, at, f"circuit open for `{capability_id}`")
-            self._set(node, _S.HELD)
+            self._dag.set(node, _S.HELD)
             self._held.append(sid)
             return []
         spec = node.spec
@@ -325,7 +295,7 @@ class Scheduler(SchedulerFacts):
             return self._on_failure(sid, SubTaskError.from_exception(exc), at, retry=False)
         node.attempt += 1
         node.cap_attempts += 1
-        self._set(node, _S.RUNNING)
+        self._dag.set(node, _S.RUNNING)
         intent = cast(
             "Dispatch | Retry | Fallback",
             kind(
@@ -342,51 +312,11 @@ class Scheduler(SchedulerFacts):
         self._running[sid] = intent
         return [intent]
 
-    def _waiting_on(self, sid: str) -> list[str]:
-        """Sub-tasks that may have become ready because `sid` (or a round it replaced) settled."""
-        node = self._nodes[sid]
-        found = list(node.dependents)
-        while node.previous is not None:
-            node = self._nodes[node.previous]
-            found += node.dependents
-        return found
-
-    def _settled_deps(self, node: _Node) -> list[_Node] | None:
-        """The latest rounds of `node`'s dependencies; None while one has not settled.
-
-        A join over n sub-tasks is asked after each of them settles: the scan starts at
-        the dependency that was unsettled last time (`_Node.unsettled_at`), so the n asks
-        cost O(n) in all, not O(n^2). That mark holds while no settled sub-task became
-        unsettled or was replaced by a feedback round (`_unsettled`, a counter) and the
-        spec is the one it was made for (its `depends_on` grows by new specs).
-        """
-        nodes, deps = self._nodes, node.spec.depends_on
-        mark = node.unsettled_at
-        start = (
-            mark[2]
-            if mark is not None and mark[0] == self._unsettled and mark[1] is node.spec
-            else 0
-        )
-        for position in range(start, len(deps)):
-            dep = nodes[deps[position]]
-            while dep.replaced_by is not None:
-                dep = nodes[dep.replaced_by]
-            if dep.status not in SETTLED:
-                node.unsettled_at = (self._unsettled, node.spec, position)
-                return None
-        found = []
-        for dep_id in deps:
-            dep = nodes[dep_id]
-            while dep.replaced_by is not None:
-                dep = nodes[dep.replaced_by]
-            found.append(dep)
-        return found
-
     def _dispatch_ready(self, at: float, settled: str | None = None) -> list[Intent]:
         """Dispatch what became ready: everything pending, or what waited on `settled`."""
         nodes = self._nodes
-        candidates = list(nodes) if settled is None else self._fresh + self._waiting_on(settled)
-        self._fresh = []
+        fresh = self._dag.take_fresh()
+        candidates = list(nodes) if settled is None else fresh + self._dag.waiting_on(settled)
         queue = sorted(set(candidates), key=lambda k: nodes[k].index)
         out: list[Intent] = []
         position = 0
@@ -397,17 +327,17 @@ class Scheduler(SchedulerFacts):
             spec = node.spec
             if node.status is not _S.PENDING:
                 continue
-            deps = self._settled_deps(node)
+            deps = self._dag.settled_deps(node)
             if deps is None:
                 continue
             broken = [d.spec.id for d in deps if d.status is not _S.SUCCEEDED]
             if broken and not spec.partial_ok:
-                self._set(node, _S.SKIPPED)
+                self._dag.set(node, _S.SKIPPED)
                 reason = f"sub-task `{sid}` skipped: `{broken[0]}` did not succeed"
                 out += [SkipSubTask(subtask_id=sid, reason=reason), self._warn(reason, sid)]
                 if spec.required:
                     return out + self._end(reason, ErrorCode.SKIPPED, sid)
-                queue += self._waiting_on(sid)
+                queue += self._dag.waiting_on(sid)
                 continue
             if spec.stage in self._asks and node.answer is None:
                 out.append(self._wait(sid, at))
@@ -445,7 +375,7 @@ class Scheduler(SchedulerFacts):
     def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
         self._running.pop(sid, None)
-        self._set(self._nodes[sid], _S.SUCCEEDED)
+        self._dag.set(self._nodes[sid], _S.SUCCEEDED)
         self._results[sid] = result
         # What the agent flagged about an accepted result (a unit it could not read, a
         # page it skipped) is the task's to report, like any other degradation.
@@ -474,23 +404,17 @@ class Scheduler(SchedulerFacts):
         self._take(plan)
         return self._dispatch_ready(at)
 
-    def _wait_also(self, other: _Node, added: tuple[str, ...]) -> None:
-        """Make the pending `other` wait on the sub-tasks `added` too."""
-        other.spec = other.spec.model_copy(update={"depends_on": (*other.spec.depends_on, *added)})
-        for new in added:
-            self._nodes[new].dependents.append(other.spec.id)
-
     def _expand_each(self, sid: str, result: SubTaskResult) -> list[Intent]:
         """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output."""
         each, problem = fan_outs(self.plan, self._nodes[sid].spec, result)
         out: list[Intent] = []
         for adds in each:
             for spec in adds.specs:
-                self._add(spec, origin="each")
+                self._dag.add(spec, origin="each")
             added = tuple(spec.id for spec in adds.specs)
             for other in self._nodes.values():
                 if other.spec.stage in adds.waiting and other.status is _S.PENDING:
-                    self._wait_also(other, added)
+                    self._dag.wait_also(other, added)
             out.append(FannedOut(stage=adds.stage, source=sid, added=added))
         if problem is not None:
             return out + self._end(problem, ErrorCode.INVALID_PLAN, sid)
@@ -507,14 +431,14 @@ class Scheduler(SchedulerFacts):
                 case str() as warning:
                     out.append(self._warn(warning, sid))
                 case spec:
-                    self._add(spec, origin="rule")
+                    self._dag.add(spec, origin="rule")
                     for other in self._nodes.values():
                         if (
                             other.spec.partial_ok
                             and other.status is _S.PENDING
                             and depends_on(self._nodes, other.spec.id, sid)
                         ):
-                            self._wait_also(other, (spec.id,))
+                            self._dag.wait_also(other, (spec.id,))
                     out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
         return out
 
@@ -527,12 +451,10 @@ class Scheduler(SchedulerFacts):
                 return [self._warn(warning, sid)]
             case NextRound(stage=stage, generator=gen_id, new_generator=gen, new_judge=judge):
                 for spec in (gen, judge):
-                    self._add(spec, origin="feedback")
-                self._nodes[gen_id].replaced_by = gen.id
-                self._nodes[sid].replaced_by = judge.id
-                self._unsettled += 1  # what waited on them waits on the new round
-                self._nodes[gen.id].previous = gen_id
-                self._nodes[judge.id].previous = sid
+                    self._dag.add(spec, origin="feedback")
+                self._dag.new_round(gen_id, gen.id)
+                self._dag.new_round(sid, judge.id)
+                self._dag.rounds_replaced()  # what waited on them waits on the new round
                 return [
                     FeedbackRoundStarted(
                         stage=stage, judge_subtask=sid, round=judge.round, added=(gen.id, judge.id)
@@ -565,7 +487,7 @@ class Scheduler(SchedulerFacts):
         """
         wait = stage_wait(sid, ask_of(self._nodes[sid], self._asks, asked_in), at, asked_in)
         self._waits[sid] = wait
-        self._set(self._nodes[sid], _S.WAITING)
+        self._dag.set(self._nodes[sid], _S.WAITING)
         return awaiting(wait)
 
     def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
@@ -588,12 +510,12 @@ class Scheduler(SchedulerFacts):
         node = self._nodes[sid]
         wait = review_wait(sid, node.capability, attempt, at)
         self._waits[sid] = wait
-        self._set(node, _S.WAITING)
+        self._dag.set(node, _S.WAITING)
         return awaiting(wait)
 
     def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
         if rerun:
-            self._set(self._nodes[sid], _S.PENDING)
+            self._dag.set(self._nodes[sid], _S.PENDING)
             return self._launch(sid, at, Dispatch, reason="reviewed")
         return self._settle_failed(sid, not_rerun(sid, who), at)
 
@@ -606,7 +528,7 @@ class Scheduler(SchedulerFacts):
             node.asked = None
         else:  # the stage's input reads it (`$answer`)
             node.answer = answer
-        self._set(node, _S.PENDING)
+        self._dag.set(node, _S.PENDING)
         return self._launch(sid, at, Dispatch, reason="answered")
 
     def _expire(self, at: float) -> list[Intent]:
@@ -673,7 +595,7 @@ class Scheduler(SchedulerFacts):
     def _settle_failed(self, sid: str, error: SubTaskError, at: float) -> list[Intent]:
         """Fail `sid` for good: a required one fails the task, a draft says so."""
         node = self._nodes[sid]
-        self._set(node, _S.FAILED)
+        self._dag.set(node, _S.FAILED)
         node.error = error
         message = failed_message(node, error)
         if sid == self._draft:  # no draft: the template router plans, and says why
@@ -747,10 +669,10 @@ class Scheduler(SchedulerFacts):
         nodes = self._nodes
         running = tuple(k for k, n in nodes.items() if n.status in (_S.RUNNING, _S.HELD))
         for k in running:
-            self._set(nodes[k], _S.CANCELLED)
+            self._dag.set(nodes[k], _S.CANCELLED)
         for node in nodes.values():
             if node.status in (_S.PENDING, _S.WAITING):
-                self._set(node, _S.CANCELLED)
+                self._dag.set(node, _S.CANCELLED)
         self._running.clear()
         self._held.clear()
         self._waits.clear()
@@ -761,7 +683,7 @@ class Scheduler(SchedulerFacts):
     def _check_finished(self) -> list[Intent]:
         if self.outcome is not None:
             return []
-        if self._settled < len(self._nodes):  # kept by `_set`: no scan per event
+        if self._dag.settled < len(self._nodes):  # kept by `Dag.set`: no scan per event
             return []
         if self.plan.draft_subtask is not None:  # the draft settled: its plan comes next
             return []
