@@ -87,6 +87,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/llm.py
 	$(PY) bench/llm.py --engine openai
 	$(PY) bench/llm_budget.py
+	$(PY) bench/noisy.py
 
 # Every benchmark in its small mode (each about a minute: the real path, less work), as CI
 # runs them after the tests: a bench that can no longer produce its figures fails the run
@@ -105,6 +106,7 @@ bench-quick: $(VENV)/.installed
 	@$(call quick,bench/llm.py)
 	@$(call quick,bench/llm.py --engine openai)
 	@$(call quick,bench/llm_budget.py)
+	@$(call quick,bench/noisy.py)
 	@$(call quick,bench/datasheets.py -q)
 
 # The documentation site (MkDocs, Material): `make docs` serves it at http://127.0.0.1:8001
