@@ -10,7 +10,8 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-from swarm_ray import TaskRequest, TaskTemplate
+from swarm_ray import BreakerPolicy, TaskRequest, TaskTemplate
+from swarm_ray.core._breaker import Breaker, BreakerState
 from swarm_ray.core._dag import Dag
 from swarm_ray.core._errors import ErrorCode
 from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
@@ -140,6 +141,27 @@ def test_what_spends_and_the_budgets_error() -> None:
     assert spends(reg, "doc.parse.text", {"doc.parse.text"})
     stopped = budget_error(SpendingStopped(at=1.0, message="over", limit="tokens"))
     assert stopped.code is ErrorCode.BUDGET_EXCEEDED and stopped.details == {"limit": "tokens"}
+
+
+# ---- breakers: a value per capability, each transition returns the next ----------------
+
+
+def test_a_breaker_opens_at_its_threshold_cools_to_one_trial_and_closes_on_success() -> None:
+    closed = Breaker(BreakerPolicy(failure_threshold=2, cooldown_s=10))
+    opened, once = closed.failure(1.0)
+    assert not opened and once.failures == 1 and closed.failures == 0  # a value
+    opened, tripped = once.failure(2.0)
+    assert opened and (tripped.state, tripped.until) == (BreakerState.OPEN, 12.0)
+    assert tripped.admits("a") == (False, tripped) and tripped.cool(11.0) is None
+    half = tripped.cool(12.0)
+    assert half is not None and half.state is BreakerState.HALF_OPEN
+    admitted, trial = half.admits("a")
+    assert admitted and trial.trial == "a" and not trial.admits("b")[0]
+    assert trial.release_trial("a").trial is None and trial.release_trial("b") is trial
+    again, reopened = trial.failure(13.0)
+    assert again and reopened.state is BreakerState.OPEN
+    shut, ok = trial.success()
+    assert shut and (ok.state, ok.failures, ok.trial) == (BreakerState.CLOSED, 0, None)
 
 
 # ---- waits: what a sub-task waits for, and when it stops -----------------------------
@@ -345,7 +367,7 @@ OWNERS = (
     "_resuming",
 )
 """The scheduler's and the driver's modules: their classes and the records they keep."""
-POLICIES = ("_failures", "_waits", "_expand")
+POLICIES = ("_failures", "_waits", "_expand", "_breaker")
 """The scheduler's pure policies: decisions out, nothing written."""
 MUTATORS = frozenset(
     {"append", "extend", "insert", "pop", "popitem", "remove", "clear", "add", "discard"}
@@ -483,7 +505,8 @@ def test_the_policies_write_nothing_and_their_decisions_are_frozen() -> None:
                 )
             assert not isinstance(node, ast.Global | ast.Nonlocal), name
             if isinstance(node, ast.ClassDef):
-                frozen = any(
+                enum = any(ast.unparse(b).endswith("Enum") for b in node.bases)
+                frozen = enum or any(
                     isinstance(d, ast.Call)
                     and any(
                         k.arg == "frozen" and ast.unparse(k.value) == "True" for k in d.keywords

@@ -274,7 +274,8 @@ class Scheduler(SchedulerFacts):
         capability_id = node.capability
         if self.stopped_spending is not None and self._spends(capability_id):
             return self._settle_failed(sid, self.stopped_spending, at)
-        if not self._breaker(capability_id).admits(sid):
+        admitted, self._breakers[capability_id] = self._breaker(capability_id).admits(sid)
+        if not admitted:
             fallback = next_fallback(self._registry, capability_id, node.tried)
             if fallback is not None:
                 return self._switch(sid, fallback, at, f"circuit open for `{capability_id}`")
@@ -289,7 +290,7 @@ class Scheduler(SchedulerFacts):
             if self._access is not None:  # dispatch the canonical form that was checked
                 checked = self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
-            self._breaker(capability_id).release_trial(sid)
+            self._breakers[capability_id] = self._breaker(capability_id).release_trial(sid)
             # Refused before dispatch: the same input fails the same way again, whatever
             # the capability's `retry_on` says (a fallback, with its own model, may take it).
             return self._on_failure(sid, SubTaskError.from_exception(exc), at, retry=False)
@@ -354,7 +355,8 @@ class Scheduler(SchedulerFacts):
         node = self._nodes[sid]
         capability_id = node.capability
         out: list[Intent] = []
-        if self._breaker(capability_id).success():
+        closed, self._breakers[capability_id] = self._breaker(capability_id).success()
+        if closed:
             out.append(BreakerClosed(capability_id=capability_id))
             held = [h for h in self._held if self._nodes[h].capability == capability_id]
             self._held = [h for h in self._held if h not in held]
@@ -568,14 +570,16 @@ class Scheduler(SchedulerFacts):
         out: list[Intent] = []
         self._running.pop(sid, None)
         if error.code in BREAKER_CODES:
-            if breaker.failure(at):
+            opened, breaker = breaker.failure(at)
+            if opened:
                 out.append(
                     BreakerOpened(
                         capability_id=capability_id, failures=breaker.failures, until=breaker.until
                     )
                 )
         else:
-            breaker.release_trial(sid)
+            breaker = breaker.release_trial(sid)
+        self._breakers[capability_id] = breaker
         decision = after_failure(node, error, self._registry, retry=retry)
         match decision:
             case RetryAfter(delay_s=delay):
@@ -628,8 +632,10 @@ class Scheduler(SchedulerFacts):
         out: list[Intent] = []
         # A trial may settle its sub-task at once (the budget is reached), and what that
         # starts may make breakers of its own: loop over the ones there were.
-        for capability_id, breaker in list(self._breakers.items()):
-            if breaker.cool(at):
+        for capability_id in list(self._breakers):
+            cooled = self._breakers[capability_id].cool(at)
+            if cooled is not None:
+                self._breakers[capability_id] = cooled
                 out.append(BreakerHalfOpened(capability_id=capability_id))
                 trial = next(
                     (h for h in self._held if self._nodes[h].capability == capability_id), None
