@@ -7,14 +7,25 @@ sub-task switches to the capability's fallback. Each capability has a circuit br
 Everything is decided from the events alone, so replaying a task's event log through a
 fresh scheduler rebuilds the same state.
 
-Beside it, a module each: what is known of one sub-task (`core._node`, one record each),
-its input as filled at dispatch (`core._inputs`), what a failed attempt leads to
-(`core._failures`: retries, fallbacks, the breakers, the budget's stop), the work an
-accepted result adds (`core._expand`: `for_each`, dynamic rules, feedback loops, and a
-planner's plan), the sub-tasks held for a person (`core._waits`; the questions and
-answers are `core._human`'s) and what it tells of the task, read only
-(`core._sched_facts`). Here stay the events it takes (`handle`, `replay`), the
-bookkeeping of sub-tasks, dispatch, accepting a result and the task's end.
+The scheduler is the one owner of the DAG's state: its table of sub-tasks (`core._dag`,
+one `core._node` record each), the attempts in flight, the breakers, the waits, the
+results. What to do is decided by pure policies that read a record and return a
+decision, and the scheduler applies it:
+
+- `core._failures`: after a failed attempt, retry (`RetryAfter`), switch to a fallback
+  (`SwitchTo`), keep a low-confidence result (`Keep`) or fail for good (`FailForGood`);
+  after a low-confidence one, a fallback or the best kept; what spends, and the
+  budget's error;
+- `core._breaker`: each capability's circuit breaker, a value each transition replaces;
+- `core._waits`: what a sub-task waits for a person, whether an answer answers it, which
+  waits fall due and what they fail with;
+- `core._expand`: the work an accepted result adds (`for_each`, dynamic rules, feedback
+  rounds); a planner's plan is made outside and adopted here (`PlanAdopted`).
+
+Its input as filled at dispatch is `core._inputs`'s, and what it tells of the task, read
+only, is `core._sched_facts`'s. Here stay the events it takes (`handle`, `replay`),
+dispatch, and applying each decision: accepting a result, failing a sub-task, holding
+and releasing it, growing the DAG, and the task's end.
 
 A task planned by a planner starts with one sub-task that drafts its plan
 (`Plan.draft_subtask`). When it settles the scheduler says so (`DraftSettled`) and waits;
@@ -348,7 +359,7 @@ class Scheduler(SchedulerFacts):
                 return out
         return out
 
-    # ---- outcomes --------------------------------------------------------------------
+    # ---- an accepted result ------------------------------------------------------------
 
     def _on_done(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
@@ -559,7 +570,7 @@ class Scheduler(SchedulerFacts):
                 break
         return out
 
-    # ---- failures, breakers, the budget's stop (decided by `core._failures`) --------
+    # ---- failures, breakers, the budget's stop (`core._failures`, `core._breaker`) ---
 
     def _on_failure(
         self, sid: str, error: SubTaskError, at: float, *, retry: bool = True
@@ -670,6 +681,8 @@ class Scheduler(SchedulerFacts):
             if self.outcome is not None:
                 break
         return out + self._check_finished()
+
+    # ---- the task's end ---------------------------------------------------------------
 
     def _end(self, reason: str, code: ErrorCode, sid: str | None) -> list[Intent]:
         nodes = self._nodes
