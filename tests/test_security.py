@@ -1608,3 +1608,98 @@ def test_a_long_listing_shows_only_the_callers_tasks(tenants: Tenants) -> None:
         assert mine.json()["task_id"] in {t["task_id"] for t in listed.json()}
         theirs = {t["task_id"] for t in bob.get("/v1/tasks", params={"limit": 1000}).json()}
         assert mine.json()["task_id"] not in theirs
+
+
+# --- issue 40: bounded evaluators ---
+
+
+def _timed_refusals(
+    tenants: Tenants, hostile: list[dict[str, Any]]
+) -> tuple[list[tuple[httpx.Response, float]], list[tuple[int, float]]]:
+    """Alice's hostile bodies, each with how long its answer took, while bob submits a
+    plain task beside each one: his status codes and times."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def timed(who: str, body: dict[str, Any]) -> tuple[httpx.Response, float]:
+        with tenants.http(who) as http:
+            started = time.perf_counter()
+            response = http.post("/v1/tasks", json=body)
+            return response, time.perf_counter() - started
+
+    plain = {"template": "echo_fanout", "items": ["beside"]}
+    with ThreadPoolExecutor(2 * len(hostile)) as pool:
+        theirs = [pool.submit(timed, "alice", body) for body in hostile]
+        ours = [pool.submit(timed, "bob", plain) for _ in hostile]
+        refused = [f.result() for f in theirs]
+        beside = [(r.status_code, s) for r, s in (f.result() for f in ours)]
+    return refused, beside
+
+
+def test_a_unit_that_is_an_expression_is_refused_at_once_and_freezes_no_one(
+    tenants: Tenants,
+) -> None:
+    """Probe 1: a field's unit `9**(3*9**7)` made pint compute 9^14,348,907 on the
+    orchestrator's event loop, blocking every tenant for 12 s. Units are read by a
+    grammar now: the request is refused with the plan (422), naming the unit."""
+    bomb = "9**(3*9**7)"
+    with tenants.http("alice") as alice:
+        uploaded = _upload(alice, "u.pdf", _pdf_bytes(3))
+        before = {t["task_id"] for t in alice.get("/v1/tasks").json()}
+
+    def body(unit: str) -> dict[str, Any]:
+        fields = [{"name": "reach", "unit": unit}]
+        return {"template": "compare_documents", "items": [uploaded], "params": {"fields": fields}}
+
+    hostile = [body(bomb), body("9" * 60 + "**9"), body("m**(9**9)"), body("m/s/s/s")]
+    refused, beside = _timed_refusals(tenants, hostile)
+    for (response, seconds), sent in zip(refused, hostile, strict=True):
+        unit = sent["params"]["fields"][0]["unit"]
+        message = _refused(response)
+        assert repr(unit)[:40] in message.replace("\\'", "'"), message
+        assert seconds < 2.0, (unit, seconds)
+    assert all(code == 202 and seconds < 2.0 for code, seconds in beside), beside
+    with tenants.http("alice") as alice:
+        assert {t["task_id"] for t in alice.get("/v1/tasks").json()} == before
+        fine = alice.post("/v1/tasks", json=body("°C"))
+        assert fine.status_code == 202, fine.text
+
+
+def test_a_tool_agents_schema_over_a_bound_is_refused_and_slows_no_one(
+    tenants: Tenants,
+) -> None:
+    """Probe 6: a `pattern` under `if` in `output_schema` backtracked in the shared LLM
+    replica for 28 s, and huge `minLength`/`maxItems` made the grammar builder allocate
+    that much. A pattern RE2 cannot read, a count over its cap or a pattern over the
+    repetition cap is refused with the plan (422), naming keyword and path; a pattern
+    RE2 reads is accepted (it is matched in linear time)."""
+
+    def agent(schema: dict[str, Any]) -> dict[str, Any]:
+        params = {"task": "x", "output_schema": schema}
+        return {"template": "scripted_agent_once", "params": params}
+
+    under_if = {
+        "type": "object",
+        "properties": {"a": {"type": "string"}},
+        "if": {"properties": {"a": {"pattern": "^(a|aa)+\\1$"}}},
+        "then": {"required": ["a"]},
+    }
+    hostile = [
+        agent(under_if),
+        agent({"type": "string", "minLength": 10**9}),
+        agent({"type": "array", "items": {"type": "string"}, "maxItems": 10**8}),
+        agent({"type": "string", "pattern": "(?:a{1000}){1000}"}),
+    ]
+    refused, beside = _timed_refusals(tenants, hostile)
+    wanted = [
+        "`pattern` at `/if/properties/a`",
+        "`minLength` at `/`",
+        "`maxItems` at `/`",
+        "`pattern` at `/`",
+    ]
+    for (response, seconds), words in zip(refused, wanted, strict=True):
+        assert words in _refused(response), response.text
+        assert seconds < 2.0, (words, seconds)
+    assert all(code == 202 and seconds < 2.0 for code, seconds in beside), beside
+    linear = {**under_if, "if": {"properties": {"a": {"pattern": "^(a+)+$"}}}}
+    with tenants.http("alice") as alice:
+        assert alice.post("/v1/tasks", json=agent(linear)).status_code == 202
