@@ -57,12 +57,15 @@ def stop(temp_dir: Path, grace_s: float = 10.0) -> None:
 
 @contextlib.contextmanager
 def ray_head(
-    num_cpus: int, env: Mapping[str, str] | None = None, extra: Sequence[str] = ()
+    num_cpus: int,
+    env: Mapping[str, str] | None = None,
+    extra: Sequence[str] = (),
+    port: int | None = None,
 ) -> Iterator[str]:
     """`ray start --head --num-cpus N` on a free port; yields its address, then stops it."""
     # Short: Ray puts its sockets under it, and a socket path has ~107 bytes.
     temp_dir = Path(tempfile.mkdtemp(prefix="rh", dir="/tmp"))
-    port = free_port()
+    port = port or free_port()
     ray = Path(sys.executable).with_name("ray")
     command = [
         str(ray), "start", "--head", f"--port={port}", f"--num-cpus={num_cpus}",

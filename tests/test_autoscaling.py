@@ -1,0 +1,47 @@
+"""An autoscaling cluster that starts with no worker runs the 20-brochure job exactly.
+
+`tests/autoscaling.py` starts a head with no CPU for agents and Ray's fake multi-node
+provider (worker nodes of 2 CPUs, added and removed by Ray's autoscaler on this machine),
+runs the job and waits for idle workers to go. Here the outcome is judged: the agents'
+and stages' pending demands brought workers up from zero, the orchestrator stayed on the
+head and no agent ran there, the job was exact, and the workers went back to zero.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(900)]
+
+SCENARIO = Path(__file__).with_name("autoscaling.py")
+
+
+def test_workers_scale_from_zero_and_back_for_an_exact_job(tmp_path: Path) -> None:
+    env = {**os.environ, "RAY_USAGE_STATS_ENABLED": "0"}
+    env.pop("RAY_ADDRESS", None)
+    done = subprocess.run(
+        [sys.executable, str(SCENARIO), str(tmp_path / "out")],
+        capture_output=True,
+        text=True,
+        timeout=800,
+        env=env,
+        cwd=SCENARIO.parent.parent,
+    )
+    lines = [line for line in done.stdout.splitlines() if line.startswith("{")]
+    assert done.returncode == 0 and lines, done.stdout[-3000:] + done.stderr[-3000:]
+    outcome = json.loads(lines[-1])
+    assert outcome["code"] == 0
+    assert re.search(r"precision (1\.000|0\.99\d), recall 1\.000", done.stdout)
+    assert outcome["before"] == 0  # the job started on a cluster with no worker
+    assert outcome["most_workers"] >= 2  # its pending demand brought workers up
+    assert outcome["left"] == 0  # and idle workers went again
+    assert outcome["orchestrator_on_head"]
+    assert outcome["agents"] > 0 and outcome["agents_on_head"] == 0
+    print(f"\n20 brochures, workers 0 -> {outcome['most_workers']} -> 0: {outcome['took']} s")
