@@ -214,6 +214,11 @@ def test_a_pattern_under_if_is_matched_in_linear_time() -> None:
         ({"type": "string", "format": "x-anything"}, "format", "/"),
         ({"$ref": "https://example.com/schema"}, "$ref", "/"),
         ({"$defs": {"a": {"$ref": "#/$defs/a"}}, "$ref": "#/$defs/a"}, "$ref", "/"),
+        (
+            {"$defs": {f"d{i}": {"$ref": f"#/$defs/d{i + 1}"} for i in range(150)}},
+            "$ref",
+            "/",
+        ),
     ],
 )
 def test_a_schema_over_a_bound_is_refused_naming_keyword_and_path(

@@ -22,7 +22,7 @@ The bounds (each refusal is a `SchemaBoundsError` naming the keyword and its pat
   `maxContains`, `minProperties`, `maxProperties`: at most `MAX_COUNT`;
 - `minimum`, `maximum`, `exclusiveMinimum`, `exclusiveMaximum`: finite, within
   ±`MAX_NUMBER`; `multipleOf` positive and at least `MIN_MULTIPLE`;
-- `$ref`: inside the schema (`#...`), and never in a cycle;
+- `$ref`: inside the schema (`#...`), at most `MAX_REFS` targets, never in a cycle;
 - `unevaluatedProperties` beside `patternProperties` is refused (jsonschema evaluates
   that pair with `re`).
 """
@@ -61,6 +61,8 @@ MAX_NUMBER = 1e15
 """`minimum`, `maximum` and their exclusive forms: grammars spell a range digit by digit."""
 MIN_MULTIPLE = 1e-9
 """Smallest `multipleOf`."""
+MAX_REFS = 100
+"""Distinct `$ref`s of one schema (grammar builders resolve each chain recursively)."""
 FORMATS = frozenset(
     [
         "date-time", "date", "time", "duration", "email", "idn-email", "hostname",
@@ -227,6 +229,8 @@ def _refs_of(node: Any) -> Iterator[str]:
 def _check_refs(schema: Mapping[str, Any], where: str) -> None:
     """Every `$ref` names a place in the schema, and no chain of them comes back."""
     refs = sorted(set(_refs_of(schema)))
+    if len(refs) > MAX_REFS:
+        raise _refuse(where, "$ref", (), f"appears with {len(refs)} targets; at most {MAX_REFS}")
     edges: dict[str, set[str]] = {}
     for ref in refs:
         target = _ref_target(schema, ref)
@@ -234,7 +238,10 @@ def _check_refs(schema: Mapping[str, Any], where: str) -> None:
             raise _refuse(where, "$ref", (), f"{ref!r:.80} names nothing in the schema")
         edges[ref] = set(_refs_of(target))
     # Kahn's order: what is left once every ref no other ref reaches is taken away is a cycle.
-    pointed = {ref: sum(ref in targets for targets in edges.values()) for ref in refs}
+    pointed = dict.fromkeys(refs, 0)
+    for targets in edges.values():
+        for target in targets:
+            pointed[target] += 1
     free = [ref for ref, count in pointed.items() if count == 0]
     while free:
         for nxt in edges[free.pop()]:
