@@ -25,6 +25,7 @@ from swarm_ray.core._failures import (
     budget_error,
     next_fallback,
     spends,
+    stopped_by_budget,
 )
 from swarm_ray.core._human import HumanAsk
 from swarm_ray.core._node import SubTaskStatus, _Node
@@ -139,6 +140,9 @@ def test_what_spends_and_the_budgets_error() -> None:
     assert spends(reg, "doc.llm.ask", set())
     assert not spends(reg, "doc.parse.text", set())
     assert spends(reg, "doc.parse.text", {"doc.parse.text"})
+    nodes = {"a": node("doc.llm.ask"), "b": node("doc.parse.text"), "c": node("doc.parse.text")}
+    assert stopped_by_budget(["c", "b", "a"], nodes, reg, {"doc.parse.text"}) == ("c", "b", "a")
+    assert stopped_by_budget(["c", "b", "a"], nodes, reg, set()) == ("a",)
     stopped = budget_error(SpendingStopped(at=1.0, message="over", limit="tokens"))
     assert stopped.code is ErrorCode.BUDGET_EXCEEDED and stopped.details == {"limit": "tokens"}
 

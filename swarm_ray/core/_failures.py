@@ -18,7 +18,7 @@ returns a decision; it changes nothing. `Scheduler` applies the decision.
 
 from __future__ import annotations
 
-from collections.abc import Sequence, Set
+from collections.abc import Iterable, Mapping, Sequence, Set
 from dataclasses import dataclass
 
 from swarm_ray.core._errors import ErrorCode
@@ -137,3 +137,10 @@ def budget_error(event: SpendingStopped) -> SubTaskError:
     return SubTaskError(
         code=ErrorCode.BUDGET_EXCEEDED, message=event.message, details={"limit": event.limit}
     )
+
+
+def stopped_by_budget(
+    running: Iterable[str], nodes: Mapping[str, _Node], registry: Registry, spenders: Set[str]
+) -> tuple[str, ...]:
+    """The running sub-tasks a reached budget stops: those whose capability spends."""
+    return tuple(sid for sid in running if spends(registry, nodes[sid].capability, spenders))

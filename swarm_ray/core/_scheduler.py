@@ -57,6 +57,7 @@ from swarm_ray.core._failures import (
     failed_message,
     next_fallback,
     spends,
+    stopped_by_budget,
 )
 from swarm_ray.core._human import HumanAsk, HumanWait
 from swarm_ray.core._inputs import resolve
@@ -665,7 +666,7 @@ class Scheduler(SchedulerFacts):
             return []
         error = budget_error(event)
         self.stopped_spending = error
-        halted = tuple(sid for sid in self._running if self._spends(self._nodes[sid].capability))
+        halted = stopped_by_budget(self._running, self._nodes, self._registry, self._spenders)
         out: list[Intent] = [
             self._warn(
                 f"budget reached (`{event.limit}`): {len(halted)} running sub-tasks stopped, "
