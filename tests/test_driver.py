@@ -1,4 +1,8 @@
-"""The task driver as the one owner of a task: inputs in, commands and notices out (no Ray)."""
+"""The task driver as the one owner of a task: inputs in, commands and notices out (no Ray).
+
+Its mixins (`_adopting`, `_outside`, `_resuming`) are driven through `step` here; that
+none of them writes the driver's fields is checked in `tests/test_sched_policies.py`.
+"""
 
 from __future__ import annotations
 

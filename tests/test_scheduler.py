@@ -1,4 +1,8 @@
-"""The sans-I/O scheduler: every intent, partial rollout, recovery by replay. No Ray."""
+"""The sans-I/O scheduler whole: every intent, partial rollout, recovery by replay. No Ray.
+
+Its policies (retry and fallback, breakers, waits, expansion, the budget's stop) are asked
+alone in `tests/test_sched_policies.py`; here the scheduler applies them to events.
+"""
 
 from __future__ import annotations
 
