@@ -112,10 +112,10 @@ bench-quick: $(VENV)/.installed
 # The documentation site (MkDocs, Material): `make docs` serves it at http://127.0.0.1:8001
 # (the gateway keeps 8000); CI builds it strictly, so a broken link or reference fails.
 docs: $(VENV)/.installed
-	$(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs serve --dev-addr 127.0.0.1:8001
 
 docs-build: $(VENV)/.installed
-	$(VENV)/bin/mkdocs build --strict
+	NO_MKDOCS_2_WARNING=1 $(VENV)/bin/mkdocs build --strict
 
 clean:
 	rm -rf $(VENV) out
