@@ -14,7 +14,9 @@ of `FEATURES`, described, never decided:
 - **context**: the section (absolute maximum ratings, recommended operating conditions,
   electrical characteristics, ordering, features, typical characteristics), a test
   condition, a footnote or figure, `typ`/`min`/`max` words;
-- **position**: page (first, relative), order on the page;
+- **position**: the first page or not (the page's number, its order on the page, the
+  line's length and the value's rank among the field's were dropped: leave-one-family-out
+  they let the model learn a family's layout, not the field);
 - **repeats**: how often the document states the same value for the field, on how many
   pages;
 - **today's rules**: the reader's link tier and score, and whether the rule choice picked
@@ -51,8 +53,7 @@ FEATURES: tuple[str, ...] = (
     "sec_absmax", "sec_recommended", "sec_electrical", "sec_ordering", "sec_features",
     "sec_typical", "sec_other",
     "condition", "assignments", "at_sign", "figure", "note", "stat_words",
-    "page_first", "page_rel", "page_log", "order_rel",
-    "repeats", "repeat_pages", "size_rank", "numbers_in_line", "line_words",
+    "page_first", "repeats", "repeat_pages",
     "kind_text", "kind_count",
     "rel_link_score", "rel_words_line", "rel_words_before", "rel_words_header",
     "rel_words_label", "first_form", "first_linked", "slot_chosen", "slot_linked",
@@ -62,7 +63,6 @@ FEATURES: tuple[str, ...] = (
 
 _WORD = re.compile(r"[a-z0-9]+")
 _STOP = frozenset({"of", "and", "the", "per", "for", "with", "to", "in", "on", "at", "a"})
-_NUMBER = re.compile(r"\d+(?:\.\d+)?")
 _STAT_WORDS = re.compile(r"\b(?:typ|typical|min|minimum|max|maximum|nom|nominal)\b", re.I)
 _FIGURE = re.compile(r"\b(?:fig(?:ure)?\.?\s*\d|graph|curve|vs\.?)\b", re.I)
 _NOTE = re.compile(r"\bnotes?\b|\(\d\)|\*", re.I)
@@ -144,7 +144,6 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
     on_pages: dict[object, set[int]] = {}
     for c in candidates:
         on_pages.setdefault(c.scaled if c.scaled is not None else c.value, set()).add(c.page)
-    sizes = sorted({abs(c.scaled) for c in candidates if c.scaled is not None})
     rows: list[list[float]] = []
     for c in candidates:
         value = c.scaled if c.scaled is not None else c.value
@@ -152,7 +151,6 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
         section = c.section
         flags = [float(any(w in section for w in words)) for _, words in _SECTIONS]
         lowered = c.line.lower()
-        rank = sizes.index(size) / max(len(sizes) - 1, 1) if c.scaled is not None else 0.5
         rows.append(
             [
                 float(c.tier >= 0), float(c.tier), c.link_score, float(c.chosen),
@@ -176,10 +174,7 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
                 float(_FIGURE.search(c.line) is not None),
                 float(_NOTE.search(c.line) is not None),
                 float(_STAT_WORDS.search(c.line) is not None),
-                float(c.page == 1), (c.page - 1) / max(c.pages - 1, 1), math.log1p(c.page),
-                (c.order % 10_000) / 100.0,
-                float(min(counted[value], 20)), float(len(on_pages[value])), rank,
-                float(len(_NUMBER.findall(c.line))), float(len(c.line.split())),
+                float(c.page == 1), float(min(counted[value], 20)), float(len(on_pages[value])),
                 float(spec.kind == TEXT), float(spec.kind == COUNT),
             ]
         )  # fmt: skip
