@@ -20,7 +20,7 @@ ifeq ($(shell uname -m),x86_64)
 LLAMA_CMAKE_ARGS += -DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON
 endif
 
-.PHONY: report test lint typecheck pytest services bench bench-quick docs docs-build clean
+.PHONY: report test lint typecheck pytest services bench bench-quick docs docs-build model clean
 
 # The first run sets up .venv in about five minutes, most of it compiling llama.cpp. That
 # build runs in the background (`pip wheel`, into a folder of its own) while torch and the
@@ -108,6 +108,13 @@ bench-quick: $(VENV)/.installed
 	@$(call quick,bench/llm_budget.py)
 	@$(call quick,bench/noisy.py)
 	@$(call quick,bench/datasheets.py -q)
+	@$(call quick,bench/datasheets.py --lofo -q)
+
+# The document extractor's learned choice: trains on the labeled families of the corpus
+# (gold CSVs in its schema; LABELS= names your own) and writes the model into the package.
+LABELS ?= ../shared/corpus/datasheets/multi
+model: $(VENV)/.installed
+	$(VENV)/bin/swarm-ray train-extractor --labels $(LABELS)
 
 # The documentation site (MkDocs, Material): `make docs` serves it at http://127.0.0.1:8001
 # (the gateway keeps 8000); CI builds it strictly, so a broken link or reference fails.
