@@ -24,7 +24,7 @@ def test_every_private_module_export_is_public() -> None:
         "_mentions", "_values", "_labels", "_layout", "_grid",  # of the extractor
         "_table", "_rows", "_cells",  # of the extractor's readers
         "_symbols", "_choice", "_links", "_counts", "_terms", "_series",  # of the links and choice
-        "_variants", "_charts",  # of the choice, the report
+        "_variants", "_charts", "_summary", "_format",  # of the choice, the report
         "_unit_grammar",  # of the units
         "_quantities", "_candidates", "_features", "_scorer", "_training", "_learned",  # learned
         "_sample_plan", "_sample_text", "_sample_pdf", "_sample_datasheets",  # of the samples

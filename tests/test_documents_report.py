@@ -18,18 +18,25 @@ import pytest
 from swarm_ray.documents import (
     CellStatus,
     Comparison,
+    ComparisonCell,
+    ExtractionMethod,
+    Fact,
+    FieldSpec,
     NormalisedFact,
     ReportFiles,
     ReportRequest,
+    Statistic,
     compare_facts,
     default_dimensions,
     extract_facts,
     generate_brochures,
     normalise_facts,
+    parse_field_arg,
     parse_pdf,
     render_report,
 )
 from swarm_ray.documents._report import short_watermark
+from swarm_ray.documents._summary import summarise
 
 _WARNING = "extraction of `brochure_004.pdf` fell back to `document.extraction.llm`"
 
@@ -72,6 +79,11 @@ def _section(markdown: str, heading: str) -> str:
     return markdown.split(f"\n## {heading}\n", 1)[1].split("\n## ", 1)[0]
 
 
+def _dimension(markdown: str, name: str) -> str:
+    """A dimension's charts and tables, under `## Values by entity`."""
+    return _section(markdown, "Values by entity").split(f"\n### {name}\n", 1)[1].split("\n### ")[0]
+
+
 def test_every_file_is_written(rendered: Rendered) -> None:
     files = rendered.files
     for path in (files.markdown_path, files.json_path, files.parquet_path):
@@ -80,7 +92,7 @@ def test_every_file_is_written(rendered: Rendered) -> None:
     for dimension, path in files.chart_paths.items():
         assert Path(path).read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
         assert Path(path) == Path(files.out_dir) / "charts" / f"{dimension}.png"
-        assert f"![{dimension}](charts/{dimension}.png)" in rendered.markdown
+        assert f"![{dimension}](charts/{dimension}.png)" in _dimension(rendered.markdown, dimension)
     assert not list(Path(files.out_dir).glob("*.partial"))
     assert files.fact_count == len(rendered.facts)
     assert files.conflict_count == len(rendered.comparison.conflicts)
@@ -108,18 +120,18 @@ def _row(section: str, entity: str, column: str) -> str:
 
 def test_the_tables_have_a_row_per_entity_and_its_values(rendered: Rendered) -> None:
     for cell in rendered.comparison.cells:
-        section = _section(rendered.markdown, cell.field.split(".")[0])
+        section = _dimension(rendered.markdown, cell.field.split(".")[0])
         row = _row(section, cell.entity, cell.field.split(".")[1])
         if cell.field == "battery.capacity" and cell.status is CellStatus.SINGLE:
             assert f"| {float(cell.values[0].value):g} |" in row
         if cell.status is CellStatus.LIST:
             assert all(str(group.value) in row for group in cell.values)
     for cell in rendered.comparison.conflicts:
-        section = _section(rendered.markdown, cell.field.split(".")[0])
+        section = _dimension(rendered.markdown, cell.field.split(".")[0])
         assert "(conflict)" in _row(section, cell.entity, cell.field.split(".")[1])
     for table in _tables(rendered.markdown):
         assert table[0].count("|") <= 8  # at most six value columns: readable widths
-    header = _section(rendered.markdown, "battery").splitlines()
+    header = _dimension(rendered.markdown, "battery").splitlines()
     assert any(line.startswith("| Entity | capacity [kWh] |") for line in header)
 
 
@@ -133,9 +145,11 @@ def test_conflicts_show_both_values_with_quotes_sources_and_watermarks(rendered:
                 quote = " ".join(source.quote.split())
                 line = next(x for x in conflicts.splitlines() if f"“{quote}”" in x)
                 assert f"`{source.source}` p. {source.page}" in line
+                mark = rendered.watermarks.get(source.document_id)
+                assert f"(`{short_watermark(mark)}`)" in line if mark else "(none)" in line
                 assert f"`{source.value_text}`" in line
                 assert len(line) < 400  # short ids, not 300-character tokens
-    sources = _section(rendered.markdown, "Sources")
+    sources = _section(rendered.markdown, "Appendix: sources")
     for mark in rendered.watermarks.values():
         assert short_watermark(mark) in sources and mark not in rendered.markdown
     assert "| none |" in sources  # the document left without a watermark says so
@@ -244,3 +258,110 @@ def test_a_hundred_entities_stay_legible(tmp_path: Path) -> None:
     assert "| Entity | case temperature min [°C] | case temperature max [°C] |" in markdown
     rows = [line for line in markdown.splitlines() if line.startswith("| Part 042 |")]
     assert len(rows) == 1  # five columns: one table
+
+
+def test_the_comparison_comes_first_and_the_sources_last(rendered: Rendered) -> None:
+    """A reader gets the answer on the first screen; provenance follows, sources at the end."""
+    headings = [line for line in rendered.markdown.splitlines() if line.startswith("## ")]
+    assert headings[0] == "## Comparison"
+    assert headings[-1] == "## Appendix: sources"
+    order = ["## Comparison", "## Values by entity", "## Conflicts", "## Warnings"]
+    assert [h for h in headings if h in order] == order
+    first_screen = "\n".join(rendered.markdown.splitlines()[:40])
+    assert "| Field | Stated by | Lowest (who) | Highest (who) | Spread |" in first_screen
+    assert "| Id | File |" not in first_screen
+
+
+def _fact(entity: str, spec: FieldSpec, value: float | str, doc: str, unit: str = "") -> Fact:
+    text = f"{value} {unit}".strip()
+    return Fact(
+        entity=entity,
+        field=spec.key,
+        kind=spec.kind,
+        value=value,
+        unit=unit,
+        field_unit=spec.unit,
+        value_text=text,
+        page=1,
+        quote=f"{spec.name}: {text}",
+        confidence=0.9,
+        method=ExtractionMethod.LABEL,
+        document_id=doc,
+        source=f"{doc}.pdf",
+    )
+
+
+@pytest.fixture(scope="module")
+def transceivers() -> tuple[tuple[FieldSpec, ...], tuple[NormalisedFact, ...]]:
+    """Three parts: A's documents disagree on its data rate, C's one page states two."""
+    fields = tuple(
+        parse_field_arg(f) for f in ("data rate:Gb/s", "reach:km", "form factor", "power:W")
+    )
+    rate, reach, form, _ = fields
+    facts = [
+        _fact("A", rate, 10, "d1", "Gb/s"),
+        _fact("A", rate, 25, "d2", "Gb/s"),
+        _fact("B", rate, 25, "d3", "Gb/s"),
+        _fact("C", rate, 1.25, "d4", "Gb/s"),
+        _fact("C", rate, 2.5, "d4", "Gb/s"),
+        _fact("A", reach, 10, "d1", "km"),
+        _fact("B", reach, 40, "d3", "km"),
+        _fact("C", reach, 40, "d4", "km"),
+        _fact("A", form, "SFP+", "d1"),
+        _fact("B", form, "QSFP28", "d3"),
+        _fact("C", form, "SFP+", "d4"),
+    ]
+    return fields, normalise_facts(facts).facts
+
+
+def test_a_field_summary_gives_both_ends_who_states_them_and_disputes(
+    transceivers: tuple[tuple[FieldSpec, ...], tuple[NormalisedFact, ...]],
+) -> None:
+    _, facts = transceivers
+    comparison = compare_facts(facts)
+    columns: dict[tuple[str, Statistic | None, str | None, str], list[ComparisonCell]] = {}
+    for cell in comparison.cells:
+        columns.setdefault((cell.field, cell.statistic, cell.qualifier, cell.unit), []).append(cell)
+    summaries = {s.field: s for s in summarise(columns.items())}
+    rate, reach, form = summaries["data rate"], summaries["reach"], summaries["form factor"]
+    assert (rate.field, rate.entities, rate.lowest, rate.lowest_by) == (
+        "data rate",
+        3,
+        1.25,
+        ("C",),
+    )
+    assert (rate.highest, rate.highest_by, rate.spread) == (25, ("A", "B"), 23.75)
+    assert (rate.conflicts, rate.ambiguous) == (("A",), ("C",))
+    assert (reach.lowest_by, reach.highest_by, reach.spread, reach.disputed) == (
+        ("A",), ("B", "C"), 30, frozenset()
+    )  # fmt: skip
+    assert (form.lowest, form.terms) == (None, (("SFP+", 2), ("QSFP28", 1)))
+
+
+def test_the_summary_rows_read_as_the_answer(
+    transceivers: tuple[tuple[FieldSpec, ...], tuple[NormalisedFact, ...]], tmp_path: Path
+) -> None:
+    fields, facts = transceivers
+    files = render_report(
+        ReportRequest(
+            comparison=compare_facts(facts),
+            facts=facts,
+            out_dir=str(tmp_path),
+            fields=fields,
+            sections=("## Judges\n\n| judge | score | worst finding |",),
+        )
+    )
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    summary = _section(markdown, "Comparison")
+    assert "| Dimension |" not in summary  # one group of fields: no column for it
+    assert (
+        "| data rate [Gb/s] | 3/3 | 1.25 (C) ⚠ | 25 (A, B) ⚠ | 23.75 "
+        "| 1 conflict: A; 1 one page: C |"
+    ) in summary
+    assert "| reach [km] | 3/3 | 10 (A) | 40 (B, C) | 30 |  |" in summary
+    assert "| form factor | 3/3 | SFP+ (2), QSFP28 (1) |  |" in summary
+    assert "No document states `power`." in summary
+    assert "better" in summary  # says why no value is called the best
+    headings = [line for line in markdown.splitlines() if line.startswith("## ")]
+    assert headings[-3:] == ["## Warnings", "## Judges", "## Appendix: sources"]
+    assert markdown.index("## Conflicts") < markdown.index("\n- **10 Gb/s**, D1")

@@ -240,25 +240,14 @@ def _unstated_warnings(dimensions: Sequence[Dimension], comparison: Comparison) 
 
 
 def render_markdown(data: ReportIn) -> ReportFiles:
-    """Write the report files, with the judges' verdicts appended."""
+    """Write the report files, with the judges' verdicts before the sources appendix."""
     out_dir = data.out_dir or str(state_dir() / "reports" / uuid.uuid4().hex[:12])
     declared = declared_dimensions(data.dimensions, data.fields)
     facts = tuple(f for r in data.results for f in r.facts)
-    files = render_report(
-        ReportRequest(
-            comparison=data.comparison,
-            facts=facts,
-            out_dir=out_dir,
-            warnings=(*data.warnings, *_unstated_warnings(declared, data.comparison)),
-            watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
-            fields=tuple(f for d in declared for f in d.fields),
-            notes=_notes(data.results),
-            spend=task_spend(),
-        )
-    )
+    sections: list[str] = []
     if data.judgement is not None:
         verdicts = (data.judgement.factuality, data.judgement.coherence, data.judgement.efficiency)
-        lines = ["", "## Judges", "", "| judge | score | worst finding |", "| --- | --- | --- |"]
+        lines = ["## Judges", "", "| judge | score | worst finding |", "| --- | --- | --- |"]
         for verdict in verdicts:
             worst = verdict.findings[0].message if verdict.findings else "none"
             lines.append(f"| {verdict.judge} | {verdict.score:.2f} | {worst} |")
@@ -266,12 +255,25 @@ def render_markdown(data: ReportIn) -> ReportFiles:
         if crossed:
             lines += ["", "### LLM cross-check: disagreements with the rules", ""]
             lines += [f"- **{f.subject}**: {' '.join(f.message.split())}" for f in crossed]
-        with open(files.markdown_path, "a", encoding="utf-8") as handle:
-            handle.write("\n".join(lines) + "\n")
+        sections.append("\n".join(lines))
     if table := _readings_table([c for c in data.llm_readings if c is not None and c.enabled]):
-        with open(files.markdown_path, "a", encoding="utf-8") as handle:
-            handle.write("\n".join(table) + "\n")
-    return files
+        sections.append("\n".join(table))
+    return render_report(
+        ReportRequest(
+            comparison=data.comparison,
+            facts=facts,
+            out_dir=out_dir,
+            warnings=(
+                *data.warnings,
+                *_unstated_warnings(declared, data.comparison),
+            ),
+            watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
+            fields=tuple(f for d in declared for f in d.fields),
+            notes=_notes(data.results),
+            spend=task_spend(),
+            sections=tuple(sections),
+        )
+    )
 
 
 def _readings_table(checks: Sequence[CrossCheck]) -> list[str]:

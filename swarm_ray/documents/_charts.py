@@ -3,8 +3,9 @@
 One panel per field (per statistic and qualifier), each of bounded height, two panels a
 row, at most `PANELS_PER_CHART` panels a chart (more fields make more charts):
 
-- up to `NAMED_ROWS` entities, a dot per value on a row named by the entity, a bar from
-  minimum to maximum where the field declares both, red where the sources disagree;
+- up to `NAMED_ROWS` entities, a dot per value on a row named by the entity, highest
+  first (a ranking; no direction is called better), a bar from minimum to maximum where
+  the field declares both, red where the sources disagree;
 - more entities, no names (they would not fit): the values sorted, one dot each, the
   lowest and highest entity named, disagreements in red;
 - a field with one value in all, or one entity, says nothing a chart could add and has no
@@ -92,9 +93,12 @@ def panels(
                 for stat, cells in by_stat.items()
             ]
         for lows, highs, title in series:
-            entities = sorted({c.entity for c in lows} | {c.entity for c in highs})
             low_of = {c.entity: c for c in lows}
             high_of = {c.entity: c for c in highs}
+            entities = sorted(
+                set(low_of) | set(high_of),
+                key=lambda e: (-max(_numbers(low_of.get(e)) + _numbers(high_of.get(e))), e),
+            )  # a ranking, highest first: who leads reads off the top
             stated = [_numbers(low_of.get(e)) + _numbers(high_of.get(e)) for e in entities]
             low = tuple(min(_numbers(low_of.get(e)), default=None) for e in entities)
             high = tuple(max(_numbers(high_of.get(e)), default=None) for e in entities)
@@ -178,6 +182,7 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
     """
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
+    from matplotlib.ticker import MaxNLocator
 
     names: list[str] = []
     for start in range(0, len(all_panels), PANELS_PER_CHART):
@@ -198,6 +203,10 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
                     (left, (top + 0.4) / height, right - left, (row_height - 0.75) / height)
                 )
                 (_draw_named if named else _draw_strip)(ax, panel)
+                if all(float(v).is_integer() for vs in panel.values for v in vs):
+                    # seats, levels, pins: no 2.2 or 2.4 between whole values
+                    axis = ax.xaxis if named else ax.yaxis
+                    axis.set_major_locator(MaxNLocator(integer=True))
                 ax.set_title(panel.title, loc="left", fontsize=9)
                 ax.tick_params(axis="x", labelsize=7)
                 ax.grid(axis="x" if named else "y", alpha=0.3)

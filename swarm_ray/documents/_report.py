@@ -2,11 +2,14 @@
 
 One call writes, into an output directory:
 
-- `report.md`: the sources with short ids (`D3`, watermark `wm:` and 10 characters), a
-  table per dimension (entities x fields, each value in the unit its field declares, a
-  column per statistic), charts, the declared fields no document states, every conflict
-  with both values, their quotes and sources, the facts an LLM fallback supplied (to
-  check), and the warnings fallbacks left;
+- `report.md`, the answer first: a row per field (who states it, its lowest and highest
+  value and who states each, the spread, the entities whose sources disagree; see
+  `_summary`) and the declared fields no document states; then per dimension its charts
+  and a table (entities x fields, each value in the unit its field declares, a column per
+  statistic); then the evidence: every conflict with both values, their quotes, pages and
+  sources (short ids `D3`, watermark `wm:` and 10 characters), the facts an LLM fallback
+  supplied (to check), the warnings, the caller's `sections` (the judges), and last an
+  appendix of the sources;
 - `charts/DIMENSION.png` (`-2`, `-3` ... when a dimension has many fields): one panel per
   numeric field, of bounded height at any number of entities (see `_charts`);
 - `facts.parquet`: one row per fact with its evidence and its full watermark token;
@@ -41,9 +44,10 @@ from swarm_ray.core._trace import short_id
 from swarm_ray.core._views import UsageView
 from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
-from swarm_ray.documents._dimensions import FIELDS_GROUP, FieldSpec
+from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact, Statistic
-from swarm_ray.documents._units import COUNT, lookup_unit
+from swarm_ray.documents._format import dimension_of, escape, label, number
+from swarm_ray.documents._summary import summarise, summary_lines
 
 __all__ = ["ReportFiles", "ReportRequest", "render_report", "short_watermark"]
 
@@ -98,6 +102,9 @@ class ReportRequest(BaseModel):
     notes: dict[str, str] = {}
     """Source document id -> a note for the reader (`covers 3 part numbers: ...`)."""
     title: str = "Document comparison"
+    sections: tuple[str, ...] = ()
+    """Markdown sections from other stages (the judges' verdicts), placed after the
+    warnings and before the sources appendix."""
     spend: UsageView | None = None
     """What the task spent before its report (`swarm_ray.agent.task_spend`); None: not
     known (the report ran outside an orchestrator's task)."""
@@ -131,56 +138,21 @@ def short_watermark(token: str) -> str:
         return f"wm:{token.rsplit('.', 1)[-1][:10]}"
 
 
-def _dimension(field: str) -> str:
-    return field.split(".", 1)[0] if "." in field else FIELDS_GROUP
-
-
-def _label(field: str, statistic: Statistic | None, qualifier: str | None, unit: str) -> str:
-    name = field.split(".", 1)[-1]
-    return (
-        name
-        + (f" {statistic.value}" if statistic else "")
-        + (f" ({qualifier})" if qualifier else "")
-        + (f" [{unit}]" if unit and not _is_count(unit) else "")
-    )
-
-
-def _is_count(unit: str) -> bool:
-    """A count's unit (`count`, `pins`) says nothing a column of whole numbers does not."""
-    found = lookup_unit(unit)
-    return found is not None and found.kind == COUNT
-
-
-def _number(value: float | str) -> str:
-    if isinstance(value, str):
-        return value
-    if float(value).is_integer():
-        return f"{value:,.0f}"
-    if abs(value) >= 1000:
-        return f"{value:,.2f}".rstrip("0").rstrip(".")
-    return f"{value:.6g}"  # 3.465 V stays 3.465 V, 10.3125 Gb/s stays 10.3125
-
-
 def _cell_text(cell: ComparisonCell) -> str:
     if cell.status is CellStatus.LIST:
         return ", ".join(str(g.value) for g in cell.values)
-    text = " / ".join(_number(g.value) for g in cell.values)
+    text = " / ".join(number(g.value) for g in cell.values)
     flag = {CellStatus.CONFLICT: " (conflict)", CellStatus.AMBIGUOUS: " (ambiguous)"}
     return text + flag.get(cell.status, "")
 
 
-def _escape(text: str) -> str:
-    """One line, and no `|` to break a table row."""
-    return " ".join(text.split()).replace("|", "\\|")
-
-
-def _by_dimension(
+def _bydimension_of(
     comparison: Comparison, order: dict[str, int]
 ) -> dict[str, dict[_Series, list[ComparisonCell]]]:
     table: dict[str, dict[_Series, list[ComparisonCell]]] = defaultdict(dict)
     for cell in comparison.cells:
         series = (cell.field, cell.statistic, cell.qualifier, cell.unit)
-        table[_dimension(cell.field)].setdefault(series, []).append(cell)
+        table[dimension_of(cell.field)].setdefault(series, []).append(cell)
     rank = {None: 0, Statistic.MIN: 1, Statistic.TYP: 2, Statistic.MAX: 3}
 
     def key(item: tuple[_Series, list[ComparisonCell]]) -> tuple[object, ...]:
@@ -229,12 +201,15 @@ def _stamp(document_id: str, watermarks: dict[str, str]) -> str:
     return f"`{short_watermark(mark)}`" if mark else "none"
 
 
-def _cite(source: FactSource, documents: dict[str, _Document]) -> str:
+def _cite(source: FactSource, documents: dict[str, _Document], marks: dict[str, str]) -> str:
     quote = " ".join(source.quote.split())
     if len(quote) > _QUOTE_CHARS:
         quote = quote[: _QUOTE_CHARS - 1] + "…"
     short = documents[source.document_id].short if source.document_id in documents else "?"
-    return f"{short} `{source.source}` p. {source.page} states `{source.value_text}`: “{quote}”"
+    return (
+        f"{short} ({_stamp(source.document_id, marks)}) `{source.source}` p. {source.page} "
+        f"states `{source.value_text}`: “{quote}”"
+    )
 
 
 def _tables(columns: dict[_Series, list[ComparisonCell]]) -> list[str]:
@@ -243,17 +218,21 @@ def _tables(columns: dict[_Series, list[ComparisonCell]]) -> list[str]:
     entities = sorted({c.entity for cells in columns.values() for c in cells})
     for start in range(0, len(series), _COLUMNS_PER_TABLE):
         chunk = series[start : start + _COLUMNS_PER_TABLE]
-        lines.append("| Entity | " + " | ".join(_escape(_label(*s)) for s in chunk) + " |")
+        lines.append("| Entity | " + " | ".join(escape(label(*s)) for s in chunk) + " |")
         lines.append("| --- |" + " --- |" * len(chunk))
         for entity in entities:
             row = [
-                next((_escape(_cell_text(c)) for c in columns[s] if c.entity == entity), "")
+                next((escape(_cell_text(c)) for c in columns[s] if c.entity == entity), "")
                 for s in chunk
             ]
             if any(row):
-                lines.append(f"| {_escape(entity)} | " + " | ".join(row) + " |")
+                lines.append(f"| {escape(entity)} | " + " | ".join(row) + " |")
         lines.append("")
     return lines
+
+
+def _plural(count: int, noun: str) -> str:
+    return f"{count} {noun}{'' if count == 1 else 's'}"
 
 
 def _markdown(
@@ -262,50 +241,47 @@ def _markdown(
     charts: dict[str, list[str]],
     unstated: list[str],
 ) -> str:
+    """The answer first (a row per field), then the values by entity, then the evidence."""
     comparison, marks = request.comparison, request.watermarks
     documents = _documents(request)
+    summaries = summarise(
+        (series, cells) for columns in tables.values() for series, cells in columns.items()
+    )
     lines = [
         f"# {request.title}",
         "",
         f"{len(documents)} documents, {len(comparison.entities)} entities, "
-        f"{len(request.facts)} facts, {len(comparison.conflicts)} conflicts, "
-        f"{len(request.warnings)} warnings.",
+        f"{len(request.facts)} facts, {_plural(len(comparison.conflicts), 'conflict')}, "
+        f"{_plural(len(request.warnings), 'warning')}.",
         *_spend_line(request.spend),
         "",
-        "## Sources",
+        "## Comparison",
         "",
-        "| Id | File | Entity | Facts | Watermark |",
-        "| --- | --- | --- | ---: | --- |",
+        *summary_lines(summaries, len(comparison.entities), unstated),
     ]
-    for doc, info in documents.items():
-        note = f" ({_escape(request.notes[doc])})" if doc in request.notes else ""
+    if tables:
+        lines += ["", "## Values by entity", ""]
         lines.append(
-            f"| {info.short} | {_escape(info.source)} | {_escape(info.entity)}{note} | "
-            f"{info.facts} | {_stamp(doc, marks)} |"
+            "Each value in its field's declared unit. Charts rank the entities, highest "
+            "first; red, and `(conflict)` in a table: the sources disagree (quoted under "
+            "Conflicts)."
         )
-    lines += [
-        "",
-        "Full watermark tokens are in `report.json` (`documents`) and `facts.parquet` "
-        "(`watermark`); `POST /v1/debug/watermark/extract` traces a token to its agent and "
-        "input.",
-    ]
     for dimension, columns in tables.items():
-        lines += ["", f"## {dimension}", ""]
+        lines += ["", f"### {dimension}", ""]
         lines += [f"![{dimension}](charts/{name})" for name in charts.get(dimension, [])]
         lines.append("")
         lines += _tables(columns)
-    if unstated:
-        lines += ["", "## Fields no document states", ""]
-        lines += [f"- `{field}`" for field in unstated]
     lines += ["", "## Conflicts", ""]
     if not comparison.conflicts:
         lines.append("No conflicts: every value is stated once or agreed on.")
     for cell in comparison.conflicts:
-        label = _label(cell.field, cell.statistic, cell.qualifier, cell.unit)
-        lines += [f"### {cell.entity}: {label}", ""]
+        heading = label(cell.field, cell.statistic, cell.qualifier, cell.unit)
+        lines += [f"### {cell.entity}: {heading}", ""]
         for group in cell.values:
-            value = f"{_number(group.value)} {cell.unit}".strip()
-            lines += [f"- **{value}**, " + _cite(source, documents) for source in group.sources]
+            value = f"{number(group.value)} {cell.unit}".strip()
+            lines += [
+                f"- **{value}**, " + _cite(source, documents, marks) for source in group.sources
+            ]
         lines.append("")
     llm = [n.fact for n in request.facts if n.fact.method is ExtractionMethod.LLM]
     if llm:
@@ -324,6 +300,22 @@ def _markdown(
             )
     lines += ["", "## Warnings", ""]
     lines += [f"- {' '.join(w.split())}" for w in request.warnings] or ["None."]
+    for section in request.sections:
+        lines += ["", section.strip("\n")]
+    lines += ["", "## Appendix: sources", ""]
+    lines += ["| Id | File | Entity | Facts | Watermark |", "| --- | --- | --- | ---: | --- |"]
+    for doc, info in documents.items():
+        note = f" ({escape(request.notes[doc])})" if doc in request.notes else ""
+        lines.append(
+            f"| {info.short} | {escape(info.source)} | {escape(info.entity)}{note} | "
+            f"{info.facts} | {_stamp(doc, marks)} |"
+        )
+    lines += [
+        "",
+        "Full watermark tokens are in `report.json` (`documents`) and `facts.parquet` "
+        "(`watermark`); `POST /v1/debug/watermark/extract` traces a token to its agent and "
+        "input.",
+    ]
     return re.sub(r"\n{3,}", "\n\n", "\n".join(lines)) + "\n"
 
 
@@ -400,10 +392,10 @@ def render_report(request: ReportRequest) -> ReportFiles:
     out = Path(request.out_dir)
     (out / "charts").mkdir(parents=True, exist_ok=True)
     order = {f.key: i for i, f in enumerate(request.fields)}
-    tables = _by_dimension(request.comparison, order)
+    tables = _bydimension_of(request.comparison, order)
     charts: dict[str, list[str]] = {}
     for dimension, columns in tables.items():
-        found = panels(columns, _label)
+        found = panels(columns, label)
         if found:
             names = draw_charts(dimension, found, out / "charts", dimension)
             charts[dimension] = names
