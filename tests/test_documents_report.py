@@ -365,3 +365,22 @@ def test_the_summary_rows_read_as_the_answer(
     headings = [line for line in markdown.splitlines() if line.startswith("## ")]
     assert headings[-3:] == ["## Warnings", "## Judges", "## Appendix: sources"]
     assert markdown.index("## Conflicts") < markdown.index("\n- **10 Gb/s**, D1")
+
+
+def test_implausible_values_dropped_in_normalisation_are_warnings_of_the_report(
+    transceivers: tuple[tuple[FieldSpec, ...], tuple[NormalisedFact, ...]], tmp_path: Path
+) -> None:
+    from swarm_ray.documents._capabilities import render_markdown
+    from swarm_ray.documents._stage_inputs import ReportIn
+
+    _, facts = transceivers
+    wavelength = parse_field_arg("wavelength:nm")
+    absurd = normalise_facts([_fact("A", wavelength, 3000, "d1", "km")])
+    assert not absurd.facts and absurd.warnings
+    results = [absurd.model_copy(update={"facts": facts})]
+    files = render_markdown(
+        ReportIn(comparison=compare_facts(facts), results=results, out_dir=str(tmp_path))
+    )
+    markdown = Path(files.markdown_path).read_text(encoding="utf-8")
+    assert "1 warning." in markdown.splitlines()[2]
+    assert "not a plausible value of the field: dropped" in _section(markdown, "Warnings")

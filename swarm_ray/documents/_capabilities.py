@@ -265,6 +265,7 @@ def render_markdown(data: ReportIn) -> ReportFiles:
             out_dir=out_dir,
             warnings=(
                 *data.warnings,
+                *(w for r in data.results for w in r.warnings),  # implausible values dropped
                 *_unstated_warnings(declared, data.comparison),
             ),
             watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
