@@ -12,6 +12,7 @@ The times are printed (`pytest -s`) beside the run on the cluster `connect()` st
 
 from __future__ import annotations
 
+import math
 import os
 import re
 import secrets
@@ -20,6 +21,7 @@ import sys
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -195,3 +197,82 @@ def test_the_20_brochure_job_is_exact_on_nodes_of_2_cpus(tmp_path: Path) -> None
     assert EXACT.search(done.stdout), done.stdout[-2000:]
     took = done.stdout.split("done in ", 1)[1].split(":")[0]  # from connect() to the report
     print(f"\n20 brochures on Cluster nodes of 2 CPUs (head + 1 worker): {took}")
+
+
+class _Holder:
+    def ready(self) -> bool:
+        return True
+
+
+def _echo_spec(executor: str, timeout_s: float) -> Any:
+    from swarm_ray.core._capability import ExecutorKind
+    from swarm_ray.testing import testing_catalog
+
+    spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
+    return spec.model_copy(
+        update={
+            "executor": ExecutorKind(executor),
+            "timeout_s": timeout_s,
+            "resources": Resources(num_cpus=1.0, max_concurrency=1),
+        }
+    )
+
+
+def _subtask(spec: Any, n: int) -> Any:
+    from swarm_ray.core._subtask import SubTask
+
+    return SubTask(
+        task_id="fit",
+        subtask_id=f"echo[{n}]",
+        capability_id=spec.id,
+        attempt=1,
+        input={"text": str(n)},
+        watermark="w",
+        trace_id="x",
+        timeout_s=spec.timeout_s,
+        queued_at=time.time(),
+    )
+
+
+@pytest.mark.parametrize("executor", ["actor", "data"])
+def test_a_wait_for_a_cpu_is_not_a_timeout_and_a_wait_too_long_is_named(
+    ray_cluster: None, executor: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Every CPU held elsewhere: a sub-task with a 1 s deadline waits, then runs in time;
+    past `SWARM_RAY_PLACEMENT_S` it fails as "no resources for ...", not as late."""
+    import asyncio
+
+    import ray
+
+    from swarm_ray.runtime._executors import ActorPoolExecutor, DataExecutor
+
+    spec = _echo_spec(executor, timeout_s=1.0)
+
+    async def scenario(release_after_s: float | None) -> list[Any]:
+        pool = ActorPoolExecutor(ray.get_runtime_context().namespace)  # none placed yet
+        run: Any = pool.run_many if executor == "actor" else DataExecutor().runs
+        total = ray.cluster_resources()  # type: ignore[no-untyped-call]
+        cpus = math.floor(total["CPU"])  # every CPU, once the last scenario's are back
+        holder: Any = ray.remote(num_cpus=cpus)(_Holder).remote()
+        await holder.ready.remote()
+        if release_after_s is not None:
+            asyncio.get_running_loop().call_later(release_after_s, ray.kill, holder)
+        got: list[Any] = []
+        try:
+            if executor == "actor":
+                await run(spec, [_subtask(spec, 1)], got.append)
+            else:
+                [(_ids, coroutine)] = run(spec, [_subtask(spec, 1)], got.append)
+                await coroutine
+        finally:
+            ray.kill(holder)
+            pool.reap(0)  # its idle agent would give its CPU to the next scenario's
+        return got
+
+    monkeypatch.setenv("SWARM_RAY_PLACEMENT_S", "60")
+    [waited] = asyncio.run(scenario(release_after_s=4.0))
+    assert waited.ok, waited.error  # 4 s waiting for a CPU, past its 1 s deadline
+    monkeypatch.setenv("SWARM_RAY_PLACEMENT_S", "3")
+    [refused] = asyncio.run(scenario(release_after_s=None))
+    assert refused.error.code == "agent_unavailable"
+    assert refused.error.message.startswith(f"no resources for `{spec.id}`: ")

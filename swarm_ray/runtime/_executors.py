@@ -39,11 +39,13 @@ import signal
 import threading
 import time
 import uuid
+import warnings
 from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
 import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
+from ray.util.annotations import RayDeprecationWarning
 
 from swarm_ray.core._capability import CapabilitySpec
 from swarm_ray.core._errors import ErrorCode
@@ -741,12 +743,16 @@ class DataExecutor:
 
             DataContext.get_current().enable_progress_bars = False
             rows = [{"subtask": s.model_dump_json()} for s in subtasks]
-            ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
-                functools.partial(_data_row, spec=spec),
-                compute=TaskPoolStrategy(size=size),
-                **spec.resources.ray_options(),
-                **placed,
-            )
+            with warnings.catch_warnings():
+                # Ray 2.60 takes a scheduling strategy only among `ray_remote_args`,
+                # which it warns are deprecated (to go in 2.64; no named parameter yet).
+                warnings.simplefilter("ignore", RayDeprecationWarning)
+                ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
+                    functools.partial(_data_row, spec=spec),
+                    compute=TaskPoolStrategy(size=size),
+                    **spec.resources.ray_options(),
+                    **placed,
+                )
             # A one-operator stage has nothing to reserve resources against; with the
             # reservation on, Ray Data ran about 1.4 rows at a time on 2 free CPUs.
             ds.context.op_resource_reservation_enabled = False
