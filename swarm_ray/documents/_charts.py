@@ -206,7 +206,7 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
                 if all(float(v).is_integer() for vs in panel.values for v in vs):
                     # seats, levels, pins: no 2.2 or 2.4 between whole values
                     axis = ax.xaxis if named else ax.yaxis
-                    axis.set_major_locator(MaxNLocator(integer=True))
+                    axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
                 ax.set_title(panel.title, loc="left", fontsize=9)
                 ax.tick_params(axis="x", labelsize=7)
                 ax.grid(axis="x" if named else "y", alpha=0.3)
