@@ -130,17 +130,18 @@ _STAGE_GRACE_S = 0.2
 class _Room:
     """What the executors of one orchestrator wait for, and the idle agents that yield.
 
-    While a Ray Data stage waits for its placement group, or a new agent waits to be
-    placed, every idle agent is released (its CPU or GPU goes back to Ray) and an agent
-    that finishes is released instead of kept idle. While a stage waits, no new agent is
-    created: stages feed the agents, so the agents' work comes after theirs.
+    While a Ray Data stage waits for its placement group, a new agent waits to be placed
+    or a Serve deployment starts its replicas, every idle agent is released (its CPU or
+    GPU goes back to Ray) and an agent that finishes is released instead of kept idle.
+    While a stage waits, no new agent is created: stages feed the agents, so the agents'
+    work comes after theirs.
     """
 
     def __init__(self, cluster: Cluster | None = None) -> None:
         self.cluster = cluster or Cluster()
         self.pools: list[_Pool] = []
         self.waiting = 0
-        """Stages and agents of ours waiting to be placed."""
+        """Stages, agents and deployments of ours waiting to be placed."""
         self.stages_waiting = 0
         self._after_stages: list[asyncio.Future[None]] = []
 
