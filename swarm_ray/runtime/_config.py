@@ -7,6 +7,8 @@
 | `SWARM_RAY_RESULTS_URI` | `results/` in the state dir | any `pyarrow.fs` URI (`s3://...`) |
 | `SWARM_RAY_WATERMARK_KEY` | (unset) | the watermark secret itself |
 | `SWARM_RAY_AGENT_IDLE_S` | `60` | pooled agents idle this long are released |
+| `SWARM_RAY_PLACEMENT_S` | `600` | an agent or stage unplaced this long fails "no resources for" |
+| `SWARM_RAY_AUTOSCALING` | `0` | `1`: an autoscaler adds nodes, so no request is refused at once |
 | `SWARM_RAY_WATERMARK_KEY_FILE` | (unset) | a file holding the watermark secret |
 | `SWARM_RAY_HEALTH_INTERVAL_S` | `10` | seconds between health checks of Serve capabilities |
 | `SWARM_RAY_AUDIT` | `1` | `0` turns the audit trail (`audit/` in the state dir) off |
