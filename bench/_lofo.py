@@ -188,7 +188,12 @@ def learned_rows(
 
 
 def probabilities(documents: Sequence[LabeledDocument], scorer: Scorer) -> list[list[float]]:
-    return [scorer.probabilities([r for _, r, _ in d.rows]).tolist() for d in documents]
+    return [
+        scorer.probabilities(
+            [r for _, r, _ in d.rows], [(c.key, c.slot) for c, _, _ in d.rows]
+        ).tolist()
+        for d in documents
+    ]
 
 
 @dataclass(frozen=True)
@@ -288,7 +293,7 @@ def _in_unit_of_rows(target: GoldFact, row: dict[str, Any]) -> GoldFact:
 
 
 def lofo(
-    families: Sequence[str], *, cache: Path | None, details: bool = False
+    families: Sequence[str], *, cache: Path | None, details: bool = False, model: str = "trees"
 ) -> dict[str, dict[str, Any]]:
     """Read every family, fit per fold, print the tables; return the figures per family."""
     reads: dict[str, list[Read]] = {}
@@ -301,7 +306,7 @@ def lofo(
     docs = {f: labeled(rs) for f, rs in reads.items()}
     every = [d for f in families for d in docs[f]]
     t0 = time.perf_counter()
-    in_sample = fit_documents(every)
+    in_sample = fit_documents(every, model=model)
     fit_s = time.perf_counter() - t0
     figures: dict[str, dict[str, Any]] = {}
     fold_p: dict[str, list[list[float]]] = {}
@@ -313,7 +318,7 @@ def lofo(
     )
     for family in families:
         others = [d for f in families if f != family for d in docs[f]]
-        fold = fit_documents(others) if others else in_sample
+        fold = fit_documents(others, model=model) if others else in_sample
         mine = docs[family]
         fold_p[family] = probabilities(mine, fold)
         lofo_rows = [

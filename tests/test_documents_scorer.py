@@ -12,7 +12,13 @@ import pytest
 from swarm_ray.documents import parse_field_arg, parse_pdf
 from swarm_ray.documents._candidates import document_candidates
 from swarm_ray.documents._features import FEATURES, features
-from swarm_ray.documents._scorer import Scorer, choose_scored, fit_scorer, load_scorer
+from swarm_ray.documents._scorer import (
+    Scorer,
+    choose_scored,
+    fit_listwise,
+    fit_scorer,
+    load_scorer,
+)
 from swarm_ray.documents._training import labels_hash, main, train_extractor
 
 pytest.importorskip("reportlab")
@@ -62,7 +68,8 @@ def _choice(model: Path, pdf: Path) -> float | str:
     assert scorer is not None
     spec = parse_field_arg("supply voltage:V")
     found = document_candidates(parse_pdf(pdf), [spec]).per_field[spec.key]
-    chosen = choose_scored(found, scorer.probabilities(features(spec, found)), 0.0)
+    slots = [(c.key, c.slot) for c in found]
+    chosen = choose_scored(found, scorer.probabilities(features(spec, found), slots), 0.0)
     assert len(chosen) == 1
     candidate, _ = chosen[0]
     return candidate.scaled if candidate.scaled is not None else candidate.value
@@ -90,6 +97,44 @@ def test_retraining_on_other_labels_changes_the_choice(tmp_path: Path) -> None:
     assert saved["labels_sha256"] == labels_hash(
         [supply / "gold.csv", supply / "field_map.json", supply / "regulators" / "fields.txt"]
     )
+
+
+def test_retraining_the_listwise_model_on_other_labels_changes_the_choice(
+    tmp_path: Path,
+) -> None:
+    model = "listwise"
+    probe = tmp_path / "probe.pdf"
+    _pdf(probe, [("Supply voltage", "4.2 V"), ("Output voltage", "12.5 V")], "PROBE")
+    supply = _family(tmp_path / "supply", "supply")
+    output = _family(tmp_path / "output", "output")
+    a, b = tmp_path / "a.json", tmp_path / "b.json"
+    assert main(["--labels", str(supply), "--out", str(a), "--model", model, "-q"]) == 0
+    train_extractor(output, b, model=model)
+    assert _choice(a, probe) == pytest.approx(4.2)
+    assert _choice(b, probe) == pytest.approx(12.5)
+
+
+def test_the_listwise_model_shares_each_slot_and_reads_back_from_json() -> None:
+    rng = np.random.default_rng(0)
+    x = rng.normal(size=(300, len(FEATURES)))
+    slots = [i // 6 for i in range(300)]
+    # Each slot of six: the candidate of highest first feature is gold; every fifth slot
+    # states nothing.
+    y = [0] * 300
+    for slot in range(50):
+        if slot % 5:
+            y[slot * 6 + int(np.argmax(x[slot * 6 : slot * 6 + 6, 0]))] = 1
+    scorer = fit_listwise(x.tolist(), y, slots, penalty=1.0)
+    again = Scorer.from_json(json.loads(json.dumps(scorer.to_json())))
+    assert again.listwise and again.features == FEATURES
+    p = again.probabilities(x.tolist(), slots)
+    assert np.allclose(p, scorer.probabilities(x.tolist(), slots), atol=1e-6)
+    shares = np.bincount(slots, weights=p)
+    assert (shares < 1.0).all()  # the rest is "not stated"
+    picked = [slot * 6 + int(np.argmax(p[slot * 6 : slot * 6 + 6])) for slot in range(50)]
+    assert np.mean([y[i] for i, s in zip(picked, range(50), strict=True) if s % 5]) > 0.9
+    with pytest.raises(ValueError, match="slot"):
+        again.probabilities(x.tolist())
 
 
 def test_the_model_file_reads_back_as_scikit_learn_predicts() -> None:

@@ -43,7 +43,7 @@ def learned_facts(
         candidates = found.per_field.get(spec.key, ())
         if not candidates:
             continue
-        p = scorer.probabilities(features(spec, candidates))
+        p = scorer.probabilities(features(spec, candidates), [(c.key, c.slot) for c in candidates])
         for chosen, probability in choose_scored(candidates, p.tolist(), scorer.threshold):
             numeric = chosen.scaled is not None
             statistic = chosen.slot if chosen.slot is not None else chosen.stated

@@ -36,10 +36,11 @@ from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._features import features
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._quantities import focus_of, in_unit
-from swarm_ray.documents._scorer import MODEL_PATH, Scorer, fit_scorer
+from swarm_ray.documents._scorer import MODEL_PATH, Scorer, fit_listwise, fit_scorer
 from swarm_ray.documents._table import names_a_field
 
 __all__ = [
+    "MODELS",
     "GoldFact",
     "LabeledDocument",
     "family_fields",
@@ -249,20 +250,43 @@ def labeled_families(
     return out
 
 
-def fit_documents(documents: Sequence[LabeledDocument], labels_sha256: str = "") -> Scorer:
-    """Fit the scorer on the labeled candidates of `documents`."""
+MODELS = ("trees", "listwise")
+"""The scorers `fit_documents` fits (`_scorer`): the shipped trees, the opt-in listwise."""
+
+
+def fit_documents(
+    documents: Sequence[LabeledDocument], labels_sha256: str = "", model: str = "trees"
+) -> Scorer:
+    """Fit the scorer (`model`, one of `MODELS`) on the labeled candidates of `documents`.
+
+    Trees leave a gold value's repeats on other pages out; the listwise model, which
+    learns which candidate beats its slot's rivals, counts them right.
+    """
+    if model == "listwise":
+        return fit_listwise(
+            [row for d in documents for _, row, _ in d.rows],
+            [int(tag != 0) for d in documents for _, _, tag in d.rows],
+            [(d.source, c.key, c.slot) for d in documents for c, _, _ in d.rows],
+            labels_hash=labels_sha256,
+        )
+    if model != "trees":
+        raise ValueError(f"no model {model!r}: one of {', '.join(MODELS)}")
     rows = [row for d in documents for _, row, tag in d.rows if tag >= 0]
     labels = [tag for d in documents for _, _, tag in d.rows if tag >= 0]
     return fit_scorer(rows, labels, labels_hash=labels_sha256)
 
 
 def train_extractor(
-    labels: Path, out: Path | None = None, *, progress: Callable[[str], None] | None = None
+    labels: Path,
+    out: Path | None = None,
+    *,
+    progress: Callable[[str], None] | None = None,
+    model: str = "trees",
 ) -> Scorer:
     """Train the scorer on a labeled folder and write it (to the package's model by default)."""
     documents = labeled_families(labels, progress=progress)
     files = [labels / "gold.csv", labels / "field_map.json", *labels.glob("*/fields.txt")]
-    scorer = fit_documents(documents, labels_hash(files))
+    scorer = fit_documents(documents, labels_hash(files), model)
     if out is None:
         scorer.save()
     else:
@@ -282,6 +306,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     )
     parser.add_argument("--labels", type=Path, required=True, help="the labeled folder")
     parser.add_argument("--out", type=Path, help=f"the model file to write (default: {MODEL_PATH})")
+    parser.add_argument(
+        "--model", choices=MODELS, default="trees",
+        help="trees (default, shipped): pointwise boosted trees; listwise: a linear choice "
+        "among each slot's candidates (opt-in: see docs/workloads/documents.md)",
+    )  # fmt: skip
     parser.add_argument("-q", "--quiet", action="store_true", help="no line per document")
     args = parser.parse_args(argv)
     for name in ("gold.csv", "field_map.json"):
@@ -289,7 +318,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             print(f"swarm-ray train-extractor: no `{name}` in {args.labels}", file=sys.stderr)
             return 2
     started = time.perf_counter()
-    scorer = train_extractor(args.labels, args.out, progress=None if args.quiet else print)
+    scorer = train_extractor(
+        args.labels, args.out, progress=None if args.quiet else print, model=args.model
+    )
     info = scorer.info or {}
     print(
         f"trained on {info.get('candidates')} candidates ({info.get('positives')} gold) in "
