@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pytest
 
+from swarm_ray.runtime._client import SERVE_PROXY_CALLBACK
+
 # The flaky third-party API of the adapter tests listens here; set before any Ray worker
 # starts, so the adapter (`swarm_ray.testing.agents.weather`) finds it in every process.
 if "SWARM_RAY_TEST_API_PORT" not in os.environ:
@@ -44,6 +46,9 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     # Orchestrators keep few ended tasks in memory, so the suite reads older ones back
     # from the store (what a long-lived orchestrator does).
     os.environ.setdefault("SWARM_RAY_KEEP_FINISHED", "20")
+    # Serve's proxy runs the gateway's middleware (closes `/-/routes`), as on a cluster
+    # `connect()` starts and in the deployments.
+    os.environ.setdefault("RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", SERVE_PROXY_CALLBACK)
     ray.init(
         # A cluster of the session's own, whatever `/tmp/ray/ray_current_cluster` names.
         address="local",

@@ -1172,11 +1172,8 @@ def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None)
 
 # Serve's proxy answers `/-/routes` by itself, before the gateway's app sees anything: the
 # operator closes it with the gateway's proxy middleware, named in the environment of the
-# Ray processes before they start (`swarm_ray.gateway._proxy`). Tests are collected before
-# the session's cluster starts, so its proxy gets it as a deployment's would.
-os.environ.setdefault(
-    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", "swarm_ray.gateway:proxy_middlewares"
-)
+# Ray processes before they start (`swarm_ray.gateway._proxy`); the session's cluster gets
+# it as a deployment's would (`conftest.ray_cluster`, as `connect()` does).
 
 _DEEP_TASK = '{"template": "echo_fanout", "params": {"p": ' + "[" * 960 + "]" * 960 + "}}"
 

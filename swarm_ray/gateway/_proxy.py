@@ -27,6 +27,8 @@ from typing import Any
 
 from starlette.middleware import Middleware
 
+from swarm_ray.runtime._client import SERVE_PROXY_CALLBACK
+
 __all__ = ["PROXY_CALLBACK", "ProxyDoor", "proxy_middlewares"]
 
 Scope = MutableMapping[str, Any]
@@ -35,8 +37,9 @@ Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
 ASGIApp = Callable[[Scope, Receive, Send], Awaitable[None]]
 
-PROXY_CALLBACK = "swarm_ray.gateway:proxy_middlewares"
-"""The value of `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` that installs `ProxyDoor`."""
+PROXY_CALLBACK = SERVE_PROXY_CALLBACK
+"""The value of `RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` that installs `ProxyDoor`
+(`connect()` sets it for a cluster it starts itself)."""
 HIDDEN_ROUTES = frozenset({"/-/routes"})
 """Paths the proxy answers itself that no caller is told."""
 DROPPED_HEADERS = frozenset({b"x-request-timeout-seconds", b"x-request-disconnect-disabled"})

@@ -41,6 +41,10 @@ ORCHESTRATOR_NAME = "swarm-ray-orchestrator"
 NAMESPACE = "swarm-ray"
 """Ray namespace of the orchestrator and its agents."""
 DEFAULT_CATALOGS = ("swarm_ray.catalog:default_catalog",)
+
+SERVE_PROXY_CALLBACK = "swarm_ray.gateway:proxy_middlewares"
+"""`RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH` for a cluster `connect()` starts: Serve's
+proxy then runs the gateway's middleware (`/-/routes` closed, timeout headers dropped)."""
 """Catalogs an orchestrator loads unless told otherwise."""
 
 
@@ -194,6 +198,11 @@ def connect(
                 # `/tmp/ray/ray_current_cluster` names, a dead address too (and refuses
                 # `num_cpus` there).
                 address = "local"
+                # Serve's proxy on this cluster runs the gateway's middleware, which closes
+                # `/-/routes` to strangers (the variable must be set where Ray starts).
+                os.environ.setdefault(
+                    "RAY_SERVE_HTTP_PROXY_CALLBACK_IMPORT_PATH", SERVE_PROXY_CALLBACK
+                )
                 # As many logical CPUs as cores, as on a cluster `ray start` starts: the
                 # executors fit pools and stages to what the cluster has (`_placement`).
                 # The raylet still may start more workers at once than there are cores:
