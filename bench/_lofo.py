@@ -293,7 +293,7 @@ def _in_unit_of_rows(target: GoldFact, row: dict[str, Any]) -> GoldFact:
 
 
 def lofo(
-    families: Sequence[str], *, cache: Path | None, details: bool = False, model: str = "trees"
+    families: Sequence[str], *, cache: Path | None, details: bool = False, model: str = "listwise"
 ) -> dict[str, dict[str, Any]]:
     """Read every family, fit per fold, print the tables; return the figures per family."""
     reads: dict[str, list[Read]] = {}

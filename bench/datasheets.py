@@ -2,7 +2,7 @@
 
 Run: python bench/datasheets.py [--family NAME ...] [--in-process] [--quick]
      python bench/datasheets.py --lofo [--quick] [--family NAME ...] [--cache DIR]
-                                [--model trees|listwise]
+                                [--model listwise|trees]
 
 Every labeled family is scored on its own: `openmv` (the OpenMV datasheets in
 `../shared/corpus/datasheets/openmv/`, scored against the facts the products' YAML specs
@@ -24,8 +24,8 @@ working on the rules; it also splits the time per page into parsing and extracti
 scorer fitted on every other family scores it (leave-one-family-out), with the in-sample
 score and today's rule extractor beside it, and per family where each gold fact was lost
 (parsing, linking, choice) and the candidate coverage. It runs in process (no Ray);
-`--lofo --quick` does three small families (CI). `--model listwise` fits the opt-in
-listwise scorer per fold instead of the shipped trees.
+`--lofo --quick` does three small families (CI). `--model trees` fits pointwise trees per
+fold instead of the shipped listwise scorer.
 
 The OpenMV run also times a generated user manual of `--manual-pages` pages (prose, with
 one spec table in the middle) the same way: parsing for the declared fields lays out and
@@ -313,8 +313,8 @@ def run(argv: list[str] | None = None) -> dict[str, tuple[float, float]]:
         "--cache", type=Path, help="--lofo: keep each family's read documents here (pickles)"
     )
     parser.add_argument(
-        "--model", choices=("trees", "listwise"), default="trees",
-        help="--lofo: the learned scorer fitted per fold (trees: the shipped one)",
+        "--model", choices=("listwise", "trees"), default="listwise",
+        help="--lofo: the learned scorer fitted per fold (listwise: the shipped one)",
     )  # fmt: skip
     args = parser.parse_args(argv)
     if args.lofo:

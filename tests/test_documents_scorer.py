@@ -99,10 +99,10 @@ def test_retraining_on_other_labels_changes_the_choice(tmp_path: Path) -> None:
     )
 
 
-def test_retraining_the_listwise_model_on_other_labels_changes_the_choice(
+def test_retraining_the_tree_model_on_other_labels_changes_the_choice(
     tmp_path: Path,
 ) -> None:
-    model = "listwise"
+    model = "trees"
     probe = tmp_path / "probe.pdf"
     _pdf(probe, [("Supply voltage", "4.2 V"), ("Output voltage", "12.5 V")], "PROBE")
     supply = _family(tmp_path / "supply", "supply")

@@ -46,7 +46,6 @@ def learned_facts(
         p = scorer.probabilities(features(spec, candidates), [(c.key, c.slot) for c in candidates])
         for chosen, probability in choose_scored(candidates, p.tolist(), scorer.threshold):
             numeric = chosen.scaled is not None
-            statistic = chosen.slot if chosen.slot is not None else chosen.stated
             facts.append(
                 Fact(
                     field=spec.key,
@@ -54,7 +53,7 @@ def learned_facts(
                     value=chosen.scaled if chosen.scaled is not None else chosen.value,
                     unit=spec.unit if numeric else chosen.unit,
                     field_unit=spec.unit,
-                    statistic=statistic,
+                    statistic=chosen.slot,
                     value_text=chosen.value_text or str(chosen.value),
                     page=chosen.page,
                     quote=" ".join(chosen.line.split())[:240],

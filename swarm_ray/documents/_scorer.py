@@ -5,10 +5,10 @@ JSON with the feature names and the hash of the labels they were fitted on, both
 with numpy alone (a job needs no scikit-learn and no pickle; a model file is small,
 reviewable and portable across library versions):
 
-- **trees** (the shipped model, `fit_scorer`): a gradient-boosted tree ensemble
+- **trees** (`fit_scorer`): a gradient-boosted tree ensemble
   (scikit-learn's `HistGradientBoostingClassifier`), pointwise: each candidate's
   probability of being its slot's gold value, on its own;
-- **listwise** (opt-in, `fit_listwise`): a linear conditional logit over each slot's
+- **listwise** (the shipped model, `fit_listwise`): a linear conditional logit over each slot's
   candidates and a "not stated" option, on standardised features with an L2 penalty. It
   learns which candidate beats its rivals, not a global probability: a slot's
   probabilities (with "not stated") sum to 1. Its JSON holds the scaler's means and
@@ -35,7 +35,8 @@ from swarm_ray.documents._features import FEATURES
 __all__ = ["MODEL_PATH", "Scorer", "choose_scored", "fit_listwise", "fit_scorer", "load_scorer"]
 
 MODEL_PATH = Path(__file__).with_name("model") / "scorer.json"
-"""The model the job uses when present (`swarm-ray train-extractor` writes it)."""
+"""The shipped model (`swarm-ray train-extractor` writes it, `load_scorer` reads it). The
+job chooses with the rules; `extract_facts(..., scorer=load_scorer())` chooses with it."""
 THRESHOLD = 0.3
 """Probability a slot's best candidate needs to be reported."""
 _THREADS = 2
@@ -334,10 +335,19 @@ def fit_listwise(
 def choose_scored(
     candidates: Sequence[FieldCandidate], probabilities: Sequence[float], threshold: float
 ) -> list[tuple[FieldCandidate, float]]:
-    """Per slot, the most probable candidate at or over `threshold`, with its probability."""
+    """Per slot, the most probable candidate at or over `threshold`, with its probability.
+
+    One value of a page fills one slot of its field: a plain `+5 V` that is the best of
+    both the `min` and the `max` slots is reported in the more probable one only.
+    """
     best: dict[object, tuple[FieldCandidate, float]] = {}
     for candidate, p in zip(candidates, probabilities, strict=True):
         slot = (candidate.key, candidate.slot)
         if p >= threshold and (slot not in best or p > best[slot][1]):
             best[slot] = (candidate, float(p))
-    return sorted(best.values(), key=lambda item: item[0].order)
+    once: dict[object, tuple[FieldCandidate, float]] = {}
+    for candidate, p in best.values():
+        value = (candidate.key, candidate.page, candidate.scaled, candidate.value)
+        if value not in once or p > once[value][1]:
+            once[value] = (candidate, p)
+    return sorted(once.values(), key=lambda item: item[0].order)
