@@ -59,6 +59,11 @@ class Tenants:
         )
 
 
+UPLOAD_QUOTA_FILES = 24
+"""Live uploads a tenant of the security gateway may hold: room for every probe that
+uploads as alice in this module (they keep their files), and a quota one test fills."""
+
+
 @pytest.fixture(scope="module")
 def tenants(
     ray_cluster: None, serve_port: int, tmp_path_factory: pytest.TempPathFactory
@@ -113,7 +118,7 @@ def tenants(
         ws_per_address=40,
         ws_unauthenticated=8,
         upload_quota_bytes=2_500_000,
-        upload_quota_files=12,
+        upload_quota_files=UPLOAD_QUOTA_FILES,
     )
     serve.run(build_app(config), name="swarm-gateway", route_prefix="/")
     outside = base / "outside"
@@ -805,8 +810,11 @@ def test_uploads_are_bounded_in_parts_headers_body_and_quota(tenants: Tenants) -
         won = next(a.json()["id"] for a in answers if a.status_code == 201)
         assert carol.delete(f"/v1/files/{won}").status_code == 204
         kept = [_upload(carol, "big-2.pdf", big)]
-        # the file quota: 12 live uploads, then 429 naming it
-        kept += [_upload(carol, f"s{n}.pdf", b"%PDF-1.4\n" + bytes(2000)) for n in range(11)]
+        # the file quota: UPLOAD_QUOTA_FILES live uploads, then 429 naming it
+        kept += [
+            _upload(carol, f"s{n}.pdf", b"%PDF-1.4\n" + bytes(2000))
+            for n in range(UPLOAD_QUOTA_FILES - 1)
+        ]
         answer = carol.post("/v1/files", files={"file": ("one-more.pdf", _pdf_bytes())})
         assert answer.status_code == 429 and "upload_quota_files" in answer.text
         with tenants.http("bob") as bob:  # someone else's file is not theirs to delete
