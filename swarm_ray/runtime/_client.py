@@ -10,14 +10,11 @@ calls themselves), and `TaskHandle` the one way to ask about one task.
 
 from __future__ import annotations
 
-import asyncio
-import atexit
 import contextlib
 import logging
 import os
 import socket
-import threading
-from collections.abc import AsyncGenerator, Coroutine, Iterator, Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from typing import Any, TypeVar, overload
 
 import ray
@@ -30,6 +27,7 @@ from swarm_ray.core._record import TaskRecord
 from swarm_ray.core._task import TaskEvent, TaskRequest
 from swarm_ray.core._views import TaskStatus
 from swarm_ray.runtime._aclient import AsyncSwarmClient
+from swarm_ray.runtime._loop import LOOP as _LOOP
 from swarm_ray.runtime._orchestrator import Orchestrator
 
 __all__ = ["SwarmClient", "TaskHandle", "connect"]
@@ -255,7 +253,7 @@ class SwarmClient:
     """A synchronous client of the orchestrator (picklable: pass it to tasks).
 
     It runs the calls of `aio` (an `AsyncSwarmClient`, the one place that knows the
-    orchestrator's methods) on an event loop of its own (`_LoopThread`), so it works
+    orchestrator's methods) on an event loop of its own (`_loop.LOOP`, one per process), so it works
     the same in a script, a notebook, a `ray job submit` driver, a Ray actor and an
     agent, whether or not the calling thread runs an event loop. Calls about one task go
     through its handle: `client.task(task_id).status()`, or the one `start` returns.
@@ -392,72 +390,3 @@ class TaskHandle:
             state = self.status().state
             raise SwarmRuntimeError(f"task `{self.id}` has no output ({state})", task_id=self.id)
         return model.model_validate(raw)
-
-
-class _LoopThread:
-    """An event loop on a daemon thread of its own, where the sync client's calls run.
-
-    The calling thread may run a loop already (a notebook, an async actor, a Serve
-    replica), where `asyncio.run` refuses, or none at all (a script): a loop of the
-    client's own serves both, and one per process keeps the cost to a thread. Started on
-    first use, again in a forked child, stopped at exit.
-    """
-
-    def __init__(self) -> None:
-        self._lock = threading.Lock()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._thread: threading.Thread | None = None
-        self._pid = 0
-
-    def _started(self) -> asyncio.AbstractEventLoop:
-        with self._lock:
-            if self._loop is None or self._pid != os.getpid():
-                loop = asyncio.new_event_loop()
-                thread = threading.Thread(
-                    target=loop.run_forever, name="swarm-ray-client", daemon=True
-                )
-                thread.start()
-                self._loop, self._thread, self._pid = loop, thread, os.getpid()
-            return self._loop
-
-    def run(self, call: Coroutine[Any, Any, T]) -> T:
-        """Run `call` on the loop and block until it returns (or the caller is interrupted)."""
-        loop = self._started()
-        if threading.current_thread() is self._thread:
-            call.close()
-            raise RuntimeError("a `SwarmClient` call on its own loop: await `client.aio` there")
-        future = asyncio.run_coroutine_threadsafe(call, loop)
-        try:
-            return future.result()
-        finally:
-            future.cancel()  # interrupted (Ctrl-C): the call stops as well
-
-    def iterate(self, items: AsyncGenerator[T, None]) -> Iterator[T]:
-        """`items` one by one, each fetched on the loop; closed there when left early."""
-
-        async def step() -> list[T]:  # the next item, or none at the end
-            try:
-                return [await anext(items)]
-            except StopAsyncIteration:
-                return []
-
-        try:
-            while batch := self.run(step()):
-                yield batch[0]
-        finally:
-            self.run(items.aclose())
-
-    def stop(self) -> None:
-        """Stop the loop (at exit: no call is waiting then)."""
-        loop, thread = self._loop, self._thread
-        if loop is None or thread is None or self._pid != os.getpid():
-            return
-        loop.call_soon_threadsafe(loop.stop)
-        thread.join(timeout=5)
-        if not thread.is_alive():
-            loop.close()
-        self._loop = self._thread = None
-
-
-_LOOP = _LoopThread()
-atexit.register(_LOOP.stop)
