@@ -1,10 +1,13 @@
-"""An autoscaling cluster that starts with no worker runs the 20-brochure job exactly.
+"""An autoscaling cluster that starts with no worker runs the 20-brochure job exactly,
+though a worker dies in the middle of it.
 
 `tests/autoscaling.py` starts a head with no CPU for agents and Ray's fake multi-node
 provider (worker nodes of 2 CPUs, added and removed by Ray's autoscaler on this machine),
-runs the job and waits for idle workers to go. Here the outcome is judged: the agents'
-and stages' pending demands brought workers up from zero, the orchestrator stayed on the
-head and no agent ran there, the job was exact, and the workers went back to zero.
+runs the job, kills the raylet of the worker that did most of the extraction once part of
+it is done, and waits for idle workers to go. Here the outcome is judged: the agents' and
+stages' pending demands brought workers up from zero, the orchestrator stayed on the head
+and no agent ran there, the job was exact although a worker died mid-way (only sub-tasks
+whose attempt died with it ran again), and the workers went back to zero.
 """
 
 from __future__ import annotations
@@ -55,4 +58,19 @@ def test_workers_scale_from_zero_and_back_for_an_exact_job(tmp_path: Path) -> No
     assert outcome["left"] == 0  # and idle workers went again
     assert outcome["orchestrator_on_head"]
     assert outcome["agents"] > 0 and outcome["agents_on_head"] == 0
-    print(f"\n20 brochures, workers 0 -> {outcome['most_workers']} -> 0: {outcome['took']} s")
+    killed = outcome["killed"]
+    assert killed.get("node") and killed["not_done"] > 0, "no worker was killed mid-job"
+    assert not outcome["killed_alive"]  # the control store saw the node go
+    attempts: dict[str, list[str]] = outcome["attempts"]
+    for subtask, tries in attempts.items():
+        # Each ends done; an attempt that failed did so because its node went away.
+        # (Two `ok`s: the rules' facts, then the LLM fallback's for the unsure ones.)
+        assert tries[-1] == "ok", (subtask, tries)
+        assert all(t in ("ok", "agent_unavailable", "timeout") for t in tries), (subtask, tries)
+    for subtask in killed["done_before"]:
+        assert set(attempts[subtask]) == {"ok"}, (subtask, attempts[subtask])  # never rerun
+    rerun = sorted(s for s, tries in attempts.items() if set(tries) != {"ok"})
+    print(
+        f"\n20 brochures, workers 0 -> {outcome['most_workers']} -> 0, one killed mid-job "
+        f"({len(rerun)} sub-task(s) ran again): {outcome['took']} s"
+    )
