@@ -44,7 +44,7 @@ from _quick import need
 
 import swarm_ray
 from swarm_ray import InvalidOutputError
-from swarm_ray.core._signals import SubTaskDone
+from swarm_ray.core.model._signals import SubTaskDone
 from swarm_ray.documents import (
     RULES_CONFIDENCE_THRESHOLD,
     ChromaStore,

@@ -5,7 +5,7 @@ See `swarm_ray.video._job` for the options.
 
 import sys
 
-from swarm_ray.core._errors import SwarmUserError
+from swarm_ray.core import SwarmUserError
 from swarm_ray.video._job import main
 
 if __name__ == "__main__":

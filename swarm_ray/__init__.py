@@ -6,8 +6,8 @@ the orchestrator actor, executors, stores, the client). Everything else stays im
 from its own module.
 """
 
-from swarm_ray.core._access import FetchURL, Label, Pattern, ReadPath, WritePath
-from swarm_ray.core._capability import (
+from swarm_ray.core.guards._access import FetchURL, Label, Pattern, ReadPath, WritePath
+from swarm_ray.core.model._capability import (
     BreakerPolicy,
     CapabilitySpec,
     ExecutorKind,
@@ -15,8 +15,7 @@ from swarm_ray.core._capability import (
     RetryPolicy,
     capability_maker,
 )
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._errors import (
+from swarm_ray.core.model._errors import (
     AgentExecutionError,
     AgentUnavailableError,
     AnswerRefusedError,
@@ -48,12 +47,12 @@ from swarm_ray.core._errors import (
     UnknownCapabilityError,
     WatermarkRejectedError,
 )
-from swarm_ray.core._fsm import TaskState
-from swarm_ray.core._human import HumanAsk
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
-from swarm_ray.core._task import Budget, TaskEvent, TaskRequest
-from swarm_ray.core._template import (
+from swarm_ray.core.model._fsm import TaskState
+from swarm_ray.core.model._human import HumanAsk
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.model._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core.model._task import Budget, TaskEvent, TaskRequest
+from swarm_ray.core.model._template import (
     DynamicRule,
     FanOut,
     FeedbackLoop,
@@ -62,8 +61,9 @@ from swarm_ray.core._template import (
     load_template,
     template_json_schema,
 )
-from swarm_ray.core._trace import short_id
-from swarm_ray.core._views import TaskStatus
+from swarm_ray.core.planning._catalog import Catalog
+from swarm_ray.core.views._trace import short_id
+from swarm_ray.core.views._views import TaskStatus
 from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._adapter import HttpAdapter
 from swarm_ray.runtime._agent import AgentReply, ask_human

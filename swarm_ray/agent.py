@@ -25,8 +25,8 @@ Hosting agents (a Serve deployment, a job's driver):
 
 from __future__ import annotations
 
-from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.core._sanitize import CodeField
+from swarm_ray.core.guards._sanitize import CodeField
+from swarm_ray.core.model._capability import CapabilitySpec
 from swarm_ray.runtime._agent import (
     AgentReply,
     ask_human,

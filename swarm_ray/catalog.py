@@ -6,7 +6,7 @@ demand and write files) are not among them: a test asks for them by name.
 
 from __future__ import annotations
 
-from swarm_ray.core._catalog import Catalog
+from swarm_ray.core.planning._catalog import Catalog
 from swarm_ray.documents._capabilities import documents_catalog
 from swarm_ray.llm import llm_catalog
 from swarm_ray.video import video_catalog

@@ -25,7 +25,7 @@ from collections.abc import Sequence
 from datetime import UTC, datetime
 from typing import Any
 
-from swarm_ray.core._errors import SwarmError
+from swarm_ray.core.model._errors import SwarmError
 from swarm_ray.runtime._client import (
     DEFAULT_CATALOGS,
     ORCHESTRATOR_NAME,

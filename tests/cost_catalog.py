@@ -6,9 +6,9 @@ prices, away from the `llm.generation.chat` other tests deploy on the in-process
 
 from __future__ import annotations
 
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core.model._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core.model._template import TaskTemplate
+from swarm_ray.core.planning._catalog import Catalog
 from swarm_ray.llm._capabilities import ChatIn, ChatOut
 
 CHAT = "test.cost.chat"

@@ -7,9 +7,9 @@ by name at once rather than wait pending until their deadlines.
 
 from __future__ import annotations
 
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core.model._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core.model._template import TaskTemplate
+from swarm_ray.core.planning._catalog import Catalog
 from swarm_ray.testing import EchoIn, EchoOut
 
 EXECUTORS = {"actor": ExecutorKind.ACTOR, "rows": ExecutorKind.DATA, "serve": ExecutorKind.SERVE}

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from typing import Any
 
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core.model._template import TaskTemplate
+from swarm_ray.core.planning._catalog import Catalog
 
 ANSWER_SCHEMA = {
     "type": "object",

@@ -72,7 +72,7 @@ def _scenario(cluster: Any, swarm: Any, job: str, work: Path) -> None:
     """Run `job`, remove a worker mid-way, print the outcome as a JSON line."""
     import ray
 
-    from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
+    from swarm_ray.core.model._signals import SubTaskDone, SubTaskFailed
 
     workers = sorted(cluster.worker_nodes, key=lambda w: w.unique_id)
     work.mkdir(parents=True)

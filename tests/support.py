@@ -9,10 +9,10 @@ from typing import Any
 from pydantic import BaseModel
 
 from swarm_ray import BreakerPolicy, CapabilitySpec, RetryPolicy, SubTaskResult, TaskTemplate
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._signals import RunIntent, SubTaskDone, SubTaskFailed
-from swarm_ray.core._subtask import SubTaskError
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._signals import RunIntent, SubTaskDone, SubTaskFailed
+from swarm_ray.core.model._subtask import SubTaskError
 
 
 class TextIn(BaseModel):

@@ -19,10 +19,10 @@ from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from swarm_ray import InputNotAllowedError, TaskRequest
-from swarm_ray.core._access import AccessPolicy
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._principal import Principal
+from swarm_ray.core.guards._access import AccessPolicy
+from swarm_ray.core.guards._limits import RequestLimits
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.planning._catalog import load_catalogs
 from swarm_ray.documents._parse import locate
 from swarm_ray.documents._stage_inputs import ParseIn
 from swarm_ray.runtime._intake import Layout, take_in

@@ -5,10 +5,10 @@ from __future__ import annotations
 import json
 
 from swarm_ray import TaskRequest
-from swarm_ray.core._plan import expand
-from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler
-from swarm_ray.core._signals import ChildAdded, Dispatch, FinishTask, Start, Warn
-from swarm_ray.core._subtask import SubTaskSpec
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._signals import ChildAdded, Dispatch, FinishTask, Start, Warn
+from swarm_ray.core.model._subtask import SubTaskSpec
+from swarm_ray.core.scheduling._scheduler import EVENT_ADAPTER, Scheduler
 from tests.support import done, pipeline, registry
 
 REQ = TaskRequest(query="compare", items=("a",), params={"dimensions": ["battery"]})
@@ -57,8 +57,8 @@ def test_an_input_refused_before_dispatch_is_not_retried_whatever_retry_on_says(
     """A capability that retries `invalid_input` (an agent's own validation, say) does not
     retry an input the scheduler refused before dispatch: it would fail the same way
     forever (it recursed until Python's limit)."""
-    from swarm_ray.core._capability import RetryPolicy
-    from swarm_ray.core._errors import ErrorCode
+    from swarm_ray.core.model._capability import RetryPolicy
+    from swarm_ray.core.model._errors import ErrorCode
     from tests.support import spec
 
     retrying = spec(

@@ -24,7 +24,7 @@ from swarm_ray import (
     TaskNotFoundError,
     TaskStatus,
 )
-from swarm_ray.core._human import HumanWait
+from swarm_ray.core.model._human import HumanWait
 
 
 def _status(state: str = "executing", waiting: tuple[str, ...] = ()) -> TaskStatus:

@@ -25,7 +25,7 @@ from typing import Any
 
 import pytest
 
-from swarm_ray.core._capability import Resources
+from swarm_ray.core.model._capability import Resources
 from swarm_ray.runtime._placement import Cluster
 from tests.ray_head import ray_head
 
@@ -117,7 +117,7 @@ def test_a_capability_no_node_can_hold_fails_by_name_at_once(
     address, env = head
     script = (
         "import sys, time, swarm_ray\n"
-        "from swarm_ray.core._signals import SubTaskFailed\n"
+        "from swarm_ray.core.model._signals import SubTaskFailed\n"
         f"swarm = swarm_ray.connect({address!r}, state_dir={str(tmp_path)!r},"
         " name='gpu-test', catalogs=['tests.gpu_catalog:gpu_catalog'])\n"
         "started = time.monotonic()\n"
@@ -218,7 +218,7 @@ class _Holder:
 
 
 def _echo_spec(executor: str, timeout_s: float) -> Any:
-    from swarm_ray.core._capability import ExecutorKind
+    from swarm_ray.core.model._capability import ExecutorKind
     from swarm_ray.testing import testing_catalog
 
     spec = next(c for c in testing_catalog().capabilities if c.id == "test.echo.text")
@@ -232,7 +232,7 @@ def _echo_spec(executor: str, timeout_s: float) -> Any:
 
 
 def _subtask(spec: Any, n: int) -> Any:
-    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.core.model._subtask import SubTask
 
     return SubTask(
         task_id="fit",

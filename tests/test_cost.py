@@ -95,7 +95,7 @@ def test_a_principals_daily_budget_stops_its_tasks_and_survives_a_restart(
     import ray
 
     from swarm_ray import BudgetExceededError
-    from swarm_ray.core._principal import Principal
+    from swarm_ray.core.guards._principal import Principal
 
     alice, bob = Principal(id="alice"), Principal(id="bob")
     prompts = [f"Name the colour number {n}." for n in range(20)]

@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core.model._errors import InvalidSpecError
 from swarm_ray.documents import (
     Dimension,
     default_dimensions,

@@ -24,7 +24,7 @@ import pytest
 from chromadb.config import Settings
 from pydantic import ValidationError
 
-from swarm_ray.core._errors import InvalidInputError, StateStoreError
+from swarm_ray.core.model._errors import InvalidInputError, StateStoreError
 from swarm_ray.documents import (
     ChromaStore,
     ChunkHit,

@@ -15,10 +15,10 @@ from pathlib import Path
 import pytest
 
 from swarm_ray import TaskRequest
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._plan import expand
-from swarm_ray.core._scheduler import Scheduler
-from swarm_ray.core._signals import Fallback, Start, Warn
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._signals import Fallback, Start, Warn
+from swarm_ray.core.planning._catalog import load_catalogs
+from swarm_ray.core.scheduling._scheduler import Scheduler
 from swarm_ray.documents import (
     ExtractIn,
     ExtractionMethod,
@@ -200,7 +200,7 @@ def test_fallback_replaces_an_unsure_rule_fact_the_llm_reads_otherwise() -> None
 
 
 def test_an_answer_failing_the_schema_raises_so_the_scheduler_keeps_the_rules() -> None:
-    from swarm_ray.core._errors import InvalidOutputError
+    from swarm_ray.core.model._errors import InvalidOutputError
 
     scripted(answer(wheelbase=1))
     with pytest.raises(InvalidOutputError, match="LLM extraction of `battery` from `aero.pdf`"):

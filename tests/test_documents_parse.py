@@ -11,7 +11,7 @@ import pytest
 from reportlab.lib.pdfencrypt import StandardEncryption
 from reportlab.pdfgen.canvas import Canvas
 
-from swarm_ray.core._errors import ErrorCode, InvalidInputError, SwarmUserError
+from swarm_ray.core.model._errors import ErrorCode, InvalidInputError, SwarmUserError
 from swarm_ray.documents import DocumentParseError, ParseFailureReason, parse_pdf
 from swarm_ray.documents._parse import _clean
 

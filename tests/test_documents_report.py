@@ -194,7 +194,7 @@ def test_an_empty_comparison_still_gives_a_report(tmp_path: Path) -> None:
 
 
 def test_the_report_shows_what_the_task_spent(tmp_path: Path) -> None:
-    from swarm_ray.core._views import UsageView
+    from swarm_ray.core.views._views import UsageView
 
     empty = Comparison(entities=(), fields=(), cells=(), conflicts=(), rel_tolerance=0.01)
     spend = UsageView(prompt_tokens=900, completion_tokens=100, total_tokens=1000, cost=0.0125)

@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from swarm_ray import Budget, TaskRequest, TaskState
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import (
+from swarm_ray.core.driver._commands import (
     Accepted,
     Arrived,
     AskPlanner,
@@ -28,13 +27,14 @@ from swarm_ray.core._commands import (
     Resume,
     Run,
 )
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import InvalidInputError, InvalidPlanError, StateStoreError
-from swarm_ray.core._plan import expand
-from swarm_ray.core._principal import LOCAL
-from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings, TokenUsage, effects_keys
-from swarm_ray.core._views import waiting_of
-from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.guards._principal import LOCAL
+from swarm_ray.core.guards._watermark import WatermarkKey
+from swarm_ray.core.model._errors import InvalidInputError, InvalidPlanError, StateStoreError
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult, Timings, TokenUsage, effects_keys
+from swarm_ray.core.planning._catalog import load_catalogs
+from swarm_ray.core.views._views import waiting_of
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
 
@@ -171,12 +171,12 @@ def _write_old_planning_log(deps: dict[str, object], *, planned: bool) -> tuple[
     `planned`, the draft arrived and `shout[0]` was out (the plan's first sub-task);
     without, the planner's call was out. Returns the task id and the planner's tokens.
     """
-    from swarm_ray.core._fsm import TaskMachine, transition
-    from swarm_ray.core._planning import plan_from_output, planning_plan
-    from swarm_ray.core._record import TaskRecord
-    from swarm_ray.core._registry import Registry
-    from swarm_ray.core._routing import TemplateRouter
-    from swarm_ray.core._signals import Start, SubTaskDone
+    from swarm_ray.core.model._fsm import TaskMachine, transition
+    from swarm_ray.core.model._record import TaskRecord
+    from swarm_ray.core.model._registry import Registry
+    from swarm_ray.core.model._signals import Start, SubTaskDone
+    from swarm_ray.core.planning._planning import plan_from_output, planning_plan
+    from swarm_ray.core.planning._routing import TemplateRouter
     from swarm_ray.testing.agents import _PLAN_DRAFTS
 
     store, registry, router = deps["store"], deps["registry"], deps["router"]
@@ -348,8 +348,8 @@ def test_a_planner_without_a_usable_draft_leaves_the_task_to_a_template_saying_w
 ) -> None:
     """The planner failed for good, or drafted a stage named like its own sub-task (one DAG
     holds both): the template router plans, and the task's one warning says why."""
-    from swarm_ray.core._errors import ErrorCode
-    from swarm_ray.core._subtask import SubTaskError
+    from swarm_ray.core.model._errors import ErrorCode
+    from swarm_ray.core.model._subtask import SubTaskError
 
     request = TaskRequest(query="echo fanout", items=("x",), planner="test.planning.good")
     driver, ask = _planner_task(deps, request)
@@ -540,7 +540,7 @@ def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
 ) -> None:
     """Three side-effecting attempts out at a crash: one finished (its result is recorded
     and taken), one started (held for its owner's review), one never started (sent)."""
-    from swarm_ray.core._commands import Answer, AnswerRejected
+    from swarm_ray.core.driver._commands import Answer, AnswerRejected
     from swarm_ray.runtime._agent import run_subtask
     from swarm_ray.testing import count_effects
 
@@ -579,7 +579,7 @@ def test_after_a_restart_side_effects_are_taken_as_recorded_held_or_sent_once(
 
 
 def test_an_owner_may_decline_to_rerun_a_side_effect_in_doubt(deps: dict[str, object]) -> None:
-    from swarm_ray.core._commands import Answer
+    from swarm_ray.core.driver._commands import Answer
 
     driver = _driver(deps, TaskRequest(template="echo_effect", items=("only",)))
     [run] = [c for c in driver.step(Planned(_plan(deps, driver))).commands if isinstance(c, Run)]
@@ -653,9 +653,9 @@ def test_an_operators_price_per_compute_second_is_part_of_the_cost_and_the_budge
 def test_plan_request_is_the_one_way_a_request_becomes_a_start(deps: dict[str, object]) -> None:
     """`plan_request` answers with the driver input that starts the task: a validated
     plan, the planner to ask, or why no plan can be made; a refused planner raises."""
-    from swarm_ray.core._errors import NoTemplateMatchedError, UnknownCapabilityError
-    from swarm_ray.core._registry import Registry
-    from swarm_ray.core._request_plan import plan_request
+    from swarm_ray.core.driver._request_plan import plan_request
+    from swarm_ray.core.model._errors import NoTemplateMatchedError, UnknownCapabilityError
+    from swarm_ray.core.model._registry import Registry
 
     registry, router = deps["registry"], deps["router"]
     assert isinstance(registry, Registry)
@@ -689,8 +689,8 @@ def test_the_driver_decides_child_sub_tasks_and_says_when_they_settle(
     """`AskChild` is answered by the driver: refused for a watermark that is not the
     running attempt's, admitted otherwise (dispatched like any sub-task); `ChildSettled`
     follows when the child's result is taken in, and asking again finds the outcome."""
-    from swarm_ray.core._commands import AskChild, ChildAdmitted, ChildRefused, ChildSettled
-    from swarm_ray.core._errors import WatermarkRejectedError
+    from swarm_ray.core.driver._commands import AskChild, ChildAdmitted, ChildRefused, ChildSettled
+    from swarm_ray.core.model._errors import WatermarkRejectedError
 
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     [parent, *_] = [
@@ -726,7 +726,7 @@ def test_the_driver_decides_child_sub_tasks_and_says_when_they_settle(
 def test_a_child_whose_input_the_log_cannot_hold_is_refused_and_the_task_goes_on(
     deps: dict[str, object],
 ) -> None:
-    from swarm_ray.core._commands import AskChild, ChildRefused
+    from swarm_ray.core.driver._commands import AskChild, ChildRefused
 
     driver = _driver(deps, TaskRequest(template="echo_fanout", items=("a",)))
     [parent, *_] = [

@@ -4,7 +4,7 @@ import pytest
 
 import swarm_ray
 from swarm_ray import SwarmError, SwarmRuntimeError, SwarmUserError
-from swarm_ray.core._errors import ErrorCode, error_for_code
+from swarm_ray.core.model._errors import ErrorCode, error_for_code
 
 
 def _all_error_classes() -> list[type[SwarmError]]:
@@ -34,7 +34,9 @@ def test_tree_has_every_documented_class() -> None:
         "InvalidStateTransitionError",
     ):
         assert name in names
-        assert name in (swarm_ray.core._errors.__doc__ or ""), f"{name} missing from the drawn tree"
+        assert name in (swarm_ray.core.model._errors.__doc__ or ""), (
+            f"{name} missing from the drawn tree"
+        )
 
 
 @pytest.mark.parametrize("cls", ALL, ids=lambda c: c.__name__)

@@ -23,9 +23,19 @@ def test_private_modules_public_names_are_exported() -> None:
     listed = []
     for layer in ("core", "runtime"):
         package = importlib.import_module(f"swarm_ray.{layer}")
-        for info in pkgutil.iter_modules(package.__path__):
-            module = importlib.import_module(f"swarm_ray.{layer}.{info.name}")
-            listed += list(getattr(module, "__all__", ()))
+        for info in pkgutil.walk_packages(package.__path__, f"swarm_ray.{layer}."):
+            if info.name.rsplit(".", 1)[-1].startswith("_"):  # a private module
+                module = importlib.import_module(info.name)
+                listed += list(getattr(module, "__all__", ()))
     assert sorted(set(listed) - set(swarm_ray.__all__)) == []
     assert sorted(set(swarm_ray.__all__) - set(listed) - {"__version__"}) == []
     assert len(swarm_ray.__all__) <= 70
+
+
+def test_the_core_face_is_sorted_and_every_name_exists() -> None:
+    # `swarm_ray.core` is what workloads import instead of core's private modules.
+    import swarm_ray.core
+
+    names = list(swarm_ray.core.__all__)
+    assert names == sorted(set(names), key=lambda n: (not n.isupper(), not n[0].isupper(), n))
+    assert [n for n in names if not hasattr(swarm_ray.core, n)] == []

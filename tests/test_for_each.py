@@ -8,10 +8,10 @@ import pytest
 from pydantic import BaseModel
 
 from swarm_ray import InvalidPlanError, InvalidSpecError, TaskRequest, TaskTemplate
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._plan import expand
-from swarm_ray.core._scheduler import Scheduler
-from swarm_ray.core._signals import Dispatch, FailTask, FannedOut, FinishTask, Start
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._signals import Dispatch, FailTask, FannedOut, FinishTask, Start
+from swarm_ray.core.scheduling._scheduler import Scheduler
 from tests.support import done, failed, registry, spec
 
 

@@ -3,7 +3,7 @@ import itertools
 import pytest
 
 from swarm_ray import InvalidStateTransitionError, TaskState
-from swarm_ray.core._fsm import TRANSITIONS, TaskMachine, transition
+from swarm_ray.core.model._fsm import TRANSITIONS, TaskMachine, transition
 
 S = TaskState
 LEGAL = {

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from swarm_ray.core._principal import Principal
+from swarm_ray.core.guards._principal import Principal
 from swarm_ray.gateway._limits import (
     BodyLimits,
     GatewayLimits,

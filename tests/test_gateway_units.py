@@ -12,14 +12,14 @@ import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
 from swarm_ray import CapabilitySpec, InvalidSpecError, TaskRequest
-from swarm_ray.core._plan import Plan, expand
-from swarm_ray.core._principal import LOCAL, Principal
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._scheduler import Scheduler
-from swarm_ray.core._signals import Start, SubTaskDone
-from swarm_ray.core._subtask import SubTaskResult, Timings
-from swarm_ray.core._trace import find_tokens, short_id, trace_tokens
-from swarm_ray.core._watermark import WatermarkKey, issue_watermark
+from swarm_ray.core.guards._principal import LOCAL, Principal
+from swarm_ray.core.guards._watermark import WatermarkKey, issue_watermark
+from swarm_ray.core.model._plan import Plan, expand
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._signals import Start, SubTaskDone
+from swarm_ray.core.model._subtask import SubTaskResult, Timings
+from swarm_ray.core.scheduling._scheduler import Scheduler
+from swarm_ray.core.views._trace import find_tokens, short_id, trace_tokens
 from swarm_ray.gateway import ApiKeys, render_metrics
 from swarm_ray.runtime._audit import AuditTrail, sampled
 from swarm_ray.runtime._health import PROBE_FAILURES_TO_EJECT, HealthBook, health_score
@@ -61,8 +61,8 @@ def test_health_book_success_latency_and_availability() -> None:
 def test_a_callers_mistake_or_a_cancel_does_not_lower_the_swarms_health() -> None:
     """Only the agent's own failures count: a tenant sending bad input again and again
     (or cancelling) leaves the success rate where the agent's real work put it."""
-    from swarm_ray.core._errors import ErrorCode
-    from swarm_ray.core._subtask import SubTaskError
+    from swarm_ray.core.model._errors import ErrorCode
+    from swarm_ray.core.model._subtask import SubTaskError
     from swarm_ray.runtime._upkeep import Observer
 
     book = HealthBook(_specs())
@@ -477,7 +477,7 @@ def test_gc_thresholds_come_from_the_environment(monkeypatch: pytest.MonkeyPatch
 
 
 def test_a_spent_budget_is_429_naming_its_limit_and_bad_input_stays_422() -> None:
-    from swarm_ray.core._errors import BudgetExceededError, InvalidSpecError
+    from swarm_ray.core.model._errors import BudgetExceededError, InvalidSpecError
     from swarm_ray.gateway._http import http_error
 
     spent = http_error(BudgetExceededError("spent", limit="daily.max_cost", value=2, maximum=1))

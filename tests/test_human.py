@@ -12,8 +12,7 @@ from pathlib import Path
 import pytest
 
 from swarm_ray import AnswerRefusedError, InvalidInputError, SwarmError, TaskRequest, TaskState
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import (
+from swarm_ray.core.driver._commands import (
     Answer,
     AnswerRejected,
     Arrived,
@@ -23,12 +22,13 @@ from swarm_ray.core._commands import (
     Wake,
     WakeAt,
 )
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._plan import expand
-from swarm_ray.core._principal import LOCAL, Principal
-from swarm_ray.core._subtask import SubTask, SubTaskResult, Timings
-from swarm_ray.core._views import status_view
-from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.guards._principal import LOCAL, Principal
+from swarm_ray.core.guards._watermark import WatermarkKey
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult, Timings
+from swarm_ray.core.planning._catalog import load_catalogs
+from swarm_ray.core.views._views import status_view
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._store import SQLiteStateStore
 
@@ -251,7 +251,7 @@ def test_killed_during_the_wait_answered_over_rest_and_a_default_at_the_deadline
 def _asked(subtask: SubTask, question: str, **ask: object) -> SubTaskResult:
     """The result of an attempt whose agent paused to ask (`swarm_ray.agent.ask_human`)."""
     from swarm_ray.agent import ask_human
-    from swarm_ray.core._subtask import SubTaskError, TokenUsage
+    from swarm_ray.core.model._subtask import SubTaskError, TokenUsage
 
     try:
         ask_human(question, state={"seen": subtask.attempt}, usage=TokenUsage(calls=1), **ask)  # type: ignore[arg-type]
@@ -311,7 +311,7 @@ def test_an_agent_asks_mid_run_and_goes_on_from_its_state_with_the_answer(
 def test_an_agents_question_takes_its_default_and_a_sub_task_asks_a_bounded_number_of_times(
     deps: dict[str, object],
 ) -> None:
-    from swarm_ray.core._scheduler import MAX_ASKS
+    from swarm_ray.core.scheduling._scheduler import MAX_ASKS
 
     driver, runs = _start(deps, "human_branches")
     second = next(r for r in runs if r.subtask_id == "second")
@@ -338,8 +338,8 @@ def test_an_answer_whose_check_breaks_is_refused_and_the_task_goes_on(
 ) -> None:
     """The driver checks answers inside its step: a check that breaks (a bug) is that
     answer's error, as it was when the check ran outside; the task keeps waiting."""
-    import swarm_ray.core._admit as admit_module
-    from swarm_ray.core._errors import SwarmRuntimeError
+    import swarm_ray.core.driver._admit as admit_module
+    from swarm_ray.core.model._errors import SwarmRuntimeError
 
     driver, runs = _start(deps, "human_branches")
     _finish(driver, runs)

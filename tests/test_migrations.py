@@ -15,14 +15,14 @@ import pytest
 import yaml
 
 from swarm_ray import TaskRequest, TaskState, TaskTemplate
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import Arrived, Resume, Run
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._journal import LogEntry, StateStore, TaskParts
-from swarm_ray.core._plan import expand
-from swarm_ray.core._record import SCHEMA_VERSION
-from swarm_ray.core._subtask import SubTask
-from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.core.driver._commands import Arrived, Resume, Run
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.durability._journal import LogEntry, StateStore, TaskParts
+from swarm_ray.core.guards._watermark import WatermarkKey
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._record import SCHEMA_VERSION
+from swarm_ray.core.model._subtask import SubTask
+from swarm_ray.core.planning._catalog import load_catalogs
 from swarm_ray.runtime._migrations import (
     MIGRATIONS,
     request_v1_to_v2,

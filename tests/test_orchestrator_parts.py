@@ -7,8 +7,8 @@ from pathlib import Path
 from types import SimpleNamespace
 from typing import Any
 
-from swarm_ray.core._errors import StateStoreError
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core.model._errors import StateStoreError
+from swarm_ray.core.model._subtask import TokenUsage
 from swarm_ray.runtime._store import SQLiteStateStore
 from swarm_ray.runtime._tasks import InFlight, TaskTable
 from swarm_ray.runtime._turns import Turns

@@ -27,7 +27,7 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 from opentelemetry.proto.trace.v1.trace_pb2 import Span, Status
 
 from swarm_ray import SwarmClient, TaskState, short_id
-from swarm_ray.core._traceparent import parse_traceparent
+from swarm_ray.core.model._traceparent import parse_traceparent
 from tests.support import wait_until
 
 pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]

@@ -13,9 +13,9 @@ from swarm_ray import (
     load_template,
     template_json_schema,
 )
-from swarm_ray.core._plan import expand, validate_plan
-from swarm_ray.core._routing import TemplateRouter
-from swarm_ray.core._subtask import SubTaskSpec
+from swarm_ray.core.model._plan import expand, validate_plan
+from swarm_ray.core.model._subtask import SubTaskSpec
+from swarm_ray.core.planning._routing import TemplateRouter
 from swarm_ray.runtime._migrations import request_v1_to_v2, template_v1_to_v2
 from tests.support import PIPELINE_YAML, pipeline, registry
 

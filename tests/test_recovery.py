@@ -9,7 +9,7 @@ import ray
 
 import swarm_ray
 from swarm_ray import TaskState
-from swarm_ray.core._signals import SubTaskDone
+from swarm_ray.core.model._signals import SubTaskDone
 from swarm_ray.testing import count_effects, count_executions
 from tests.support import wait_until
 
@@ -162,14 +162,14 @@ def test_redis_state_backend_runs_a_task(ray_cluster: None, tmp_path) -> None:  
 def test_a_task_reloaded_from_its_last_saved_state_still_finishes(tmp_path) -> None:  # type: ignore[no-untyped-def]
     """States left within one step (routing, executing, finalizing) are not saved on their
     own; a driver reloaded from the last save (`dispatching`) must still finish."""
-    from swarm_ray.core._catalog import load_catalogs
-    from swarm_ray.core._commands import Arrived, Close, Planned, Resume, Run
-    from swarm_ray.core._driver import TaskDriver
-    from swarm_ray.core._plan import expand
-    from swarm_ray.core._record import SCHEMA_VERSION
-    from swarm_ray.core._subtask import SubTaskResult, Timings
-    from swarm_ray.core._task import TaskRequest
-    from swarm_ray.core._watermark import WatermarkKey
+    from swarm_ray.core.driver._commands import Arrived, Close, Planned, Resume, Run
+    from swarm_ray.core.driver._driver import TaskDriver
+    from swarm_ray.core.guards._watermark import WatermarkKey
+    from swarm_ray.core.model._plan import expand
+    from swarm_ray.core.model._record import SCHEMA_VERSION
+    from swarm_ray.core.model._subtask import SubTaskResult, Timings
+    from swarm_ray.core.model._task import TaskRequest
+    from swarm_ray.core.planning._catalog import load_catalogs
     from swarm_ray.runtime._results import ResultStore
     from swarm_ray.runtime._store import open_state_store
 

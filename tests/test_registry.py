@@ -11,7 +11,7 @@ from swarm_ray import (
     Resources,
     UnknownCapabilityError,
 )
-from swarm_ray.core._registry import Registry
+from swarm_ray.core.model._registry import Registry
 from tests.support import TextIn, TextOut, spec
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from swarm_ray import InvalidSpecError, StateStoreError
-from swarm_ray.core._journal import OFFLOAD_LIMIT_BYTES, should_offload
+from swarm_ray.core.durability._journal import OFFLOAD_LIMIT_BYTES, should_offload
 from swarm_ray.runtime._results import ResultStore
 
 

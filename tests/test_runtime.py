@@ -9,7 +9,7 @@ import pytest
 import ray
 
 from swarm_ray import NoTemplateMatchedError, Resources, SubTaskResult, SwarmClient, TaskState
-from swarm_ray.core._watermark import WatermarkKey, issue_watermark
+from swarm_ray.core.guards._watermark import WatermarkKey, issue_watermark
 from swarm_ray.runtime._subagent import BACKGROUND_NICE, SubAgent
 from swarm_ray.testing import count_executions
 from tests.support import spec, wait_until
@@ -360,7 +360,7 @@ def test_the_open_task_limit_counts_a_callers_open_tasks_and_frees_ended_ones(
     swarm: SwarmClient,
 ) -> None:
     from swarm_ray import LimitExceededError, TaskRequest
-    from swarm_ray.core._principal import Principal
+    from swarm_ray.core.guards._principal import Principal
 
     alice, bob = Principal(id="limit-alice"), Principal(id="limit-bob")
     slow = TaskRequest(template="echo_fanout", items=("held",), params={"delay_s": 30})

@@ -8,10 +8,10 @@ import pytest
 from pydantic import BaseModel
 
 from swarm_ray import CapabilitySpec
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._sanitize import CodeField, check_python, sanitize_output
-from swarm_ray.core._subtask import SubTask
-from swarm_ray.core._watermark import WatermarkKey, issue_watermark
+from swarm_ray.core.guards._sanitize import CodeField, check_python, sanitize_output
+from swarm_ray.core.guards._watermark import WatermarkKey, issue_watermark
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._subtask import SubTask
 from swarm_ray.runtime._agent import run_subtask
 
 DANGEROUS = {
@@ -163,6 +163,6 @@ def test_every_rule_is_linear_on_24_kb(name: str) -> None:
 
 
 def test_the_sanitizer_says_it_is_a_filter_not_a_sandbox() -> None:
-    from swarm_ray.core import _sanitize
+    from swarm_ray.core.guards import _sanitize
 
     assert "filter, not a sandbox" in (_sanitize.__doc__ or "")

@@ -11,11 +11,15 @@ import ast
 from pathlib import Path
 
 from swarm_ray import BreakerPolicy, TaskRequest, TaskTemplate
-from swarm_ray.core._breaker import Breaker, BreakerState
-from swarm_ray.core._dag import Dag
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
-from swarm_ray.core._failures import (
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._human import HumanAsk
+from swarm_ray.core.model._plan import Plan, expand
+from swarm_ray.core.model._signals import HumanAnswered, SpendingStopped
+from swarm_ray.core.model._subtask import SubTaskError, SubTaskResult, SubTaskSpec
+from swarm_ray.core.scheduling._breaker import Breaker, BreakerState
+from swarm_ray.core.scheduling._dag import Dag
+from swarm_ray.core.scheduling._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
+from swarm_ray.core.scheduling._failures import (
     FailForGood,
     Keep,
     RetryAfter,
@@ -27,12 +31,8 @@ from swarm_ray.core._failures import (
     spends,
     stopped_by_budget,
 )
-from swarm_ray.core._human import HumanAsk
-from swarm_ray.core._node import SubTaskStatus, _Node
-from swarm_ray.core._plan import Plan, expand
-from swarm_ray.core._signals import HumanAnswered, SpendingStopped
-from swarm_ray.core._subtask import SubTaskError, SubTaskResult, SubTaskSpec
-from swarm_ray.core._waits import (
+from swarm_ray.core.scheduling._node import SubTaskStatus, _Node
+from swarm_ray.core.scheduling._waits import (
     MAX_ASKS,
     answers,
     ask_of,
@@ -46,6 +46,12 @@ from swarm_ray.core._waits import (
 from tests.support import registry, spec
 
 CORE = Path(__file__).resolve().parent.parent / "swarm_ray" / "core"
+
+
+def _source(name: str) -> str:
+    """The text of `core`'s module `name`, in whichever of its sub-packages it sits."""
+    [path] = CORE.rglob(f"{name}.py")
+    return path.read_text()
 
 
 def node(capability: str = "doc.extract.text", **kw: object) -> _Node:
@@ -479,7 +485,7 @@ def violations(sources: dict[str, str]) -> list[str]:
 
 
 def test_no_class_of_the_scheduler_or_driver_writes_state_another_declares() -> None:
-    sources = {name: (CORE / f"{name}.py").read_text() for name in OWNERS}
+    sources = {name: _source(name) for name in OWNERS}
     assert violations(sources) == []
 
 
@@ -501,7 +507,7 @@ def test_the_ownership_check_sees_a_mixin_writing_its_hosts_state() -> None:
 
 def test_the_policies_write_nothing_and_their_decisions_are_frozen() -> None:
     for name in POLICIES:
-        tree = ast.parse((CORE / f"{name}.py").read_text())
+        tree = ast.parse(_source(name))
         for node in ast.walk(tree):
             for target in _targets(node):
                 assert not isinstance(target, ast.Attribute | ast.Subscript), (

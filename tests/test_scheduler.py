@@ -13,10 +13,9 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from swarm_ray import BreakerPolicy, TaskRequest, TaskTemplate, TokenUsage
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._plan import expand
-from swarm_ray.core._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
-from swarm_ray.core._signals import (
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._plan import expand
+from swarm_ray.core.model._signals import (
     BreakerClosed,
     BreakerHalfOpened,
     BreakerOpened,
@@ -42,6 +41,7 @@ from swarm_ray.core._signals import (
     Tick,
     Warn,
 )
+from swarm_ray.core.scheduling._scheduler import EVENT_ADAPTER, Scheduler, SubTaskStatus
 from tests.support import ManyIn, done, failed, pipeline, registry, spec
 
 REQ = TaskRequest(query="compare", items=("a", "b"), params={"dimensions": ["battery", "motor"]})

@@ -925,7 +925,7 @@ def test_an_expired_upload_a_running_task_reads_is_kept_until_it_ends(
     import ray
 
     from swarm_ray import TaskRequest
-    from swarm_ray.core._principal import Principal
+    from swarm_ray.core.guards._principal import Principal
     from swarm_ray.runtime._results import ResultStore
     from swarm_ray.runtime._uploads import Uploads
 
@@ -1135,7 +1135,7 @@ def test_a_result_handler_that_raises_does_not_leak_the_agent(ray_cluster: None)
 
     import ray
 
-    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.core.model._subtask import SubTask
     from swarm_ray.runtime._executors import ActorPoolExecutor
     from swarm_ray.testing import testing_catalog
 
@@ -1552,7 +1552,7 @@ def test_a_video_task_names_no_server_path_and_its_segments_are_bounded(tenants:
 def test_a_tenant_names_only_its_own_task_as_parent(tenants: Tenants) -> None:
     """Probe 10: `parent_task_id` set to another tenant's task got watermarks, signed by
     the swarm, naming that task as parent."""
-    from swarm_ray.core._watermark import read_claims
+    from swarm_ray.core.guards._watermark import read_claims
 
     echo = {"template": "echo_fanout", "items": ["child"]}
     with tenants.http("alice") as alice, tenants.http("bob") as bob:

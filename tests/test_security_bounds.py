@@ -19,15 +19,15 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
-from swarm_ray.core._access import AccessPolicy
-from swarm_ray.core._errors import InputNotAllowedError, InvalidSpecError
-from swarm_ray.core._schema_bounds import (
+from swarm_ray.core.guards._access import AccessPolicy
+from swarm_ray.core.guards._schema_bounds import (
     MAX_COUNT,
     MAX_LENGTH,
     SchemaBoundsError,
     check_schema,
     schema_validator,
 )
+from swarm_ray.core.model._errors import InputNotAllowedError, InvalidSpecError
 from swarm_ray.documents._dimensions import FieldSpec, parse_field_arg
 from swarm_ray.documents._labels import _plain, labels_regex
 from swarm_ray.documents._stage_inputs import ExtractIn

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from swarm_ray import InputNotAllowedError, LimitExceededError, TaskConflictError, TaskRequest
-from swarm_ray.core._access import AccessPolicy
-from swarm_ray.core._catalog import load_catalogs
-from swarm_ray.core._commands import Planned
-from swarm_ray.core._limits import RequestLimits, json_depth
-from swarm_ray.core._principal import LOCAL, Principal, scoped_task_id
+from swarm_ray.core.driver._commands import Planned
+from swarm_ray.core.guards._access import AccessPolicy
+from swarm_ray.core.guards._limits import RequestLimits, json_depth
+from swarm_ray.core.guards._principal import LOCAL, Principal, scoped_task_id
+from swarm_ray.core.planning._catalog import load_catalogs
 from swarm_ray.documents._capabilities import count_fields
 from swarm_ray.documents._index import IndexRequest
 from swarm_ray.documents._stage_inputs import ParseIn
@@ -323,8 +323,8 @@ def test_intake_puts_outputs_in_the_tasks_own_directory(
 def test_intake_scopes_idempotent_ids_and_checks_the_request(
     intake_env: dict[str, object],
 ) -> None:
-    from swarm_ray.core._driver import TaskDriver
-    from swarm_ray.core._watermark import WatermarkKey
+    from swarm_ray.core.driver._driver import TaskDriver
+    from swarm_ray.core.guards._watermark import WatermarkKey
 
     first = TaskRequest(template="echo_fanout", items=("x",), task_id="job-1")
     intake = take_in(first, ALICE, **intake_env)  # type: ignore[arg-type]
@@ -353,8 +353,8 @@ def test_intake_scopes_idempotent_ids_and_checks_the_request(
 def test_a_data_row_past_its_deadline_stops_itself() -> None:
     import time
 
-    from swarm_ray.core._errors import ErrorCode
-    from swarm_ray.core._subtask import SubTask, SubTaskResult
+    from swarm_ray.core.model._errors import ErrorCode
+    from swarm_ray.core.model._subtask import SubTask, SubTaskResult
     from swarm_ray.runtime._executors import _data_row
     from swarm_ray.testing import testing_catalog
 
@@ -408,7 +408,7 @@ class _FlakyStore(SQLiteStateStore):
     ) -> int:
         if kind == "sched" and self.failures > 0:
             self.failures -= 1
-            from swarm_ray.core._errors import StateStoreError
+            from swarm_ray.core.model._errors import StateStoreError
 
             raise StateStoreError("disk I/O error (test)")
         return super().append(task_id, kind, payload_json, dedupe_key=dedupe_key)
@@ -418,10 +418,10 @@ def test_a_failing_log_write_is_named_not_lost(tmp_path: Path) -> None:
     """The driver logs before it acts; a write that fails (after the store's own retries:
     SQLite's busy timeout, Redis's connection retries) raises by name, and the scheduler
     never sees the event."""
-    from swarm_ray.core._driver import TaskDriver
-    from swarm_ray.core._errors import StateStoreError
-    from swarm_ray.core._plan import expand
-    from swarm_ray.core._watermark import WatermarkKey
+    from swarm_ray.core.driver._driver import TaskDriver
+    from swarm_ray.core.guards._watermark import WatermarkKey
+    from swarm_ray.core.model._errors import StateStoreError
+    from swarm_ray.core.model._plan import expand
 
     registry, router = load_catalogs(["swarm_ray.testing:testing_catalog"])
     store = _FlakyStore(tmp_path / "state.db", failures=0)
@@ -454,7 +454,7 @@ class _BuggyLimits(RequestLimits):
 
 
 def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> None:
-    from swarm_ray.core._errors import SwarmRuntimeError
+    from swarm_ray.core.model._errors import SwarmRuntimeError
     from swarm_ray.runtime._intake import Intake, take_in_each
 
     good = TaskRequest(template="echo_fanout", items=("x",))
@@ -474,7 +474,7 @@ def test_a_bad_request_in_a_batch_fails_alone(intake_env: dict[str, object]) -> 
 
 def misbehave(data: EchoIn) -> EchoIn:
     """Fail as `data.text` says: the request's mistake (`mistake`) or the agent's own."""
-    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.core.model._errors import InvalidSpecError
 
     if data.text == "mistake":
         raise InvalidSpecError("MCP server `erp` is not registered")
@@ -487,7 +487,7 @@ def test_a_tenants_mistakes_do_not_make_a_replica_unhealthy() -> None:
     its replica, for every tenant. Three failures of its own still do."""
     import time
 
-    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.core.model._subtask import SubTask
     from swarm_ray.runtime._serve_app import CapabilityDeployment
     from tests.support import spec as spec_of
 
@@ -556,7 +556,7 @@ def test_http_adapter_values_cannot_change_the_paths_shape() -> None:
 
 
 def test_an_unregistered_tool_is_named_alone() -> None:
-    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.core.model._errors import InvalidSpecError
     from swarm_ray.llm._settings import resolve
 
     with pytest.raises(InvalidSpecError, match="`nobody` is not registered") as caught:
@@ -569,7 +569,7 @@ def test_workloads_that_read_tenant_files_declare_limits_for_untrusted_tasks(
 ) -> None:
     import time
 
-    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.core.model._subtask import SubTask
     from swarm_ray.documents import documents_catalog
     from swarm_ray.runtime._rlimits import declared_limits, limited
     from swarm_ray.video import video_catalog
@@ -616,7 +616,7 @@ def test_a_stdio_mcp_server_gets_only_the_environment_listed(
 def test_registered_tools_and_endpoints_are_granted_per_tenant(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from swarm_ray.core._errors import InvalidSpecError
+    from swarm_ray.core.model._errors import InvalidSpecError
     from swarm_ray.llm._settings import llm_settings, resolve
 
     config = tmp_path / "llm.yaml"
@@ -779,7 +779,7 @@ def test_an_upload_the_store_cannot_keep_is_a_503_naming_no_server_path(
 ) -> None:
     import logging
 
-    from swarm_ray.core._errors import StateStoreError
+    from swarm_ray.core.model._errors import StateStoreError
     from swarm_ray.gateway._http import unavailable
 
     failure = StateStoreError("cannot write /var/lib/swarm-ray/uploads/alice/f-1.part: ENOSPC")
@@ -895,7 +895,7 @@ def test_http_adapter_sends_one_idempotency_key_for_every_attempt_of_a_sub_task(
 
     from pydantic import BaseModel
 
-    from swarm_ray.core._subtask import SubTask
+    from swarm_ray.core.model._subtask import SubTask
     from swarm_ray.runtime._adapter import HttpAdapter
     from swarm_ray.runtime._agent import _CURRENT
 
@@ -987,7 +987,7 @@ def test_no_path_under_the_state_or_results_root_reaches_an_http_caller(tmp_path
 def test_dollar_keys_from_a_caller_are_refused_naming_where(
     intake_env: dict[str, object],
 ) -> None:
-    from swarm_ray.core._access import refuse_markers
+    from swarm_ray.core.guards._access import refuse_markers
 
     for caller in (ALICE, LOCAL):  # a marker from anyone would be read as the swarm's
         request = TaskRequest(
@@ -1003,7 +1003,7 @@ def test_dollar_keys_from_a_caller_are_refused_naming_where(
 
 
 def _stored(store: Any, task_id: str, owner: str | None) -> None:
-    from swarm_ray.core._record import SCHEMA_VERSION
+    from swarm_ray.core.model._record import SCHEMA_VERSION
 
     record = json.dumps({"task_id": task_id, "owner": owner})
     store.put_task(task_id, record, is_open=False, schema_version=SCHEMA_VERSION, owner=owner)
@@ -1029,7 +1029,7 @@ def test_a_tenant_names_only_its_own_task_as_parent(intake_env: dict[str, object
 
 
 def test_a_tenants_traceparent_starts_a_trace_of_its_own(intake_env: dict[str, object]) -> None:
-    from swarm_ray.core._traceparent import parse_traceparent
+    from swarm_ray.core.model._traceparent import parse_traceparent
     from swarm_ray.runtime._audit import sampled
 
     sent = "00-00000000000000000000000000000001-00f067aa0ba902b7-01"
@@ -1109,7 +1109,7 @@ def _text_bomb(chars: int) -> bytes:
 def test_a_text_bomb_fails_its_parse_with_resource_limit_naming_the_file(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    from swarm_ray.core._errors import ErrorCode, ResourceLimitError
+    from swarm_ray.core.model._errors import ErrorCode, ResourceLimitError
     from swarm_ray.documents._parse import parse_pdf
 
     bomb = tmp_path / "bomb.pdf"
@@ -1186,7 +1186,7 @@ def test_a_listing_reads_tasks_back_off_the_loop_and_keeps_ended_ones() -> None:
     import asyncio
     import threading
 
-    from swarm_ray.core._views import TaskStatus
+    from swarm_ray.core.views._views import TaskStatus
     from swarm_ray.runtime._listing import Listing
 
     def status(task_id: str, state: str = "completed") -> TaskStatus:

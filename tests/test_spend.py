@@ -6,8 +6,8 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core.model._errors import InvalidSpecError
+from swarm_ray.core.model._subtask import TokenUsage
 from swarm_ray.runtime._spend import DailySpend, parse_daily_budgets
 from swarm_ray.runtime._store import SQLiteStateStore
 

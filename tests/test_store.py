@@ -20,8 +20,8 @@ import pytest
 
 import swarm_ray
 from swarm_ray import InvalidSpecError, StateStoreError
-from swarm_ray.core._journal import LogEntry, StateStore
-from swarm_ray.core._record import SCHEMA_VERSION
+from swarm_ray.core.durability._journal import LogEntry, StateStore
+from swarm_ray.core.model._record import SCHEMA_VERSION
 from swarm_ray.runtime._store import (
     _LAYOUT_STEPS,
     STORE_LAYOUT_VERSION,

@@ -10,8 +10,8 @@ import pytest
 
 import swarm_ray
 from swarm_ray import SwarmClient, SwarmRuntimeError
-from swarm_ray.core._signals import SubTaskDone
-from swarm_ray.core._watermark import read_claims
+from swarm_ray.core.guards._watermark import read_claims
+from swarm_ray.core.model._signals import SubTaskDone
 from swarm_ray.video import (
     SampleVideo,
     VideoRun,

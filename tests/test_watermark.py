@@ -6,7 +6,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from swarm_ray import WatermarkRejectedError
-from swarm_ray.core._watermark import (
+from swarm_ray.core.guards._watermark import (
     WatermarkKey,
     canonical_digest,
     issue_watermark,

@@ -20,17 +20,18 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from swarm_ray.agent import AgentReply, declared_limits, state_dir, task_spend
-from swarm_ray.core._capability import (
+from swarm_ray.core import (
     CapabilitySpec,
+    Catalog,
+    ErrorCode,
     ExecutorKind,
+    InvalidInputError,
     Resources,
     RetryPolicy,
+    TaskRequest,
+    TaskTemplate,
     capability_maker,
 )
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._errors import ErrorCode, InvalidInputError
-from swarm_ray.core._task import TaskRequest
-from swarm_ray.core._template import TaskTemplate
 from swarm_ray.documents._compare import Comparison, compare_facts
 from swarm_ray.documents._dimensions import Dimension, FieldSpec, default_dimensions, field_groups
 from swarm_ray.documents._extract import ExtractionResult, extract_facts

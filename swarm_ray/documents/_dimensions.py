@@ -36,8 +36,7 @@ from typing import Annotated, Any
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swarm_ray.core._access import Bounded, Label, Pattern
-from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core import Bounded, InvalidSpecError, Label, Pattern
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._units import COUNT, MONEY, TEXT, parse_unit
 

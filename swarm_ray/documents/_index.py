@@ -34,8 +34,7 @@ import numpy as np
 import numpy.typing as npt
 from pydantic import AnyHttpUrl, BaseModel, ConfigDict, Field, model_validator
 
-from swarm_ray.core._access import Access, ReadPath, WritePath
-from swarm_ray.core._errors import InvalidInputError, StateStoreError
+from swarm_ray.core import Access, InvalidInputError, ReadPath, StateStoreError, WritePath
 from swarm_ray.documents._parse import ParsedDocument
 
 if TYPE_CHECKING:

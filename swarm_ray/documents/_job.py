@@ -32,7 +32,7 @@ import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
 import swarm_ray
 from swarm_ray.agent import follow_with_progress
-from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core import InvalidSpecError
 from swarm_ray.documents._accuracy import facts_by_file, in_dimensions, score_extraction
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._dimensions import (

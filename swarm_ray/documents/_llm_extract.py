@@ -34,7 +34,7 @@ from typing import TYPE_CHECKING, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import TokenUsage
 from swarm_ray.documents._dimensions import Dimension
 from swarm_ray.documents._extract import ExtractionResult
 from swarm_ray.documents._facts import ExtractionMethod, Fact
@@ -200,7 +200,7 @@ def cross_check_facts(
     again. A dimension whose answer fails the schema is noted and skipped, not fatal: the
     cross-check is advisory.
     """
-    from swarm_ray.core._errors import InvalidOutputError
+    from swarm_ray.core import InvalidOutputError
 
     rule_facts = [f for r in extractions for f in r.facts if f.method is not ExtractionMethod.LLM]
     entity = extractions[0].entity if extractions else document.file_name

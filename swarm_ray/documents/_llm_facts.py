@@ -36,8 +36,7 @@ from typing import TYPE_CHECKING, Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._errors import InvalidOutputError
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import InvalidOutputError, TokenUsage
 from swarm_ray.documents._dimensions import Dimension, FieldSpec
 from swarm_ray.documents._extract import _word
 from swarm_ray.documents._facts import ExtractionMethod, Fact

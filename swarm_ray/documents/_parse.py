@@ -30,8 +30,7 @@ import pypdfium2 as pdfium  # type: ignore[import-untyped]  # ships no py.typed
 import pypdfium2.raw as pdfium_c  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._access import is_uri
-from swarm_ray.core._errors import InvalidInputError, ResourceLimitError
+from swarm_ray.core import InvalidInputError, ResourceLimitError, is_uri
 from swarm_ray.documents._layout import LOOKALIKES, TextBox, page_boxes
 
 __all__ = [
@@ -336,7 +335,7 @@ def locate(name: str) -> tuple[Any, str]:
     """The filesystem (None: the local one) and the path in it that `name` opens.
 
     pyarrow percent-decodes a URI here, so what an untrusted caller names is checked in
-    the canonical form `core._access.canonical` gives (no escapes left to decode).
+    the canonical form `core.guards._access.canonical` gives (no escapes left to decode).
     """
     if not is_uri(name):
         return None, name

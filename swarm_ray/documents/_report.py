@@ -39,9 +39,7 @@ import pyarrow as pa  # type: ignore[import-untyped]  # ships no py.typed
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._errors import SwarmError
-from swarm_ray.core._trace import short_id
-from swarm_ray.core._views import UsageView
+from swarm_ray.core import SwarmError, UsageView, short_id
 from swarm_ray.documents._charts import draw_charts, panels
 from swarm_ray.documents._compare import CellStatus, Comparison, ComparisonCell, FactSource
 from swarm_ray.documents._dimensions import FieldSpec

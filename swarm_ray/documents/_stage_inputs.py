@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._access import ReadPath, WritePath
+from swarm_ray.core import ReadPath, WritePath
 from swarm_ray.documents._compare import Comparison
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._extract import ExtractionResult

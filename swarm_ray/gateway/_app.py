@@ -9,7 +9,8 @@ fails validation gets 422 with field-level detail before anything is planned or 
 
 Every caller is an untrusted principal (its API key's, see `_auth`): it sees and cancels
 only its own tasks (an admin sees all), names files by upload id (`POST /v1/files`),
-never by server path, and is held to the request limits (`_limits`, `swarm_ray.core._limits`).
+never by server path, and is held to the request limits (`_limits`,
+`swarm_ray.core.guards._limits`).
 """
 
 import asyncio
@@ -24,13 +25,13 @@ from fastapi.security import HTTPAuthorizationCredentials
 from ray import serve
 from starlette.websockets import WebSocketDisconnect, WebSocketState
 
-from swarm_ray.core._errors import (
+from swarm_ray.core import (
+    Principal,
     SwarmError,
+    TaskRequest,
+    TaskStatus,
+    parse_traceparent,
 )
-from swarm_ray.core._principal import Principal
-from swarm_ray.core._task import TaskRequest
-from swarm_ray.core._traceparent import parse_traceparent
-from swarm_ray.core._views import TaskStatus
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._coalesce import Coalescer, checked_apart
 from swarm_ray.gateway._files import UploadLimits, receive_upload

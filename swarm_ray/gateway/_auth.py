@@ -11,7 +11,7 @@ blank lines and `#` comments are skipped. An entry is one of:
     NAME:KEY:admin      NAME with the admin role: it sees every principal's tasks
 
 Keys are compared in constant time and never logged; a principal's tasks and uploads are
-its own (see `swarm_ray.core._principal`).
+its own (see `swarm_ray.core.guards._principal`).
 """
 
 from __future__ import annotations
@@ -23,8 +23,7 @@ import re
 import secrets
 from pathlib import Path
 
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._principal import PRINCIPAL_ID, Principal
+from swarm_ray.core import PRINCIPAL_ID, InvalidSpecError, Principal
 
 __all__ = ["ApiKeys"]
 

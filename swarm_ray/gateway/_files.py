@@ -32,8 +32,7 @@ from fastapi import HTTPException, Request
 from python_multipart.exceptions import MultipartParseError
 from python_multipart.multipart import MultipartParser, parse_options_header
 
-from swarm_ray.core._errors import InvalidInputError, LimitExceededError, StateStoreError
-from swarm_ray.core._principal import Principal
+from swarm_ray.core import InvalidInputError, LimitExceededError, Principal, StateStoreError
 from swarm_ray.gateway._http import unavailable
 from swarm_ray.runtime._uploads import UploadInfo, Uploads, UploadWriter
 

@@ -14,18 +14,18 @@ from typing import Annotated, Any, TypeVar
 from fastapi import Depends, HTTPException
 from fastapi.security import HTTPAuthorizationCredentials, HTTPBearer
 
-from swarm_ray.core._errors import (
+from swarm_ray.core import (
     AnswerRefusedError,
     BudgetExceededError,
     InvalidInputError,
     OrchestratorUnavailableError,
+    Principal,
     SwarmError,
     SwarmUserError,
     TaskConflictError,
     TaskNotFoundError,
     UnknownCapabilityError,
 )
-from swarm_ray.core._principal import Principal
 from swarm_ray.gateway._auth import ApiKeys
 from swarm_ray.gateway._limits import GatewayLimits
 from swarm_ray.gateway._sockets import SocketLimits
@@ -156,7 +156,7 @@ def http_error(exc: SwarmError) -> HTTPException:
         body = {"detail": exc.message, "code": code, "limit": exc.details.get("limit")}
         return HTTPException(429, detail=body)
     if isinstance(exc, InvalidInputError) and "capability_id" not in exc.details:
-        fields = [  # an answer to a person's question (`core._human`)
+        fields = [  # an answer to a person's question (`core.model._human`)
             {
                 "loc": ["body", "answer", *str(err.get("field", "")).split(".")],
                 "msg": str(err.get("problem")),

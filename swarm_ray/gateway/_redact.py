@@ -30,7 +30,7 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel
 
-from swarm_ray.core._principal import Principal
+from swarm_ray.core import Principal
 from swarm_ray.runtime._uploads import Uploads
 
 __all__ = ["CallerNames"]

@@ -43,7 +43,7 @@ from typing import Any, TypeVar
 
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
-from swarm_ray.core._principal import Principal
+from swarm_ray.core import Principal
 from swarm_ray.gateway._ws_auth import presented_key
 
 __all__ = ["SocketGuard", "SocketLimits", "SocketSlots"]

@@ -11,9 +11,7 @@ from collections.abc import Iterable
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._signals import SubTaskDone, SubTaskFailed
-from swarm_ray.core._subtask import SubTaskResult, TokenUsage
+from swarm_ray.core import SubTaskDone, SubTaskFailed, SubTaskResult, TaskRecord, TokenUsage
 
 __all__ = ["UsageReport", "usage_report"]
 

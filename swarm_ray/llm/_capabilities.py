@@ -19,12 +19,16 @@ from typing import Any
 from pydantic import BaseModel, Field
 
 from swarm_ray.agent import AgentReply
-from swarm_ray.core._capability import ExecutorKind, RetryPolicy, capability_maker
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._errors import InvalidOutputError
-from swarm_ray.core._schema_bounds import TenantSchema
-from swarm_ray.core._task import TaskRequest
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core import (
+    Catalog,
+    ExecutorKind,
+    InvalidOutputError,
+    RetryPolicy,
+    TaskRequest,
+    TaskTemplate,
+    TenantSchema,
+    capability_maker,
+)
 from swarm_ray.llm._engine import GenerationParams, Message
 from swarm_ray.llm._load import current_engine
 from swarm_ray.llm._planner import CapabilityLine, PlanDraft, draft_plan

@@ -27,8 +27,7 @@ from typing import Any, TypeVar
 from pydantic import BaseModel, ConfigDict, Field
 from ray import serve
 
-from swarm_ray.core._capability import CapabilitySpec, Resources
-from swarm_ray.core._subtask import SubTask, SubTaskResult, TokenUsage
+from swarm_ray.core import CapabilitySpec, Resources, SubTask, SubTaskResult, TokenUsage
 from swarm_ray.llm._engine import (
     Completion,
     EngineConfig,

@@ -19,7 +19,7 @@ from typing import Any, Literal, Protocol, runtime_checkable
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import TokenUsage
 
 __all__ = [
     "Completion",

@@ -16,8 +16,7 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import InvalidSpecError, TokenUsage
 from swarm_ray.llm._engine import Completion, EngineConfig, GenerationParams, Message
 
 __all__ = ["LlamaCppEngine", "default_gguf"]

@@ -13,9 +13,7 @@ import time
 from typing import Any
 
 from swarm_ray.agent import current_subtask, record_call
-from swarm_ray.core._catalog import load_entrypoint
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._subtask import CallRecord
+from swarm_ray.core import CallRecord, InvalidSpecError, load_entrypoint
 from swarm_ray.llm._engine import Completion, Engine, EngineConfig, EngineKind, Prices
 from swarm_ray.llm._settings import engine_config_for
 

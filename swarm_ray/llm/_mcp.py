@@ -21,7 +21,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any
 
-from swarm_ray.core._errors import AgentUnavailableError, SubTaskTimeoutError
+from swarm_ray.core import AgentUnavailableError, SubTaskTimeoutError
 from swarm_ray.llm._settings import McpServer
 
 __all__: list[str] = []

@@ -36,13 +36,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
-from swarm_ray.core._errors import (
+from swarm_ray.core import (
     AgentExecutionError,
     AgentUnavailableError,
     InvalidSpecError,
     SwarmError,
+    TokenUsage,
 )
-from swarm_ray.core._subtask import TokenUsage
 from swarm_ray.llm._engine import (
     Completion,
     EngineConfig,

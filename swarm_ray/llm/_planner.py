@@ -18,20 +18,21 @@ from typing import Any
 
 from pydantic import ConfigDict, ValidationError
 
-from swarm_ray.core._errors import InvalidOutputError, SwarmError
-from swarm_ray.core._plan import Plan
-from swarm_ray.core._planning import (
+from swarm_ray.core import (
     CapabilityLine,
     DraftStage,
+    FanOut,
+    InvalidOutputError,
+    Plan,
     PlanDraft,
+    Registry,
+    SwarmError,
+    TaskRequest,
+    TemplateRouter,
+    TokenUsage,
     fallback_plan,
     plan_from_draft,
 )
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._routing import TemplateRouter
-from swarm_ray.core._subtask import TokenUsage
-from swarm_ray.core._task import TaskRequest
-from swarm_ray.core._template import FanOut
 from swarm_ray.llm._engine import Engine, GenerationParams, Message
 from swarm_ray.llm._structured import StructuredReply, generate_structured
 

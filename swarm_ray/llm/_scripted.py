@@ -13,7 +13,7 @@ import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import TokenUsage
 from swarm_ray.llm._engine import Completion, GenerationParams, Message
 
 __all__ = ["ScriptedEngine"]

@@ -44,8 +44,7 @@ from typing import Any, Self
 import yaml
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
-from swarm_ray.core._capability import Resources
-from swarm_ray.core._errors import InvalidSpecError
+from swarm_ray.core import InvalidSpecError, Resources
 from swarm_ray.llm._engine import EngineConfig, EngineKind
 
 __all__ = [

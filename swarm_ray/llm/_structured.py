@@ -16,10 +16,15 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, ValidationError
 
-from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
-from swarm_ray.core._registry import field_errors
-from swarm_ray.core._schema_bounds import SchemaBoundsError, check_schema, schema_validator
-from swarm_ray.core._subtask import SubTaskError
+from swarm_ray.core import (
+    InvalidOutputError,
+    InvalidSpecError,
+    SchemaBoundsError,
+    SubTaskError,
+    check_schema,
+    field_errors,
+    schema_validator,
+)
 from swarm_ray.llm._engine import Completion, Engine, GenerationParams, Message
 
 __all__ = ["StructuredReply", "generate_structured", "json_schema_of"]

@@ -40,9 +40,13 @@ from typing import Any, ClassVar, Literal
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarm_ray.agent import AgentReply, ask_human, current_subtask
-from swarm_ray.core._errors import InvalidOutputError, InvalidSpecError
-from swarm_ray.core._schema_bounds import TenantSchema, check_schema
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import (
+    InvalidOutputError,
+    InvalidSpecError,
+    TenantSchema,
+    TokenUsage,
+    check_schema,
+)
 from swarm_ray.llm._engine import (
     Completion,
     Engine,

@@ -35,8 +35,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.agent import describe_capabilities, record_call, run_child
-from swarm_ray.core._errors import InvalidSpecError, SwarmError
-from swarm_ray.core._subtask import CallRecord, SubTask
+from swarm_ray.core import CallRecord, InvalidSpecError, SubTask, SwarmError
 from swarm_ray.llm._mcp import mcp_pool
 from swarm_ray.llm._settings import McpServer, llm_settings, resolve
 

@@ -24,8 +24,7 @@ from collections.abc import Coroutine, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core import InvalidSpecError, TokenUsage
 from swarm_ray.llm._engine import Completion, EngineConfig, GenerationParams, Message
 
 __all__ = ["VLLMEngine", "gpu_memory_share"]

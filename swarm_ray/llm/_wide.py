@@ -23,9 +23,14 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field, field_validator
 
 from swarm_ray.agent import AgentReply
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._schema_bounds import TenantSchema
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core import (
+    CapabilitySpec,
+    ExecutorKind,
+    Resources,
+    RetryPolicy,
+    TaskTemplate,
+    TenantSchema,
+)
 from swarm_ray.llm._settings import llm_resources
 from swarm_ray.llm._tool_agent import AgentUsage, ToolAgentIn, run_tool_agent
 

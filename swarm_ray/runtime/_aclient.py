@@ -34,13 +34,17 @@ from typing import Any, TypeVar
 import ray
 from ray.exceptions import RayActorError, RayTaskError
 
-from swarm_ray.core._children import ChildOutcome
-from swarm_ray.core._errors import AnswerRefusedError, OrchestratorUnavailableError, SwarmError
-from swarm_ray.core._principal import Principal
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._trace import find_tokens
-from swarm_ray.core._views import TaskStatus
+from swarm_ray.core.driver._children import ChildOutcome
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import (
+    AnswerRefusedError,
+    OrchestratorUnavailableError,
+    SwarmError,
+)
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.model._task import TaskEvent, TaskRequest
+from swarm_ray.core.views._trace import find_tokens
+from swarm_ray.core.views._views import TaskStatus
 
 __all__ = ["AsyncSwarmClient"]
 

@@ -48,8 +48,8 @@ from urllib.parse import quote
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._errors import AgentUnavailableError, InvalidInputError, InvalidSpecError
+from swarm_ray.core.model._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core.model._errors import AgentUnavailableError, InvalidInputError, InvalidSpecError
 from swarm_ray.runtime._agent import AgentReply, current_subtask
 
 __all__ = ["HttpAdapter"]

@@ -27,9 +27,9 @@ from typing import Any, NoReturn
 
 from pydantic import BaseModel
 
-from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.core._catalog import load_entrypoint
-from swarm_ray.core._errors import (
+from swarm_ray.core.guards._sanitize import sanitize_output
+from swarm_ray.core.model._capability import CapabilitySpec
+from swarm_ray.core.model._errors import (
     AskedHumanError,
     ErrorCode,
     InvalidSpecError,
@@ -37,10 +37,9 @@ from swarm_ray.core._errors import (
     StateStoreError,
     SwarmError,
 )
-from swarm_ray.core._human import HumanAsk
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._sanitize import sanitize_output
-from swarm_ray.core._subtask import (
+from swarm_ray.core.model._human import HumanAsk
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._subtask import (
     MAX_CALL_RECORDS,
     CallRecord,
     SubTask,
@@ -50,6 +49,7 @@ from swarm_ray.core._subtask import (
     TokenUsage,
     effects_keys,
 )
+from swarm_ray.core.planning._catalog import load_entrypoint
 
 __all__ = ["AgentReply", "ask_human"]
 

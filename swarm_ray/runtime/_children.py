@@ -16,7 +16,7 @@ Two sides:
 - In the orchestrator: `Orchestrator.run_child(task_id, parent_subtask_id,
   parent_watermark, capability_id, input, key)` hands the task's driver an `AskChild`.
   The driver decides: the parent's watermark must be the one of its running attempt,
-  and the rules are in `core._children`. It adds the child to the plan (a `ChildAdded`
+  and the rules are in `core.driver._children`. It adds the child to the plan (a `ChildAdded`
   scheduler event, persisted and replayed like every event) and answers `ChildAdmitted`
   or `ChildRefused`, then `ChildSettled` when the child settles. `ChildBook` here keeps
   only the agents' waiting futures.
@@ -31,10 +31,10 @@ from collections import OrderedDict
 from collections.abc import Sequence
 from typing import Any
 
-from swarm_ray.core._children import ChildOutcome
-from swarm_ray.core._errors import InvalidSpecError, SubTaskTimeoutError
-from swarm_ray.core._subtask import SubTask
-from swarm_ray.core._views import UsageView
+from swarm_ray.core.driver._children import ChildOutcome
+from swarm_ray.core.model._errors import InvalidSpecError, SubTaskTimeoutError
+from swarm_ray.core.model._subtask import SubTask
+from swarm_ray.core.views._views import UsageView
 from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._agent import current_subtask
 from swarm_ray.runtime._loop import LOOP
@@ -116,7 +116,7 @@ def run_child(
         InvalidSpecError: not called from a capability dispatched by an orchestrator.
         SubTaskTimeoutError: `timeout_s` passed first.
         OrchestratorUnavailableError: the orchestrator is gone, or restarting.
-        SwarmError: the orchestrator refused the child (see `core._children`).
+        SwarmError: the orchestrator refused the child (see `core.driver._children`).
     """
     subtask, client = _orchestrator(
         parent or current_subtask(), f"`run_child({capability_id!r})`", ride_out_restarts=False

@@ -22,10 +22,10 @@ from pydantic import BaseModel
 from ray._common.constants import HEAD_NODE_RESOURCE_NAME
 from ray.exceptions import AuthenticationError
 
-from swarm_ray.core._errors import InvalidSpecError, SwarmRuntimeError
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._views import TaskStatus
+from swarm_ray.core.model._errors import InvalidSpecError, SwarmRuntimeError
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.model._task import TaskEvent, TaskRequest
+from swarm_ray.core.views._views import TaskStatus
 from swarm_ray.runtime._aclient import AsyncSwarmClient
 from swarm_ray.runtime._loop import LOOP as _LOOP
 from swarm_ray.runtime._orchestrator import Orchestrator

@@ -27,8 +27,8 @@ import os
 import secrets
 from pathlib import Path
 
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._watermark import WatermarkKey
+from swarm_ray.core.guards._watermark import WatermarkKey
+from swarm_ray.core.model._errors import InvalidSpecError
 
 
 def state_dir() -> Path:

@@ -23,9 +23,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm_ray.core._errors import LimitExceededError
-from swarm_ray.core._journal import StateStore
-from swarm_ray.core._principal import Principal
+from swarm_ray.core.durability._journal import StateStore
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import LimitExceededError
 from swarm_ray.runtime._uploads import Uploads
 
 __all__: list[str] = []

@@ -47,9 +47,9 @@ import ray
 from ray.exceptions import GetTimeoutError, RayActorError, RayError
 from ray.util.annotations import RayDeprecationWarning
 
-from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core.model._capability import CapabilitySpec
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult
 from swarm_ray.runtime._agent import error_result, run_subtask
 from swarm_ray.runtime._placement import Cluster, need, placement_limit_s
 from swarm_ray.runtime._rlimits import limited, run_limited

@@ -29,7 +29,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from swarm_ray.core._capability import CapabilitySpec
+from swarm_ray.core.model._capability import CapabilitySpec
 
 __all__: list[str] = []
 

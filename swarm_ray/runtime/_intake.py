@@ -11,7 +11,7 @@ refused (422) with nothing saved:
 2. the task id, scoped to the caller (`_principal.scoped_task_id`); a reused id returns
    the existing task when the request is the same and `TaskConflictError` when it is not;
 3. file ids (`file-...`) among the items become the caller's own uploads (`_uploads`);
-4. what starts the task: `core._request_plan.plan_request` makes a template's plan (with
+4. what starts the task: `core.driver._request_plan.plan_request` makes a template's plan (with
    the task's directory for `$task_dir`, and for an untrusted caller every server path
    or URL in its inputs checked by `_access`) or chooses the planning capability to ask.
 """
@@ -26,24 +26,24 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from swarm_ray.core._access import AccessPolicy, input_roots, refuse_markers
-from swarm_ray.core._commands import AskPlanner, PlanFailed, Planned
-from swarm_ray.core._errors import (
+from swarm_ray.core.driver._commands import AskPlanner, PlanFailed, Planned
+from swarm_ray.core.driver._request_plan import plan_request
+from swarm_ray.core.durability._journal import StateStore
+from swarm_ray.core.durability._tasklog import read_record
+from swarm_ray.core.guards._access import AccessPolicy, input_roots, refuse_markers
+from swarm_ray.core.guards._limits import RequestLimits
+from swarm_ray.core.guards._principal import Principal, scoped_task_id
+from swarm_ray.core.model._errors import (
     InputNotAllowedError,
     SwarmError,
     SwarmRuntimeError,
     SwarmUserError,
     TaskConflictError,
 )
-from swarm_ray.core._journal import StateStore
-from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._principal import Principal, scoped_task_id
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._request_plan import plan_request
-from swarm_ray.core._routing import TemplateRouter
-from swarm_ray.core._task import TaskRequest
-from swarm_ray.core._tasklog import read_record
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._task import TaskRequest
+from swarm_ray.core.planning._routing import TemplateRouter
 from swarm_ray.runtime._disk import DiskQuota
 from swarm_ray.runtime._otel import tenant_traceparent
 from swarm_ray.runtime._uploads import FILE_ID, Uploads

@@ -22,9 +22,9 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Callable, Iterable
 
-from swarm_ray.core._errors import StateStoreError
-from swarm_ray.core._principal import Principal
-from swarm_ray.core._views import TaskStatus
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import StateStoreError
+from swarm_ray.core.views._views import TaskStatus
 
 __all__: list[str] = []
 

@@ -1,7 +1,7 @@
 """Record migrations: a task stored by an older swarm-ray, read in today's format.
 
 One function a version step, `MIGRATIONS[N]` from record version N to N + 1, each a
-pure transform of a task's parsed snapshot and log entries (`core._journal.TaskParts`).
+pure transform of a task's parsed snapshot and log entries (`core.durability._journal.TaskParts`).
 The stores apply them as they load a task (`StateStore.load_task`), so the core only
 ever reads today's format; nothing stored is rewritten.
 
@@ -20,8 +20,8 @@ import json
 from collections.abc import Mapping
 from typing import Any
 
-from swarm_ray.core._journal import LogEntry, Migration, TaskParts
-from swarm_ray.core._tasklog import joined_spec
+from swarm_ray.core.durability._journal import LogEntry, Migration, TaskParts
+from swarm_ray.core.durability._tasklog import joined_spec
 
 __all__: list[str] = []
 

@@ -27,10 +27,7 @@ from typing import Any
 
 import ray
 
-from swarm_ray.core._access import Access
-from swarm_ray.core._capability import ExecutorKind
-from swarm_ray.core._catalog import merge_catalogs, read_catalogs
-from swarm_ray.core._commands import (
+from swarm_ray.core.driver._commands import (
     Accepted,
     Answer,
     AnswerRejected,
@@ -41,8 +38,12 @@ from swarm_ray.core._commands import (
     PlanFailed,
     Resume,
 )
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import (
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.guards._access import Access
+from swarm_ray.core.guards._limits import RequestLimits
+from swarm_ray.core.guards._principal import LOCAL, Principal
+from swarm_ray.core.model._capability import ExecutorKind
+from swarm_ray.core.model._errors import (
     InputNotAllowedError,
     RecordUnreadableError,
     StateStoreError,
@@ -50,14 +51,13 @@ from swarm_ray.core._errors import (
     SwarmUserError,
     TaskNotFoundError,
 )
-from swarm_ray.core._fsm import TaskState
-from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._principal import LOCAL, Principal
-from swarm_ray.core._record import SCHEMA_VERSION, TaskRecord
-from swarm_ray.core._subtask import SubTaskResult
-from swarm_ray.core._task import TaskEvent, TaskRequest
-from swarm_ray.core._trace import trace_tokens
-from swarm_ray.core._views import TaskStatus, record_view, status_view
+from swarm_ray.core.model._fsm import TaskState
+from swarm_ray.core.model._record import SCHEMA_VERSION, TaskRecord
+from swarm_ray.core.model._subtask import SubTaskResult
+from swarm_ray.core.model._task import TaskEvent, TaskRequest
+from swarm_ray.core.planning._catalog import merge_catalogs, read_catalogs
+from swarm_ray.core.views._trace import trace_tokens
+from swarm_ray.core.views._views import TaskStatus, record_view, status_view
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._children import ChildBook, ChildOutcome
 from swarm_ray.runtime._config import compute_prices, secure_state_dir, tune_gc, watermark_key
@@ -274,7 +274,7 @@ class Orchestrator:
 
         With a template the plan is made (and refused) before this returns; a planning
         capability is asked in the background, so its task starts in state `created`.
-        `principal` is who asks: None for a trusted caller (see `swarm_ray.core._principal`).
+        `principal` is who asks: None for a trusted caller (see `swarm_ray.core.guards._principal`).
         """
         (answer,) = await self.submit_many([request], [principal])
         if isinstance(answer, SwarmError):

@@ -47,13 +47,13 @@ import time
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any, cast
 
-from swarm_ray.core._errors import ErrorCode, WatermarkRejectedError
-from swarm_ray.core._planning import PLAN_SUBTASK
-from swarm_ray.core._principal import Principal
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._subtask import CallRecord, SubTaskResult, TokenUsage
-from swarm_ray.core._trace import short_id
-from swarm_ray.core._traceparent import parse_traceparent
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import ErrorCode, WatermarkRejectedError
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.model._subtask import CallRecord, SubTaskResult, TokenUsage
+from swarm_ray.core.model._traceparent import parse_traceparent
+from swarm_ray.core.planning._planning import PLAN_SUBTASK
+from swarm_ray.core.views._trace import short_id
 
 if TYPE_CHECKING:
     from opentelemetry.context import Context

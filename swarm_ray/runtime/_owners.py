@@ -15,11 +15,11 @@ from __future__ import annotations
 
 import logging
 
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import BudgetExceededError, StateStoreError
-from swarm_ray.core._limits import RequestLimits
-from swarm_ray.core._principal import Principal
-from swarm_ray.core._record import TaskRecord
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.guards._limits import RequestLimits
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import BudgetExceededError, StateStoreError
+from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.runtime._intake import named_uploads
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._tasks import TaskTable

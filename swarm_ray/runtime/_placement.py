@@ -22,7 +22,7 @@ from typing import Any
 
 import ray
 
-from swarm_ray.core._capability import Resources
+from swarm_ray.core.model._capability import Resources
 
 __all__: list[str] = []
 

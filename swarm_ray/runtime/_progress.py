@@ -16,7 +16,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from typing import Any, TextIO
 
-from swarm_ray.core._task import TaskEvent
+from swarm_ray.core.model._task import TaskEvent
 
 __all__: list[str] = []
 

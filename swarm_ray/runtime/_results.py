@@ -24,7 +24,7 @@ from urllib.parse import quote, unquote, urlsplit
 import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 
-from swarm_ray.core._errors import InvalidSpecError, StateStoreError
+from swarm_ray.core.model._errors import InvalidSpecError, StateStoreError
 from swarm_ray.runtime._config import state_dir as default_state_dir
 
 __all__: list[str] = []

@@ -37,10 +37,10 @@ import sys
 import time
 from typing import Any
 
-from swarm_ray.core._access import read_paths
-from swarm_ray.core._capability import CapabilitySpec, Resources
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core.guards._access import read_paths
+from swarm_ray.core.model._capability import CapabilitySpec, Resources
+from swarm_ray.core.model._errors import ErrorCode
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult
 
 __all__: list[str] = []
 
@@ -177,7 +177,7 @@ def _main() -> None:
     """The child: read the attempt, import, limit, run, write the result, exit."""
     _die_with_parent()
     spec, subtask, agent = pickle.loads(sys.stdin.buffer.read())
-    from swarm_ray.core._catalog import load_entrypoint
+    from swarm_ray.core.planning._catalog import load_entrypoint
     from swarm_ray.runtime._agent import run_subtask
 
     if spec.entrypoint is not None:

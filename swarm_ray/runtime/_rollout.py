@@ -46,16 +46,16 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 import pyarrow.parquet as pq  # type: ignore[import-untyped]
 
-from swarm_ray.core._attempts import Attempt, critical_path, histories, longest_path
-from swarm_ray.core._errors import InvalidSpecError
-from swarm_ray.core._journal import should_offload
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._watermark import read_claims
+from swarm_ray.core.durability._journal import should_offload
+from swarm_ray.core.guards._watermark import read_claims
+from swarm_ray.core.model._errors import InvalidSpecError
+from swarm_ray.core.model._record import TaskRecord
+from swarm_ray.core.scheduling._attempts import Attempt, critical_path, histories, longest_path
 from swarm_ray.runtime._results import ResultStore
 
 if TYPE_CHECKING:
-    from swarm_ray.core._driver import TaskDriver
-    from swarm_ray.core._scheduler import Scheduler
+    from swarm_ray.core.driver._driver import TaskDriver
+    from swarm_ray.core.scheduling._scheduler import Scheduler
 
 __all__ = ["rollouts"]
 

@@ -18,8 +18,7 @@ from collections import defaultdict
 from collections.abc import Callable, Coroutine, Mapping, Sequence
 from typing import Any, assert_never
 
-from swarm_ray.core._capability import ExecutorKind
-from swarm_ray.core._commands import (
+from swarm_ray.core.driver._commands import (
     Accepted,
     AnswerRejected,
     Arrived,
@@ -39,12 +38,13 @@ from swarm_ray.core._commands import (
     Wake,
     WakeAt,
 )
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import StateStoreError, SwarmError, SwarmRuntimeError
-from swarm_ray.core._journal import StateStore
-from swarm_ray.core._planning import PLAN_SUBTASK
-from swarm_ray.core._registry import Registry
-from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.durability._journal import StateStore
+from swarm_ray.core.model._capability import ExecutorKind
+from swarm_ray.core.model._errors import StateStoreError, SwarmError, SwarmRuntimeError
+from swarm_ray.core.model._registry import Registry
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult
+from swarm_ray.core.planning._planning import PLAN_SUBTASK
 from swarm_ray.runtime._children import ChildBook
 from swarm_ray.runtime._executors import Executor
 from swarm_ray.runtime._metrics import SwarmMetrics

@@ -18,9 +18,9 @@ from typing import Any
 
 from ray import serve
 
-from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.core._catalog import load_entrypoint
-from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core.model._capability import CapabilitySpec
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult
+from swarm_ray.core.planning._catalog import load_entrypoint
 from swarm_ray.runtime._agent import run_subtask
 
 __all__: list[str] = []
@@ -89,7 +89,7 @@ def capability_app(spec: CapabilitySpec) -> Any:
     """
     _, deployment = deployment_names(spec)
     if spec.deployment is not None:
-        from swarm_ray.core._catalog import load_entrypoint
+        from swarm_ray.core.planning._catalog import load_entrypoint
 
         return load_entrypoint(spec.deployment)(spec)
     return CapabilityDeployment.options(  # type: ignore[attr-defined]

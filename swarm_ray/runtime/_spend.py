@@ -29,10 +29,10 @@ from typing import Any
 
 from pydantic import TypeAdapter, ValidationError
 
-from swarm_ray.core._errors import BudgetExceededError, InvalidSpecError
-from swarm_ray.core._journal import StateStore
-from swarm_ray.core._subtask import TokenUsage
-from swarm_ray.core._task import Budget
+from swarm_ray.core.durability._journal import StateStore
+from swarm_ray.core.model._errors import BudgetExceededError, InvalidSpecError
+from swarm_ray.core.model._subtask import TokenUsage
+from swarm_ray.core.model._task import Budget
 
 __all__: list[str] = []
 

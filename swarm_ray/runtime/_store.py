@@ -6,7 +6,7 @@ tasks and dispatch only what is not done. The store keeps opaque JSON text: the 
 serialises its own records and stamps them with a schema version, which keeps this module
 free of any model and lets a reader refuse records written by a newer swarm-ray. Older
 ones are read in today's format: `load_task` runs the record migrations of
-`_migrations` (see `core._journal`).
+`_migrations` (see `core.durability._journal`).
 
 Two backends share one contract: `SQLiteStateStore`, the default (embedded, one file in
 WAL mode, nothing to run), and `RedisStateStore`, for clusters where the orchestrator may
@@ -26,9 +26,9 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from swarm_ray.core._errors import InvalidSpecError, StateStoreError
-from swarm_ray.core._journal import LogEntry, StateStore, StoredTask
-from swarm_ray.core._record import SCHEMA_VERSION
+from swarm_ray.core.durability._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core.model._errors import InvalidSpecError, StateStoreError
+from swarm_ray.core.model._record import SCHEMA_VERSION
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._migrations import MIGRATIONS
 

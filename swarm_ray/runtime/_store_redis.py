@@ -10,8 +10,8 @@ import redis
 from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
-from swarm_ray.core._journal import LogEntry, StateStore, StoredTask
-from swarm_ray.core._record import SCHEMA_VERSION
+from swarm_ray.core.durability._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core.model._record import SCHEMA_VERSION
 from swarm_ray.runtime._migrations import MIGRATIONS
 
 __all__: list[str] = []

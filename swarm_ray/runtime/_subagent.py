@@ -13,8 +13,8 @@ import threading
 import time
 from collections.abc import Iterator
 
-from swarm_ray.core._capability import CapabilitySpec
-from swarm_ray.core._subtask import SubTask, SubTaskResult
+from swarm_ray.core.model._capability import CapabilitySpec
+from swarm_ray.core.model._subtask import SubTask, SubTaskResult
 from swarm_ray.runtime._agent import run_subtask
 from swarm_ray.runtime._rlimits import limited, run_limited
 

@@ -18,8 +18,8 @@ from collections import OrderedDict, defaultdict
 from collections.abc import Coroutine, Iterator
 from typing import Any
 
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._subtask import TokenUsage
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.model._subtask import TokenUsage
 
 __all__: list[str] = []
 

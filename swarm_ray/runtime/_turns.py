@@ -14,8 +14,8 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
-from swarm_ray.core._errors import StateStoreError
-from swarm_ray.core._journal import StateStore
+from swarm_ray.core.durability._journal import StateStore
+from swarm_ray.core.model._errors import StateStoreError
 
 __all__: list[str] = []
 

@@ -19,10 +19,10 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, ThreadPoolExecutor
 from typing import Any
 
-from swarm_ray.core._driver import TaskDriver
-from swarm_ray.core._errors import ErrorCode, SwarmError
-from swarm_ray.core._subtask import SubTaskResult
-from swarm_ray.core._task import TaskEvent
+from swarm_ray.core.driver._driver import TaskDriver
+from swarm_ray.core.model._errors import ErrorCode, SwarmError
+from swarm_ray.core.model._subtask import SubTaskResult
+from swarm_ray.core.model._task import TaskEvent
 from swarm_ray.runtime._audit import AuditTrail
 from swarm_ray.runtime._executors import ActorPoolExecutor, ServeExecutor
 from swarm_ray.runtime._health import HealthBook

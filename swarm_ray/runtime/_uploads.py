@@ -36,8 +36,8 @@ import pyarrow as pa  # type: ignore[import-untyped]
 import pyarrow.fs as pafs  # type: ignore[import-untyped]
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.core._errors import InvalidInputError, LimitExceededError, StateStoreError
-from swarm_ray.core._principal import Principal
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import InvalidInputError, LimitExceededError, StateStoreError
 from swarm_ray.runtime._results import ResultStore
 
 __all__: list[str] = []

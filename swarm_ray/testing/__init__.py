@@ -31,10 +31,10 @@ from pathlib import Path
 
 from pydantic import BaseModel, Field
 
-from swarm_ray.core._access import WritePath
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core.guards._access import WritePath
+from swarm_ray.core.model._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core.model._template import TaskTemplate
+from swarm_ray.core.planning._catalog import Catalog
 
 __all__ = [
     "SICK_FLAG",

@@ -31,9 +31,9 @@ from pydantic import BaseModel, Field
 
 from swarm_ray import HttpAdapter
 from swarm_ray.agent import ChildOutcome, CodeField, run_child
-from swarm_ray.core._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._template import TaskTemplate
+from swarm_ray.core.model._capability import CapabilitySpec, ExecutorKind, Resources, RetryPolicy
+from swarm_ray.core.model._template import TaskTemplate
+from swarm_ray.core.planning._catalog import Catalog
 from swarm_ray.llm._settings import McpServer
 from swarm_ray.llm._tool_agent import ToolAgentIn, ToolAgentOut
 from swarm_ray.llm._wide import RowIn, RowOut, wide_template
@@ -78,7 +78,7 @@ class ChildrenOut(BaseModel):
 
 def call_children(data: ChildrenIn) -> ChildrenOut:
     """Run each call as a child sub-task, one after another."""
-    from swarm_ray.core._errors import SwarmError
+    from swarm_ray.core.model._errors import SwarmError
 
     outcomes, refusals = [], []
     for call in data.calls:

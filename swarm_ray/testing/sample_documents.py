@@ -18,7 +18,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict
 
-from swarm_ray.core._errors import InvalidInputError
+from swarm_ray.core.model._errors import InvalidInputError
 from swarm_ray.testing.sample_plan import Plan, plan_brochures
 from swarm_ray.testing.sample_text import (
     Block,

@@ -11,7 +11,7 @@ import random
 from collections import defaultdict
 from dataclasses import dataclass, field
 
-from swarm_ray.core._errors import InvalidInputError
+from swarm_ray.core.model._errors import InvalidInputError
 from swarm_ray.testing.sample_text import FEATURE_TEXT, Item
 
 __all__ = ["Plan", "plan_brochures"]

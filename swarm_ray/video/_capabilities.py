@@ -20,17 +20,17 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.agent import AgentReply, declared_limits
-from swarm_ray.core._access import ReadPath
-from swarm_ray.core._capability import (
+from swarm_ray.core import (
     CapabilitySpec,
+    Catalog,
+    ErrorCode,
     ExecutorKind,
+    ReadPath,
     Resources,
     RetryPolicy,
+    TaskTemplate,
     capability_maker,
 )
-from swarm_ray.core._catalog import Catalog
-from swarm_ray.core._errors import ErrorCode
-from swarm_ray.core._template import TaskTemplate
 from swarm_ray.video._analyze import analyze_segment
 from swarm_ray.video._models import SegmentAnalysis, SegmentAnalysisRequest
 from swarm_ray.video._probe import VideoMetadata, probe_video

@@ -21,7 +21,7 @@ from __future__ import annotations
 from enum import StrEnum
 from typing import Any
 
-from swarm_ray.core._errors import AgentExecutionError, InvalidInputError
+from swarm_ray.core import AgentExecutionError, InvalidInputError
 
 __all__ = ["SegmentDecodeError", "VideoFailureReason", "VideoProbeError"]
 

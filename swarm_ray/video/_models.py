@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._access import ReadPath, WritePath
+from swarm_ray.core import ReadPath, WritePath
 
 __all__ = [
     "AnalysisSettings",

@@ -13,9 +13,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict
 
 from swarm_ray.agent import SwarmClient, follow_with_progress
-from swarm_ray.core._errors import SwarmRuntimeError
-from swarm_ray.core._record import TaskRecord
-from swarm_ray.core._signals import SubTaskDone
+from swarm_ray.core import SubTaskDone, SwarmRuntimeError, TaskRecord
 from swarm_ray.video._models import AnalysisSettings
 from swarm_ray.video._report import TimelineReport
 from swarm_ray.video._segment import SegmentPlan

@@ -26,7 +26,7 @@ import av.container
 import av.video.stream
 from pydantic import BaseModel, ConfigDict, Field
 
-from swarm_ray.core._access import ReadPath
+from swarm_ray.core import ReadPath
 from swarm_ray.video._errors import VideoFailureReason, VideoProbeError
 from swarm_ray.video._io import file_size, index_keyframes, open_video, pts_offset_s
 

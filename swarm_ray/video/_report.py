@@ -17,7 +17,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field, model_validator
 
-from swarm_ray.core._access import WritePath
+from swarm_ray.core import WritePath
 from swarm_ray.video._models import AnalysisSettings, SegmentAnalysis
 from swarm_ray.video._probe import VideoMetadata
 from swarm_ray.video._segment import SegmentPlan

@@ -58,7 +58,7 @@ MAX_SAMPLES = 10_000
 
 def max_segments() -> int:
     """Most segments of one video: `MAX_SEGMENTS` (or its setting), at most `max_fanout`."""
-    from swarm_ray.core._limits import RequestLimits
+    from swarm_ray.core import RequestLimits
 
     cap = int(os.environ.get("SWARM_RAY_VIDEO_MAX_SEGMENTS", MAX_SEGMENTS))
     return max(1, min(cap, RequestLimits.from_env().max_fanout))
