@@ -20,10 +20,7 @@ from __future__ import annotations
 
 import argparse
 import os
-import secrets
-import socket
 import sys
-import tempfile
 import time
 from pathlib import Path
 
@@ -44,34 +41,14 @@ def main() -> None:
     os.environ.setdefault("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "0.01")
     sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # for `tests.noisy_neighbour`
     import ray
+    from _latency import start_gateway
     from ray import serve
 
-    import swarm_ray
-    from swarm_ray.gateway import GatewayConfig, build_app
     from tests.noisy_neighbour import compare
 
-    state = Path(tempfile.mkdtemp(prefix="swarm-bench-noisy-"))
-    keys = {who: secrets.token_urlsafe(24) for who in ("attacker", "victim")}
-    (state / "keys").write_text("".join(f"{who}:{key}\n" for who, key in keys.items()))
     started = time.perf_counter()
-    swarm = swarm_ray.connect(
-        catalogs=["swarm_ray.testing:testing_catalog"],
-        state_dir=state,
-        name="bench-noisy",
-        include_dashboard=False,
-    )
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        port = probe.getsockname()[1]
-    serve.start(http_options={"host": "127.0.0.1", "port": port})
-    config = GatewayConfig(
-        orchestrator="bench-noisy",
-        catalogs=("swarm_ray.testing:testing_catalog",),
-        state_dir=str(state),
-        api_keys_file=str(state / "keys"),
-    )
-    serve.run(build_app(config), name="gateway", route_prefix="/")
-    url = f"http://127.0.0.1:{port}"
+    gateway = start_gateway("bench-noisy", ("attacker", "victim"))
+    keys, url = gateway.keys, gateway.url
     print(f"cold start (Ray, orchestrator, Serve): {time.perf_counter() - started:.1f} s")
 
     run = compare(url, keys["attacker"], keys["victim"], calls=args.calls, rounds=args.rounds)
@@ -80,7 +57,7 @@ def main() -> None:
     need(run.seen.get("deep 422"), "the attacker's deep bodies refused with 422")
     print(f"\n{args.rounds} rounds of {args.calls} victim calls per phase")
     print("\n".join(run.lines()))
-    swarm.shutdown()
+    gateway.swarm.shutdown()
     serve.shutdown()
     ray.shutdown()
 
