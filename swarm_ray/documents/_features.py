@@ -57,7 +57,7 @@ FEATURES: tuple[str, ...] = (
     "kind_text", "kind_count",
     "rel_link_score", "rel_words_line", "rel_words_before", "rel_words_header",
     "rel_words_label", "first_form", "first_linked", "slot_chosen", "slot_linked",
-    "slot_size",
+    "slot_size", "words_any", "form_any", "rel_words_any",
 )  # fmt: skip
 """The feature names, in the order `features` writes them; the model file lists them too."""
 
@@ -77,8 +77,16 @@ _SECTIONS = (
 )  # fmt: skip
 
 
+_SUFFIX = re.compile(r"(?:ing|ed|e)$")
+"""Endings a word form drops after a plural's `s` (`sampling`, `samples` -> `sampl`)."""
+
+
 def _stem(word: str) -> str:
-    return word[:-1] if len(word) > 3 and word.endswith("s") else word
+    """A word's form without its inflection, so `sampling rate` shares `sample rate`'s."""
+    if len(word) > 3 and word.endswith("s"):
+        word = word[:-1]
+    stem = _SUFFIX.sub("", word) if len(word) > 4 else word
+    return stem if len(stem) >= 3 else word
 
 
 def _words(text: str) -> set[str]:
@@ -136,6 +144,16 @@ def _before(candidate: FieldCandidate) -> str:
     return candidate.line[:at] if at > 0 else candidate.line[:60]
 
 
+def _headed(candidate: FieldCandidate, forms: LabelPattern) -> bool:
+    """A table cell whose column header names the field: linked as a row's label links.
+
+    A series table (parts down the side, fields across the top) names each field once,
+    over its column; a reader of row labels never links its cells, yet the header says
+    what they are as plainly as a label does.
+    """
+    return bool(candidate.header) and forms.search(candidate.header) is not None
+
+
 def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list[float]]:
     """One row of `FEATURES` per candidate of one field of one document."""
     names = _names(spec)
@@ -153,7 +171,8 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
         lowered = c.line.lower()
         rows.append(
             [
-                float(c.tier >= 0), float(c.tier), c.link_score, float(c.chosen),
+                float(c.tier >= 0 or _headed(c, forms)), float(c.tier), c.link_score,
+                float(c.chosen),
                 float(c.quantity),
                 float(forms.search(c.line) is not None),
                 float(forms.search(c.above) is not None),
@@ -178,7 +197,35 @@ def features(spec: FieldSpec, candidates: Sequence[FieldCandidate]) -> list[list
                 float(spec.kind == TEXT), float(spec.kind == COUNT),
             ]
         )  # fmt: skip
-    return _relative(candidates, rows)
+    rows = _relative(candidates, rows)
+    return _anywhere(candidates, rows, names)
+
+
+def _anywhere(
+    candidates: Sequence[FieldCandidate], rows: list[list[float]], names: _Names
+) -> list[list[float]]:
+    """The label's evidence wherever it stands: label, words before, column header.
+
+    A reader's label, the words before the value on its line, or its column's header.
+
+    Where a document names a field moves with its layout (a row's label in one family, a
+    column's header in another); the same evidence in one feature lets what is learned
+    on one layout hold on the next.
+    """
+    share = [
+        max(_share(names.words, c.label), _share(names.words, _before(c)),
+            _share(names.words, c.header))
+        for c in candidates
+    ]  # fmt: skip
+    best: dict[object, float] = {}
+    for c, value in zip(candidates, share, strict=True):
+        best[c.slot] = max(best.get(c.slot, 0.0), value)
+    for row, c, value in zip(rows, candidates, share, strict=True):
+        form = any(
+            names.forms.search(text) is not None for text in (c.label, _before(c), c.header) if text
+        )
+        row.extend([value, float(form), value - best[c.slot]])
+    return rows
 
 
 _RELATIVE = ("link_score", "words_line", "words_before", "words_header", "words_label")
@@ -196,7 +243,7 @@ def _relative(candidates: Sequence[FieldCandidate], rows: list[list[float]]) -> 
         first_form = next((i for i in by_order if rows[i][at["form_line"]] > 0), -1)
         first_linked = next((i for i in by_order if rows[i][at["linked"]] > 0), -1)
         chosen = float(any(candidates[i].chosen for i in members))
-        linked = float(any(candidates[i].tier >= 0 for i in members))
+        linked = float(any(rows[i][at["linked"]] > 0 for i in members))
         for i in members:
             rows[i].extend(rows[i][at[n]] - best[n] for n in _RELATIVE)
             rows[i].extend(

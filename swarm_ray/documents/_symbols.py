@@ -10,7 +10,8 @@ by general conventions of technical writing, never from a list of products:
   terminals or qualifiers the name lists (`drain-source` -> `DS`, `forward` -> `F`,
   `reverse recovery` -> `rr`) and a bracketed condition (`threshold` -> `(th)`,
   `saturation` -> `(sat)`, `on-resistance` -> `(on)`). `VDS` also stands as `VDSS` (a
-  rating, the third terminal shorted) and, where a condition follows, may carry terminal
+  rating, the third terminal shorted; `VCEO` open, `VCER`, `VCEX`; `(sus)` sustaining)
+  and, where a condition follows, may carry terminal
   letters the name leaves out (`gate threshold voltage` -> `VGS(th)`, `VGE(th)`).
 - **Initials** of a name of two words or more that is not a quantity with a symbol
   (`slew rate` -> `SR`, never before a digit: `OV` is not in `OV5640`), with the common
@@ -79,6 +80,10 @@ _TERMINAL = {
     "rise": ("r",),
     "fall": ("f",),
     "clock": ("CLK", "C"),
+    "operating": ("OPR", "OP", "A"),
+    "storage": ("STG", "S"),
+    "ambient": ("A",),
+    "dissipation": ("D", "tot", "TOT", "Diss"),
 }
 """Words of a name that become subscript letters, with their usual spellings."""
 _CONDITION = {
@@ -106,19 +111,30 @@ _PAIRS = {("input", "offset"): ("IO", "OS")}
 
 
 def _subscripts(words: list[str]) -> list[str] | None:
-    """Regex alternatives for the subscript of `words`, or `None` if one has no letter."""
+    """Regex alternatives for the subscript of `words`, or `None` if one has no letter.
+
+    A word with no usual spelling is written by its initial (`zener test current` ->
+    `IZT`, `junction temperature` -> `TJ`), as IEC 60747 writes most qualifiers; a name
+    of more than three such words has no symbol anyone writes.
+    """
     for pair, joined in _PAIRS.items():
         if tuple(words[:2]) == pair:
             rest = _subscripts(words[2:]) if words[2:] else [""]
             return [s + r for s in joined for r in rest or []] or None
     options = [""]
+    unknown = 0
     for word in words:
-        if word in _SILENT:
-            continue
+        if word in _SILENT or (word in _QUANTITY and word not in _TERMINAL):
+            continue  # `power dissipation`: the quantity's own letter says `power`
         spellings = _TERMINAL.get(word)
         if spellings is None:
-            return None
+            if not word.isalpha():
+                return None
+            unknown += 1
+            spellings = (word[0].upper(),)
         options = [o + s for o in options for s in spellings]
+    if unknown > 2:
+        return None
     return [o for o in options if o] or None
 
 
@@ -129,6 +145,8 @@ def _symbol(name: str) -> str | None:
         return None
     letter = _QUANTITY[words[-1]]
     head = words[:-1]
+    if words[-1] == "dissipation":  # `PD`, `Ptot`: the dissipation is the subscript
+        head = [w for w in head if w != "power"] + ["dissipation"]
     conditions = [_CONDITION[w] for w in head if w in _CONDITION]
     terms = [w for w in head if w not in _CONDITION]
     subscripts = _subscripts(terms)
@@ -146,8 +164,9 @@ def _symbol(name: str) -> str | None:
             condition = "".join(rf"\(?(?i:{re.escape(c)})\)?" for c in conditions)
             bodies.append(rf"{body}[A-Z]{{0,2}}\s?{condition}")
         else:
-            rating = "S?" if len(sub) >= 2 and sub.isupper() else ""
-            bodies.append(body + rating + r"(?:\((?:AV|av)\))?(?!\()")
+            # A rating's third terminal: shorted, open, through a resistor (`VCES`, `VCEO`).
+            rating = "[SORX]?" if len(sub) >= 2 and sub.isupper() else ""
+            bodies.append(body + rating + r"(?:\((?:AV|av|sus|SUS)\))?(?!\()")
     return rf"(?-i:{letter}[\s_]?(?:{'|'.join(bodies)}))"
 
 
