@@ -157,6 +157,13 @@ def document_candidates(
     count = len(quantities.pages)
     per_field: dict[str, tuple[FieldCandidate, ...]] = {}
     read: dict[str, tuple[float, ...]] = {}
+    parts = {
+        label: _part(document.file_name, label)
+        for label in {q.label for q in quantities.quantities if q.row}
+    }
+    # A table with a row for the file's own part states the other rows' values for
+    # other parts: those are other entities' facts, not candidates for this file's.
+    own_pages = {q.page for q in quantities.quantities if q.row and parts[q.label] == 1}
     for spec in fields:
         links = tables.links.get(spec.key, [])
         chosen = {
@@ -198,7 +205,9 @@ def document_candidates(
             values.append(scaled)
             lines = quantities.pages[quantity.page - 1].lines
             line = quantity.row or lines[quantity.line]
-            part = _part(document.file_name, quantity.label) if quantity.row else 0
+            part = parts[quantity.label] if quantity.row else 0
+            if part == -1 and quantity.page in own_pages:
+                continue
             for slot in _slots_for(quantity.statistic, wanted):
                 _add(
                     found,

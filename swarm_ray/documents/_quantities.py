@@ -89,7 +89,7 @@ class DocumentQuantities:
 
 _AFTER = re.compile(r"\s?(?P<w>[^\s\d,;:()\[\]=]{1,12})")
 _BARE = re.compile(r"^\s*[-+\u2212\u2013]?\d+(?:[.,]\d+)?\s*$")
-_HEADER_ROWS = 4
+_HEADER_ROWS = 5
 """Rows of words above a table's cell read as its column header, at most."""
 _LOOKBACK = 40
 """Rows above a table's cell searched for its header."""
@@ -130,7 +130,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         if not bare:
             continue
         joined = " | ".join(c.text for c in row.cells)
-        label = row.cells[0].text
+        label = _MARKS.sub("", row.cells[0].text)
         at = next((i for i, line in enumerate(lines) if label in line), 0)
         for cell in bare:
             header = _header(rows, index, cell)
@@ -147,17 +147,55 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     return out
 
 
+_MARKS = re.compile(r"(?:\s*(?:\*+|\(\d\)|\d\)|\(note\s*\d+\)))+\s*$", re.IGNORECASE)
+"""Footnote marks after a row's label or a header's words (`1N4742A *`, `Zener Voltage (3)`)."""
+_TITLE = 60
+"""Characters past which a cell over a column is the table's title, not the column's."""
+
+
+def _over(above: TextBox, cell: TextBox) -> bool:
+    """Whether `above` heads `cell`'s column.
+
+    It does when it covers the cell's centre, or half of the narrower of the two (a
+    symbol's letter `I` over the left of a wide value).
+
+    A heading spanning two columns (`Zener voltage` over `Vz` and `IZT`) only brushes the
+    second's edge, which is not enough to head it.
+    """
+    overlap = min(above.x1, cell.x1) - max(above.x0, cell.x0)
+    if overlap <= 0:
+        return False
+    centre = (cell.x0 + cell.x1) / 2
+    narrower = max(min(cell.x1 - cell.x0, above.x1 - above.x0), 1e-6)
+    return above.x0 <= centre <= above.x1 or overlap >= 0.5 * narrower
+
+
+def _states(cells: list[TextBox]) -> bool:
+    """Whether the cells state a value with its unit (not a condition such as `TA = 25`)."""
+    return any(
+        v.unit is not None and not v.condition
+        for c in cells
+        if not _BARE.match(strip_footnotes(c.text))
+        for v in read_values(strip_footnotes(c.text))
+    )
+
+
 def _header(rows: list[Row], index: int, cell: TextBox) -> str:
     """The words above `cell` in its column, nearest last, past rows of numbers."""
     words: list[str] = []
     for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
-        above = [c for c in rows[back].cells if min(c.x1, cell.x1) - max(c.x0, cell.x0) > 0]
+        above = [c for c in rows[back].cells if _over(c, cell)]
         if not above:
             continue
-        text = " ".join(c.text for c in above)
+        if words and (any(len(c.text) > _TITLE for c in above) or _states(above)):
+            break  # a title, or a line of text that states values: no header of this column
+        above = [c for c in above if len(c.text) <= _TITLE]
+        text = " ".join(dict.fromkeys(_MARKS.sub("", c.text) for c in above))
         if all(_BARE.match(strip_footnotes(c.text)) for c in above):
             if words:
                 break  # the table above this one
+            continue
+        if not text.strip():
             continue
         words.insert(0, text)
         if len(words) >= _HEADER_ROWS:
