@@ -89,12 +89,26 @@ class _Number:
 _PIXELS = re.compile(r"(?<![\w.])(\d+)\s*[x\u00d7]\s*(\d+)\s*(?=(?:pixels?|px)\b)", re.IGNORECASE)
 
 
+_WORDS = re.compile(
+    r"(?<![\w.])(\d+)\s?([KkM])?\s*[x\u00d7]\s*(\d+)(?=[-\u2011\s]?[A-Za-z])[-\u2011]?"
+)
+"""A memory's organisation, words by width: `128 x 8-bit`, `32K x 8 bits`."""
+_WORD_COUNT = {"K": 1024.0, "k": 1024.0, "M": 1024.0 * 1024.0}
+"""What a count of memory words multiplies by: `4K x 8` is 4,096 words of 8 bits."""
+
+
 def _numbers(text: str) -> list[_Number]:
     found: list[_Number] = []
     for match in _PIXELS.finditer(text):  # `320x320 pixels` is 102,400 pixels
         read = read_unit(text, match.end())
         if read is not None:
             count = float(match.group(1)) * float(match.group(2))
+            found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
+    for match in _WORDS.finditer(text):  # `128 x 8-bit RAM` is 1,024 bits, not 8
+        read = read_unit(text, match.end())
+        if read is not None and read[0].kind == "information":
+            words = float(match.group(1)) * _WORD_COUNT.get(match.group(2) or "", 1.0)
+            count = words * float(match.group(3))
             found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
     taken = [(n.start, n.unit_end) for n in found]
     for match in _NUMBER.finditer(text):
