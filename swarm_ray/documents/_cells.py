@@ -35,13 +35,30 @@ __all__ = [
     "prose",
     "range_ends",
     "repeated_label",
+    "sentence_bounds",
     "unit_apart",
     "without_values",
     "wrapped_title",
 ]
 
 
-SENTENCE_END = re.compile(r"[.;!?](?:\s|$)")
+SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z0-9\n(]|\s*$)|;(?=\s)|•|\n\s*\n")
+"""Where a sentence ends: `.`, `!` or `?` before a capital, digit, bracket or the end (not
+the point of `0.5` or of `typ.` inside a sentence), `;`, a bullet, or a blank line. The one
+definition of a sentence every reader uses (`sentence_bounds`)."""
+
+
+def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
+    """The sentence of `text` around `[start, end)`, as `(first, past_last)` offsets.
+
+    It ends after its closing punctuation; a bullet or blank line that ends it is left out.
+    """
+    left = max((m.end() for m in SENTENCE_END.finditer(text, 0, start)), default=0)
+    stop = SENTENCE_END.search(text, end)
+    if stop is None:
+        return left, len(text)
+    return left, stop.start() + (1 if stop.group() in ".!?;" else 0)
+
 
 WORDS_BEFORE = 5
 """Words between such a value and its label, at most: a feature line names the value's

@@ -28,10 +28,12 @@ from dataclasses import dataclass
 
 from pydantic import BaseModel, ConfigDict
 
+from swarm_ray.documents._cells import SENTENCE_END, sentence_bounds
 from swarm_ray.documents._dimensions import Dimension, FieldSpec
 from swarm_ray.documents._entity import EntitySource, detect_entity, document_parts
 from swarm_ray.documents._facts import ExtractionMethod, Fact
 from swarm_ray.documents._learned import learned_facts
+from swarm_ray.documents._links import weak_scale
 from swarm_ray.documents._mentions import Mention, find_mentions, parse_number
 from swarm_ray.documents._parse import ParsedDocument
 from swarm_ray.documents._scorer import Scorer
@@ -43,7 +45,6 @@ __all__ = ["ExtractionResult", "extract_facts"]
 _COORDINATION = re.compile(r"\s*(?:,|/|&|,?\s*(?:or|and))\s*(?:up to\s*)?(?=\d)")
 _TAIL = re.compile(r"^\s*\([^()\n]{0,40}\)")
 # A full stop ends a sentence before a capital, not inside `excl. mirrors` or `Max. power`.
-_SENTENCE_END = re.compile(r"[.!?](?=\s+[A-Z0-9\n(]|\s*$)|;(?=\s)|•|\n\s*\n")
 _RIGHT_STOP = re.compile(r"[.!?](?=\s+[A-Z0-9\n(]|\s*$)|[;,](?=\s)|•|\n\s*\n")
 _WINDOW = 100
 """Characters of context on each side of a mention, at most."""
@@ -124,7 +125,7 @@ def _right_end(text: str, mention: Mention, next_start: int) -> int:
 
 def _left_start(text: str, mention: Mention, floor: int) -> int:
     start = max(floor, mention.start - _WINDOW)
-    for stop in _SENTENCE_END.finditer(text, start, mention.start):
+    for stop in SENTENCE_END.finditer(text, start, mention.start):
         start = stop.end()
     return start
 
@@ -151,6 +152,8 @@ def _choose(
         if any(_word(p).search(flat, left, right) for p in field.exclusions):
             continue
         for strong, patterns in ((True, field.synonyms), (False, field.weak_synonyms)):
+            if not strong and not weak_scale(mention.value, mention.unit, field.unit):
+                continue  # `8-year warranty` near `charging` is no charge time in minutes
             hit = _nearest(patterns, flat, text, mention, left, right)
             if hit is None:
                 continue
@@ -250,12 +253,6 @@ def _synonym_facts(
     return facts
 
 
-def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    left = max((m.end() for m in _SENTENCE_END.finditer(text, 0, start)), default=0)
-    stop = _SENTENCE_END.search(text, end)
-    return left, stop.start() if stop else len(text)
-
-
 def _pattern_facts(
     text: str, page: int, fields: Sequence[tuple[str, FieldSpec]], base: dict[str, str]
 ) -> tuple[list[Fact], list[str]]:
@@ -275,7 +272,7 @@ def _pattern_facts(
                 if unit is None:
                     warnings.append(f"`{name}` page {page}: unknown unit {unit_text!r}")
                     continue
-                left, right = _sentence_bounds(text, match.start(), match.end())
+                left, right = sentence_bounds(text, match.start(), match.end())
                 facts.append(
                     Fact(
                         field=name,
@@ -323,7 +320,7 @@ def _vocabulary_facts(
                 match = next((m for p in patterns if (m := _word(p).search(flat))), None)
                 if match is None:
                     continue
-                left, right = _sentence_bounds(page.text, match.start(), match.end())
+                left, right = sentence_bounds(page.text, match.start(), match.end())
                 facts.append(
                     Fact(
                         field=name,

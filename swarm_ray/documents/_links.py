@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, replace
 
-from swarm_ray.documents._cells import SENTENCE_END
+from swarm_ray.documents._cells import sentence_bounds
 from swarm_ray.documents._choice import Scored
 from swarm_ray.documents._counts import count_mentions, counted_noun, unit_counts
 from swarm_ray.documents._dimensions import FieldSpec
@@ -35,17 +35,25 @@ __all__ = [
     "scored",
     "term_links",
     "to_scale",
+    "weak_scale",
 ]
 
 
-CONFIDENCE = {0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.66, 6: 0.64, 7: 0.62, 8: 0.62, 9: 0.6}
+CONFIDENCE = {
+    0: 0.9, 1: 0.85, 2: 0.7, 3: 0.75, 4: 0.7, 5: 0.66, 6: 0.64, 7: 0.62, 8: 0.62, 9: 0.6,
+    10: 0.6,
+}  # fmt: skip
 """Per tier: the exact label cell, a label cell with more words, a phrase; then the
 first two again in a table of limits (absolute maximum ratings); then the same five for
-a label of qualifiers only. All at or over the LLM fallback's threshold: a link the rules
+a label of qualifiers only; last, a first page's sole value of the field's dimension
+(`_sole`). All at or over the LLM fallback's threshold: a link the rules
 chose among every candidate is not handed to a model to replace (the fallback asks for
 what has no candidate, `unplaced_fields`)."""
 
-_SCORE = {0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36}
+_SCORE = {
+    0: 1.0, 1: 0.9, 2: 0.6, 3: 0.8, 4: 0.72, 5: 0.5, 6: 0.45, 7: 0.35, 8: 0.4, 9: 0.36,
+    10: 0.3,
+}  # fmt: skip
 """Per tier, what the choice weighs: a limit in its own table still beats a phrase; a
 label that says only part of the name (tiers 5 to 9) comes after every full one."""
 
@@ -180,7 +188,7 @@ def count_links(spec: FieldSpec, document: ParsedDocument) -> list[Candidate]:
             for mention in found:
                 if mention.hyphenated != per:
                     continue
-                left, right = _sentence_bounds(page.text, mention.start, mention.end)
+                left, right = sentence_bounds(page.text, mention.start, mention.end)
                 quote = " ".join(page.text[left:right].split())[:240]
                 line = page.text[page.text.rfind("\n", 0, mention.start) + 1 : mention.start]
                 caption = _CAPTION.match(line) is not None
@@ -201,12 +209,6 @@ _CAPTION = re.compile(r"\s*(?:Fig(?:ure)?|Table)\.?\s*\d", re.IGNORECASE)
 """A figure's or table's caption: `Fig.3 Logic diagram (one gate)`."""
 
 
-def _sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
-    left = max((m.end() for m in SENTENCE_END.finditer(text, 0, start)), default=0)
-    stop = SENTENCE_END.search(text, end)
-    return left, stop.start() + 1 if stop else len(text)
-
-
 _WEAK_SCALE = (0.1, 1e5)
 """Sizes, in the declared unit, that a weak link's value may take: a user declares the unit
 the field is stated in, so `16 bytes` of some memory is no density in `Mbit`. A strong
@@ -217,10 +219,21 @@ def to_scale(candidate: Candidate, unit: str) -> bool:
     """Whether a weak link's value is of a size the declared unit is chosen for."""
     if candidate.tier < PARTIAL or not unit or not candidate.unit:
         return True
-    if not isinstance(candidate.value, float) or candidate.value == 0:
+    if not isinstance(candidate.value, float):
+        return True
+    return weak_scale(candidate.value, candidate.unit, unit)
+
+
+def weak_scale(value: float, written: str, declared: str) -> bool:
+    """Whether `value` (in `written`) is of a size a weak label may link.
+
+    Its size in the `declared` unit must lie in `_WEAK_SCALE`; `True` where the two units
+    do not convert or nothing is declared.
+    """
+    if value == 0 or not written or not declared:
         return True
     try:
-        size = abs(convert(candidate.value, candidate.unit, unit))
+        size = abs(convert(value, written, declared))
     except ValueError:
         return True
     return _WEAK_SCALE[0] <= size <= _WEAK_SCALE[1]

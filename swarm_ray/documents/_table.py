@@ -89,6 +89,7 @@ from swarm_ray.documents._links import (
 )
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._rows import BRACKETED_CONDITION, RowReader
+from swarm_ray.documents._sole import sole_links
 from swarm_ray.documents._symbols import (
     head_word,
     implied_statistics,
@@ -509,6 +510,10 @@ def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: s
         if any(c.condition for c in links[spec.key]):
             mine = conditioned(links[spec.key], reader.fields, reader.regexes, spec, chosen)
             chosen[spec.key] = chosen_of(spec, mine)
+    by_key = {spec.key: spec for spec in fields}
+    for key, sole in sole_links(document, fields, links, chosen).items():
+        links[key].extend(sole)
+        chosen[key] = chosen_of(by_key[key], sole)
     return TableLinks(links=links, chosen=chosen)
 
 
