@@ -1,0 +1,180 @@
+"""General classes of facts unseen families state: each written without any vendor's file.
+
+- symbols derived for any qualifier (`zener test current` is `IZT`), ratings' third
+  terminals (`VCEO(sus)`), and word forms (`sampling rate` for `sample rate`);
+- series tables: the file's own part's row, its cells under their column headers, and
+  no candidate from another part's row;
+- a memory's organisation (`128 x 8-bit`) is its size, not its word width;
+- a first page's sole value of a field's dimension, where no label names the field;
+- one definition of a sentence; weak synonyms keep to the declared unit's scale.
+"""
+
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from swarm_ray.documents import ParsedDocument, extract_facts, parse_field_arg
+from swarm_ray.documents._candidates import document_candidates
+from swarm_ray.documents._cells import sentence_bounds
+from swarm_ray.documents._features import _words
+from swarm_ray.documents._layout import TextBox
+from swarm_ray.documents._parse import PageText
+from swarm_ray.documents._values import read_values
+from tests.test_documents_linking import _doc, _facts, _names
+
+
+@pytest.mark.parametrize(
+    ("name", "text", "names"),
+    [
+        ("zener test current", "Test Current IZT mA", True),
+        ("zener test current", "I ZT", True),  # a subscript set on the line below
+        ("zener voltage", "Nominal Zener Voltage VZ @ IZT", True),
+        ("junction temperature", "TJ", True),
+        ("power dissipation", "Ptot", True),
+        ("power dissipation", "PD", True),
+        ("power dissipation", "PDF", False),
+        ("collector-emitter voltage", "VCEO(sus) 400 V", True),
+        ("collector-emitter voltage", "VCE(sat)", False),  # a condition is another quantity
+        ("operating temperature", "TOPR", True),
+        ("storage temperature", "TSTG", True),
+    ],
+)
+def test_symbols_follow_the_convention_for_any_qualifier(name: str, text: str, names: bool) -> None:
+    assert _names(name, text) is names
+
+
+def test_word_forms_share_a_stem() -> None:
+    assert _words("Sampling Frequency") & _words("sample rate") == {"sampl"}
+    assert _words("rates") == _words("rate")
+    assert _words("Output Voltages") == _words("output voltage")
+
+
+@pytest.mark.parametrize(
+    ("text", "value", "unit"),
+    [
+        ("128 x 8-bit Internal RAM", 1024.0, "bit"),
+        ("256 x 8 bits of RAM", 2048.0, "bits"),
+        ("32K \u00d7 8-bit Flash", 262144.0, "bit"),
+    ],
+)
+def test_a_memorys_organisation_is_its_size(text: str, value: float, unit: str) -> None:
+    (read,) = read_values(text)
+    assert (read.value, read.unit.text if read.unit else None) == (value, unit)
+
+
+def test_a_product_of_other_units_stays_two_values() -> None:
+    assert [v.value for v in read_values("2 x 10 mA outputs")] == [2.0, 10.0]
+
+
+def test_ram_written_as_words_by_width_is_read_in_bytes() -> None:
+    page = "Features\n• 4K Bytes of Flash Memory\n• 128 x 8-bit Internal RAM\n"
+    assert ("RAM", None, 128.0) in _facts(["RAM:bytes"], page)
+
+
+_FIRST_PAGE = "\n".join(
+    [
+        "AT9000 8-bit Microcontroller with 4K Bytes Flash",
+        "Features",
+        "• Compatible with MCS-51 Products",
+        "• 4K Bytes of In-System Reprogrammable Flash Memory",
+        "• Fully Static Operation: 0 Hz to 24 MHz",
+        "• 32 Programmable I/O Lines",
+        "• Operating Range: 4.0V to 5.5V",
+        "Description",
+        "The AT9000 is a low-power microcontroller with 4K bytes of Flash memory.",
+        "",
+        "",
+        "",
+        "",
+    ]
+)
+
+
+def test_the_unit_identifies_a_field_no_label_names() -> None:
+    facts = _facts(["max clock frequency:MHz", "supply voltage:V:min,max"], _FIRST_PAGE)
+    assert ("max clock frequency", "max", 24.0) in facts
+    assert {("supply voltage", "min", 4.0), ("supply voltage", "max", 5.5)} <= facts
+
+
+def test_the_unit_says_nothing_where_two_fields_share_it_or_values_differ() -> None:
+    both = _facts(["supply voltage:V:min,max", "output voltage:V"], _FIRST_PAGE)
+    assert not any(f[0] in ("supply voltage", "output voltage") for f in both)
+    two = _FIRST_PAGE.replace("• 32 Programmable", "• 12 MHz crystal oscillator\n• 32 Programmable")
+    assert not any(f[0] == "max clock frequency" for f in _facts(["max clock frequency:MHz"], two))
+    # A value of a size the declared unit is not chosen for is no one's: 375 Hz in MHz.
+    slow = _FIRST_PAGE.replace("0 Hz to 24 MHz", "375 Hz event rate")
+    assert _facts(["CPU clock:MHz"], slow) == set()
+
+
+def test_a_label_keeps_its_field_from_the_unit() -> None:
+    page = _FIRST_PAGE + "\nSupply voltage: 3.3 V\n"
+    facts = _facts(["supply voltage:V:min,max"], page)
+    assert ("supply voltage", "min", 4.0) not in facts
+
+
+def _series_page(file_name: str) -> ParsedDocument:
+    rows: list[list[tuple[float, str]]] = [
+        [(117, "Zener voltage"), (173, "Maximum Zener Impedance")],
+        [(122, "Vznom"), (153, "I"), (207, "r")],
+        [(155, "ZT"), (209, "zjT")],
+        [(126, "V"), (152, "mA")],
+        [(60, "XZ4741"), (125, "11"), (154, "23"), (190, "8")],
+        [(60, "XZ4742"), (124, "12"), (154, "21"), (190, "9")],
+        [(60, "XZ4743"), (124, "13"), (154, "19"), (188, "10")],
+    ]
+    boxes = tuple(
+        TextBox(x0=x, top=12.0 * i, x1=x + 3.0 * len(t), bottom=12.0 * i + 8, size=8, text=t)
+        for i, row in enumerate(rows)
+        for x, t in row
+    )
+    text = "\n".join(" ".join(t for _, t in row) for row in rows)
+    return _doc(file_name=file_name).model_copy(
+        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
+    )
+
+
+def test_a_series_table_offers_its_own_parts_row_under_its_headers() -> None:
+    document = _series_page("xz4742_vendor.pdf")
+    fields = [parse_field_arg("zener voltage:V"), parse_field_arg("zener test current:mA")]
+    found = document_candidates(document, fields)
+    voltages = {c.scaled: c for c in found.per_field["zener voltage"] if c.header}
+    assert set(voltages) == {12.0}  # the other parts' rows are other entities' facts
+    assert re.search(r"zener voltage", voltages[12.0].header, re.IGNORECASE)
+    currents = {c.scaled: c for c in found.per_field["zener test current"] if c.header}
+    assert set(currents) == {21.0}
+    assert "I ZT" in currents[21.0].header  # the symbol, letter and subscript
+    assert "Zener voltage" not in currents[21.0].header  # a span brushing its edge
+
+
+def test_a_series_table_of_no_named_part_offers_every_row() -> None:
+    found = document_candidates(_series_page("catalogue.pdf"), [parse_field_arg("zener voltage:V")])
+    assert {c.scaled for c in found.per_field["zener voltage"] if c.header} == {11.0, 12.0, 13.0}
+
+
+@pytest.mark.parametrize(
+    ("text", "at", "sentence"),
+    [
+        (
+            "Low noise. Gain is 0.5 V/V typ. at 1 kHz. Next one.",
+            "0.5",
+            "Gain is 0.5 V/V typ. at 1 kHz.",
+        ),
+        ("• Fast: 5 ns\n• Small: 2 mm", "5 ns", "Fast: 5 ns\n"),
+        ("First part; 12 V rail; more", "12 V", "12 V rail;"),
+    ],
+)
+def test_one_definition_of_a_sentence(text: str, at: str, sentence: str) -> None:
+    start = text.index(at)
+    left, right = sentence_bounds(text, start, start + len(at))
+    assert text[left:right].strip() == sentence.strip()
+
+
+def test_a_weak_synonym_keeps_to_the_declared_units_scale() -> None:
+    from swarm_ray.documents import default_dimensions
+
+    battery = next(d for d in default_dimensions() if d.name == "battery")
+    text = "Warranty\nThe battery and its charging system carry an 8-year warranty.\n"
+    facts = extract_facts(_doc(text), [battery]).facts
+    assert not [f for f in facts if f.field == "charge_time"]
