@@ -19,8 +19,8 @@ from swarm_ray.core.model._fsm import TaskMachine
 from swarm_ray.core.model._plan import expand
 from swarm_ray.core.model._signals import Dispatch, Fallback, Retry, RunIntent, Start
 from swarm_ray.core.model._subtask import SubTaskSpec, Timings
-from swarm_ray.core.scheduling._attempts import histories, longest_path
 from swarm_ray.core.scheduling._scheduler import Scheduler
+from swarm_ray.core.views._attempts import histories, longest_path
 from swarm_ray.runtime import _rollout
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter, rollout_rows, rollout_tables, write_rollouts

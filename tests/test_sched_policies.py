@@ -17,6 +17,7 @@ from swarm_ray.core.model._plan import Plan, expand
 from swarm_ray.core.model._signals import HumanAnswered, SpendingStopped
 from swarm_ray.core.model._subtask import SubTaskError, SubTaskResult, SubTaskSpec
 from swarm_ray.core.scheduling._breaker import Breaker, BreakerState
+from swarm_ray.core.scheduling._breakers import Breakers
 from swarm_ray.core.scheduling._dag import Dag
 from swarm_ray.core.scheduling._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core.scheduling._failures import (
@@ -32,6 +33,7 @@ from swarm_ray.core.scheduling._failures import (
     stopped_by_budget,
 )
 from swarm_ray.core.scheduling._node import SubTaskStatus, _Node
+from swarm_ray.core.scheduling._wait_table import WaitTable
 from swarm_ray.core.scheduling._waits import (
     MAX_ASKS,
     answers,
@@ -174,6 +176,24 @@ def test_a_breaker_opens_at_its_threshold_cools_to_one_trial_and_closes_on_succe
     assert shut and (ok.state, ok.failures, ok.trial) == (BreakerState.CLOSED, 0, None)
 
 
+def test_the_breaker_table_holds_behind_an_open_breaker_and_lets_go_as_it_heals() -> None:
+    table = Breakers(
+        registry(spec("doc.flaky.one", breaker=BreakerPolicy(failure_threshold=1, cooldown_s=10)))
+    )
+    capability_of = {"a": "doc.flaky.one", "b": "doc.flaky.one", "c": "doc.parse.text"}.get
+    opened = table.failure("doc.flaky.one", "a", ErrorCode.AGENT_ERROR, 1.0)
+    assert opened is not None and opened.until == 11.0
+    assert table.failure("doc.parse.text", "c", ErrorCode.INVALID_INPUT, 1.0) is None
+    assert not table.admits("doc.flaky.one", "a") and table.admits("doc.parse.text", "c")
+    table.hold("a")
+    table.hold("b")
+    assert list(table.cool(5.0, capability_of)) == []  # still cooling
+    assert list(table.cool(11.0, capability_of)) == [("doc.flaky.one", "a")]  # one trial
+    assert list(table.held) == ["b"] and table.admits("doc.flaky.one", "a")
+    assert table.success("doc.parse.text", capability_of) is None  # it was closed
+    assert table.success("doc.flaky.one", capability_of) == ["b"] and list(table.held) == []
+
+
 # ---- waits: what a sub-task waits for, and when it stops -----------------------------
 
 ASK = HumanAsk(prompt="go on?", timeout_s=30.0, default={"ok": True})
@@ -237,6 +257,23 @@ def test_waits_fall_due_at_their_deadline_in_the_order_they_began() -> None:
     assert due(waits, 29.0) == [] and due(waits, 30.0) == ["a"] and due(waits, 40.0) == ["b", "a"]
     assert next_deadline(waits) == 30.0
     assert unanswered("a").code is ErrorCode.HUMAN_TIMEOUT
+
+
+def test_the_wait_table_keeps_each_wait_until_it_is_answered_or_falls_due() -> None:
+    table = WaitTable()
+    plan = planned(
+        EACH_YAML.replace("triggered: true,", "triggered: true, await_human: {prompt: go on},")
+    )[0]
+    table.take(plan)
+    assert table.asks("check") and not table.asks("split")
+    late = HumanAsk(prompt="later?", timeout_s=5.0, default={"ok": False})
+    first = node(asked=(late, None))
+    awaits = table.begin(first, 10.0, asked_in=1)
+    assert (awaits.subtask_id, awaits.deadline) == ("s1", 15.0) and list(table.waits) == ["s1"]
+    wrong = HumanAnswered(at=11.0, subtask_id="s1", answer={}, principal="p", asked_in=2)
+    assert table.answered(wrong) is None and "s1" in table.waits
+    [(sid, wait, ask)] = list(table.fall_due(15.0, {"s1": first}))
+    assert (sid, wait.asked_in, ask) == ("s1", 1, late) and dict(table.waits) == {}
 
 
 # ---- expansion: what an accepted result adds -----------------------------------------
@@ -370,6 +407,9 @@ OWNERS = (
     "_expand",
     "_node",
     "_breaker",
+    "_breakers",
+    "_wait_table",
+    "_growth",
     "_driver",
     "_host",
     "_adopting",

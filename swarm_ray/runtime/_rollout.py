@@ -50,7 +50,7 @@ from swarm_ray.core.durability._journal import should_offload
 from swarm_ray.core.guards._watermark import read_claims
 from swarm_ray.core.model._errors import InvalidSpecError
 from swarm_ray.core.model._record import TaskRecord
-from swarm_ray.core.scheduling._attempts import Attempt, critical_path, histories, longest_path
+from swarm_ray.core.views._attempts import Attempt, critical_path, histories, longest_path
 from swarm_ray.runtime._results import ResultStore
 
 if TYPE_CHECKING:

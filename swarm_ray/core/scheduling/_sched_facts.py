@@ -24,13 +24,19 @@ from swarm_ray.core.model._signals import (
     FailTask,
     Fallback,
     FinishTask,
+    Intent,
+    ResultRejected,
     Retry,
+    SchedulerEvent,
+    SubTaskDone,
+    SubTaskFailed,
 )
 from swarm_ray.core.model._subtask import SubTaskError, SubTaskResult, SubTaskSpec, TokenUsage
-from swarm_ray.core.scheduling._breaker import Breaker
+from swarm_ray.core.scheduling._breakers import Breakers
 from swarm_ray.core.scheduling._dag import Dag
 from swarm_ray.core.scheduling._inputs import resolve
 from swarm_ray.core.scheduling._node import SETTLED, SubTaskStatus, latest
+from swarm_ray.core.scheduling._wait_table import WaitTable
 from swarm_ray.core.scheduling._waits import next_deadline
 
 __all__: list[str] = []
@@ -47,24 +53,23 @@ class SchedulerFacts:
         _registry: Registry
         _results: dict[str, SubTaskResult]
         _running: dict[str, Dispatch | Retry | Fallback]
-        _held: list[str]
-        _breakers: dict[str, Breaker]
-        _waits: dict[str, HumanWait]
+        _breakers: Breakers
+        _waits: WaitTable
         _received: list[SubTaskResult]
         _dag: Dag
         _draft: str | None
 
     def waiting(self) -> list[HumanWait]:
         """Sub-tasks waiting for a person, in the order they began to wait."""
-        return list(self._waits.values())
+        return list(self._waits.waits.values())
 
     def wait_of(self, subtask_id: str) -> HumanWait | None:
         """What `subtask_id` waits for, if it waits for a person."""
-        return self._waits.get(subtask_id)
+        return self._waits.waits.get(subtask_id)
 
     def next_deadline(self) -> float | None:
         """The earliest deadline of a waiting sub-task (when to wake), if any."""
-        return next_deadline(self._waits)
+        return next_deadline(self._waits.waits)
 
     def answer(self, subtask_id: str) -> dict[str, Any] | None:
         """The answer a sub-task ran with (given, or its default), if it asked a person."""
@@ -145,6 +150,26 @@ class SchedulerFacts:
         """Agent run time of every attempt received so far."""
         return sum(r.timings.duration_s for r in self._received)
 
+    def _reject(self, subtask_id: str, attempt: int) -> ResultRejected | None:
+        """Why a result of `subtask_id`'s `attempt` may not be taken, if it may not."""
+        node = self._dag.nodes.get(subtask_id)
+        if node is None:
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason="unknown sub-task")
+        if node.status is not SubTaskStatus.RUNNING:
+            reason = f"sub-task is {node.status}, not running"
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
+        if node.attempt != attempt:
+            reason = f"stale attempt {attempt}, expecting {node.attempt}"
+            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
+        return None
+
+    def _late(self, event: SchedulerEvent) -> list[Intent]:
+        """What an event that came after the task's end is told: a result is refused."""
+        if isinstance(event, SubTaskDone | SubTaskFailed):
+            r = event.result
+            return [ResultRejected(subtask_id=r.subtask_id, attempt=r.attempt, reason="task ended")]
+        return []
+
     def snapshot(self) -> dict[str, Any]:
         """Everything that decides future intents, as plain data (for replay checks)."""
         nodes = self._dag.nodes.items()
@@ -155,14 +180,14 @@ class SchedulerFacts:
             "attempt": {k: n.attempt for k, n in nodes},
             "results": sorted(self._results),
             "alias": {k: n.replaced_by for k, n in nodes if n.replaced_by is not None},
-            "held": list(self._held),
-            "waits": [w.model_dump() for w in self._waits.values()],
+            "held": list(self._breakers.held),
+            "waits": [w.model_dump() for w in self._waits.waits.values()],
             "answers": {k: n.answer for k, n in nodes if n.answer is not None},
             "asked": {
                 k: [n.asked[0].model_dump(), n.asked[1]] for k, n in nodes if n.asked is not None
             },
             "resume": {k: n.resume for k, n in nodes if n.resume is not None},
-            "breakers": {k: vars(b).copy() for k, b in self._breakers.items()},
+            "breakers": {k: vars(b).copy() for k, b in self._breakers.breakers.items()},
             "warnings": list(self.warnings),
             "template": self.plan.template.name,
             "drafted": None if self.drafted is None else self.drafted.model_dump(),

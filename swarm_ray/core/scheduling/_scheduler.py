@@ -7,25 +7,26 @@ sub-task switches to the capability's fallback. Each capability has a circuit br
 Everything is decided from the events alone, so replaying a task's event log through a
 fresh scheduler rebuilds the same state.
 
-The scheduler is the one owner of the DAG's state: its table of sub-tasks (`core.scheduling._dag`,
-one `core.scheduling._node` record each), the attempts in flight, the breakers, the waits, the
-results. What to do is decided by pure policies that read a record and return a
-decision, and the scheduler applies it:
+The scheduler is the one owner of the DAG's state. It keeps the results, the attempts in
+flight, and three tables that alone write what they hold: the sub-tasks (`_dag`, one
+`_node` record each), the breakers with what waits behind them (`_breakers`), the waits
+for a person (`_wait_table`). What to do is decided by pure policies that read a record
+and return a decision, and the scheduler applies it:
 
-- `core.scheduling._failures`: after a failed attempt, retry (`RetryAfter`), switch to a fallback
+- `_failures`: after a failed attempt, retry (`RetryAfter`), switch to a fallback
   (`SwitchTo`), keep a low-confidence result (`Keep`) or fail for good (`FailForGood`);
-  after a low-confidence one, a fallback or the best kept; what spends, and the
-  budget's error;
-- `core.scheduling._breaker`: each capability's circuit breaker, a value each transition replaces;
-- `core.scheduling._waits`: what a sub-task waits for a person, whether an answer answers it, which
-  waits fall due and what they fail with;
-- `core.scheduling._expand`: the work an accepted result adds (`for_each`, dynamic rules, feedback
-  rounds); a planner's plan is made outside and adopted here (`PlanAdopted`).
+  after a low-confidence one, a fallback or the best kept; what spends, the budget's error;
+- `_breaker`: each capability's circuit breaker, a value each transition replaces;
+- `_waits`: what a sub-task waits for a person, whether an answer answers it, which waits
+  fall due and what they fail with (applied by the `_human_loop` steps mixed in here);
+- `_expand`: the work an accepted result adds (`for_each`, dynamic rules, feedback
+  rounds), written into the DAG by `_growth`; a planner's plan is made outside and
+  adopted here (`PlanAdopted`).
 
-Its input as filled at dispatch is `core.scheduling._inputs`'s, and what it tells of the task, read
-only, is `core.scheduling._sched_facts`'s. Here stay the events it takes (`handle`, `replay`),
-dispatch, and applying each decision: accepting a result, failing a sub-task, holding
-and releasing it, growing the DAG, and the task's end.
+Its input as filled at dispatch is `_inputs`'s; what it tells of the task, read only, is
+`_sched_facts`'s (all modules of `core.scheduling`). Here stay the events it takes
+(`handle`, `replay`), dispatch, and applying each decision: accepting a result, failing
+a sub-task, switching it to a fallback, the budget's stop, and the task's end.
 
 A task planned by a planner starts with one sub-task that drafts its plan
 (`Plan.draft_subtask`). When it settles the scheduler says so (`DraftSettled`) and waits;
@@ -42,14 +43,11 @@ from pydantic import TypeAdapter
 
 from swarm_ray.core.guards._access import AccessPolicy
 from swarm_ray.core.model._errors import ErrorCode, InputNotAllowedError, InvalidInputError
-from swarm_ray.core.model._human import HumanAsk, HumanWait
 from swarm_ray.core.model._plan import Plan
 from swarm_ray.core.model._registry import Registry
 from swarm_ray.core.model._signals import (
-    AwaitHuman,
     BreakerClosed,
     BreakerHalfOpened,
-    BreakerOpened,
     CancelRequested,
     CancelSubTasks,
     ChildAdded,
@@ -57,17 +55,12 @@ from swarm_ray.core.model._signals import (
     DraftSettled,
     FailTask,
     Fallback,
-    FannedOut,
-    FeedbackRoundStarted,
     FinishTask,
     HumanAnswered,
-    HumanSettled,
     Intent,
     PlanAdopted,
-    ResultRejected,
     Retry,
     ReviewRequested,
-    RuleFired,
     RunIntent,
     SchedulerEvent,
     SkipSubTask,
@@ -80,11 +73,9 @@ from swarm_ray.core.model._signals import (
     Warn,
 )
 from swarm_ray.core.model._subtask import SubTaskError, SubTaskResult
-from swarm_ray.core.scheduling._breaker import Breaker
+from swarm_ray.core.scheduling._breakers import Breakers
 from swarm_ray.core.scheduling._dag import Dag
-from swarm_ray.core.scheduling._expand import NextRound, depends_on, fan_outs, feedback, rule_fires
 from swarm_ray.core.scheduling._failures import (
-    BREAKER_CODES,
     FailForGood,
     Keep,
     RetryAfter,
@@ -97,22 +88,13 @@ from swarm_ray.core.scheduling._failures import (
     spends,
     stopped_by_budget,
 )
+from swarm_ray.core.scheduling._growth import Grown, fire_rules, grow_each, next_round
+from swarm_ray.core.scheduling._human_loop import HumanLoop
 from swarm_ray.core.scheduling._inputs import resolve
 from swarm_ray.core.scheduling._node import SubTaskStatus, _Node
 from swarm_ray.core.scheduling._sched_facts import SchedulerFacts
+from swarm_ray.core.scheduling._wait_table import WaitTable
 from swarm_ray.core.scheduling._waits import MAX_ASKS as MAX_ASKS  # where it is enforced
-from swarm_ray.core.scheduling._waits import (
-    answers,
-    ask_of,
-    awaiting,
-    due,
-    not_rerun,
-    question,
-    resume_with,
-    review_wait,
-    stage_wait,
-    unanswered,
-)
 
 __all__: list[str] = []
 
@@ -122,7 +104,7 @@ EVENT_ADAPTER: TypeAdapter[SchedulerEvent] = TypeAdapter(SchedulerEvent)
 _S = SubTaskStatus
 
 
-class Scheduler(SchedulerFacts):
+class Scheduler(HumanLoop, SchedulerFacts):
     """Drives one task's plan. Not thread-safe: one driver feeds it events in order."""
 
     def __init__(
@@ -138,17 +120,16 @@ class Scheduler(SchedulerFacts):
         """Accepted results, in the order accepted (`$costs` and `final_results` keep it)."""
         self._running: dict[str, Dispatch | Retry | Fallback] = {}
         """Attempts in flight, in the order dispatched (`outstanding()` keeps it)."""
-        self._held: list[str] = []
-        self._breakers: dict[str, Breaker] = {}
+        self._breakers = Breakers(registry)
+        """Each capability's breaker and the sub-tasks held behind one (`_breakers`)."""
         self._received: list[SubTaskResult] = []
         self._spenders: set[str] = set()
         """Capabilities whose attempts spent tokens or money in this task."""
         self.stopped_spending: SubTaskError | None = None
         """Set once the task reached its budget and finishes with what it has: the error
         each spending sub-task fails with (`SpendingStopped`)."""
-        self._asks: dict[str, HumanAsk] = {}
-        self._waits: dict[str, HumanWait] = {}
-        """Sub-tasks waiting for a person, in the order they began (`waiting()` keeps it)."""
+        self._waits = WaitTable()
+        """Sub-tasks waiting for a person, and what the stages ask (`_wait_table`)."""
         self.warnings: list[str] = []
         self.log: list[SchedulerEvent] = []
         self.outcome: FinishTask | FailTask | None = None
@@ -190,7 +171,7 @@ class Scheduler(SchedulerFacts):
         if self.outcome is not None:
             return self._late(event)
         out: list[Intent] = self._cool(event.at)
-        if self._waits:
+        if self._waits.waits:
             out += self._expire(event.at)
             if self.outcome is not None:
                 return out
@@ -249,9 +230,7 @@ class Scheduler(SchedulerFacts):
         """Run `plan` from now on: its template, its warnings, its sub-tasks in the DAG."""
         self.plan = plan
         self.warnings += plan.warnings
-        self._asks = {
-            s.name: s.await_human for s in plan.template.stages if s.await_human is not None
-        }
+        self._waits.take(plan)
         for spec in plan.subtasks:
             self._dag.add(spec, origin="ready", link=False)
         for spec in plan.subtasks:  # once all are in: a dependency listed later is found too
@@ -261,23 +240,9 @@ class Scheduler(SchedulerFacts):
         self.warnings.append(message)
         return Warn(message=message, subtask_id=subtask_id)
 
-    def _reject(self, subtask_id: str, attempt: int) -> ResultRejected | None:
-        node = self._nodes.get(subtask_id)
-        if node is None:
-            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason="unknown sub-task")
-        if node.status is not _S.RUNNING:
-            reason = f"sub-task is {node.status}, not running"
-            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
-        if node.attempt != attempt:
-            reason = f"stale attempt {attempt}, expecting {node.attempt}"
-            return ResultRejected(subtask_id=subtask_id, attempt=attempt, reason=reason)
-        return None
-
-    def _late(self, event: SchedulerEvent) -> list[Intent]:
-        if isinstance(event, SubTaskDone | SubTaskFailed):
-            r = event.result
-            return [ResultRejected(subtask_id=r.subtask_id, attempt=r.attempt, reason="task ended")]
-        return []
+    def _end_attempt(self, sid: str) -> None:
+        """`sid`'s attempt is no longer in flight (answered, paused, switched, failed)."""
+        self._running.pop(sid, None)
 
     # ---- dispatch --------------------------------------------------------------------
 
@@ -286,13 +251,12 @@ class Scheduler(SchedulerFacts):
         capability_id = node.capability
         if self.stopped_spending is not None and self._spends(capability_id):
             return self._settle_failed(sid, self.stopped_spending, at)
-        admitted, self._breakers[capability_id] = self._breaker(capability_id).admits(sid)
-        if not admitted:
+        if not self._breakers.admits(capability_id, sid):
             fallback = next_fallback(self._registry, capability_id, node.tried)
             if fallback is not None:
                 return self._switch(sid, fallback, at, f"circuit open for `{capability_id}`")
             self._dag.set(node, _S.HELD)
-            self._held.append(sid)
+            self._breakers.hold(sid)
             return []
         spec = node.spec
         try:
@@ -302,7 +266,7 @@ class Scheduler(SchedulerFacts):
             if self._access is not None:  # dispatch the canonical form that was checked
                 checked = self._access.check(type(model), checked, where=f"{sid}.input")
         except (InvalidInputError, InputNotAllowedError) as exc:
-            self._breakers[capability_id] = self._breaker(capability_id).release_trial(sid)
+            self._breakers.release_trial(capability_id, sid)
             # Refused before dispatch: the same input fails the same way again, whatever
             # the capability's `retry_on` says (a fallback, with its own model, may take it).
             return self._on_failure(sid, SubTaskError.from_exception(exc), at, retry=False)
@@ -352,7 +316,7 @@ class Scheduler(SchedulerFacts):
                     return out + self._end(reason, ErrorCode.SKIPPED, sid)
                 queue += self._dag.waiting_on(sid)
                 continue
-            if spec.stage in self._asks and node.answer is None:
+            if self._waits.asks(spec.stage) and node.answer is None:
                 out.append(self._wait(sid, at))
                 continue
             out += self._launch(sid, at, Dispatch, reason=node.origin)
@@ -367,12 +331,10 @@ class Scheduler(SchedulerFacts):
         node = self._nodes[sid]
         capability_id = node.capability
         out: list[Intent] = []
-        closed, self._breakers[capability_id] = self._breaker(capability_id).success()
-        if closed:
+        freed = self._breakers.success(capability_id, self._capability_of)
+        if freed is not None:  # its breaker closed
             out.append(BreakerClosed(capability_id=capability_id))
-            held = [h for h in self._held if self._nodes[h].capability == capability_id]
-            self._held = [h for h in self._held if h not in held]
-            for h in held:
+            for h in freed:
                 out += self._launch(h, at, Dispatch, reason="ready")
         decision = after_success(node, result, self._registry)
         node.low = decision.low
@@ -388,7 +350,7 @@ class Scheduler(SchedulerFacts):
 
     def _accept(self, result: SubTaskResult, at: float) -> list[Intent]:
         sid = result.subtask_id
-        self._running.pop(sid, None)
+        self._end_attempt(sid)
         self._dag.set(self._nodes[sid], _S.SUCCEEDED)
         self._results[sid] = result
         # What the agent flagged about an accepted result (a unit it could not read, a
@@ -397,14 +359,15 @@ class Scheduler(SchedulerFacts):
         if sid == self._draft:
             self.drafted = DraftSettled(subtask_id=sid)
             return [*out, self.drafted]
-        out += self._fire_rules(sid, result)
-        out += self._feedback(sid, result)
-        out += self._expand_each(sid, result)
-        if self.outcome is not None:
-            return out
+        out += self._told(sid, fire_rules(self._dag, self.plan, sid, result))
+        out += self._told(sid, next_round(self._dag, self.plan, sid, result))
+        grown, problem = grow_each(self._dag, self.plan, sid, result)
+        out += self._told(sid, grown)
+        if problem is not None:
+            return out + self._end(problem, ErrorCode.INVALID_PLAN, sid)
         return out + self._dispatch_ready(at, sid)
 
-    # ---- the DAG grows (decided by `core.scheduling._expand`) ------------------------------------
+    # ---- the DAG grows (decided by `_expand`, written by `_growth`) -------------------
 
     def _adopt(self, plan: Plan, at: float) -> list[Intent]:
         """Grow the DAG by the plan made of the settled draft, and dispatch what is ready.
@@ -418,180 +381,19 @@ class Scheduler(SchedulerFacts):
         self._take(plan)
         return self._dispatch_ready(at)
 
-    def _expand_each(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Add the sub-tasks of each `for_each` stage fanning out over `sid`'s output."""
-        each, problem = fan_outs(self.plan, self._nodes[sid].spec, result)
-        out: list[Intent] = []
-        for adds in each:
-            for spec in adds.specs:
-                self._dag.add(spec, origin="each")
-            added = tuple(spec.id for spec in adds.specs)
-            for other in self._nodes.values():
-                if other.spec.stage in adds.waiting and other.status is _S.PENDING:
-                    self._dag.wait_also(other, added)
-            out.append(FannedOut(stage=adds.stage, source=sid, added=added))
-        if problem is not None:
-            return out + self._end(problem, ErrorCode.INVALID_PLAN, sid)
-        return out
+    def _told(self, sid: str, grown: Grown) -> list[Intent]:
+        """The intents of what grew, its warnings given (the task's warnings are ours)."""
+        return [self._warn(g, sid) if isinstance(g, str) else g for g in grown]
 
-    def _fire_rules(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Add the stage of each dynamic rule that `sid`'s output matches (once per rule)."""
-        out: list[Intent] = []
-        source = self._nodes[sid].spec
-        for rule in self.plan.template.rules:
-            match rule_fires(self.plan, rule, source, result, self._nodes):
-                case None:
-                    pass
-                case str() as warning:
-                    out.append(self._warn(warning, sid))
-                case spec:
-                    self._dag.add(spec, origin="rule")
-                    for other in self._nodes.values():
-                        if (
-                            other.spec.partial_ok
-                            and other.status is _S.PENDING
-                            and depends_on(self._nodes, other.spec.id, sid)
-                        ):
-                            self._dag.wait_also(other, (spec.id,))
-                    out.append(RuleFired(rule=rule.name, source=sid, added=(spec.id,)))
-        return out
-
-    def _feedback(self, sid: str, result: SubTaskResult) -> list[Intent]:
-        """Start the next round of the loop whose judge `sid` is, if its verdict finds fault."""
-        match feedback(self.plan, self._nodes[sid].spec, result, self._nodes):
-            case None:
-                return []
-            case str() as warning:
-                return [self._warn(warning, sid)]
-            case NextRound(stage=stage, generator=gen_id, new_generator=gen, new_judge=judge):
-                for spec in (gen, judge):
-                    self._dag.add(spec, origin="feedback")
-                self._dag.new_round(gen_id, gen.id)
-                self._dag.new_round(sid, judge.id)
-                self._dag.rounds_replaced()  # what waited on them waits on the new round
-                return [
-                    FeedbackRoundStarted(
-                        stage=stage, judge_subtask=sid, round=judge.round, added=(gen.id, judge.id)
-                    )
-                ]
-            case _ as unreachable:
-                assert_never(unreachable)
-
-    # ---- a person in the loop (decided by `core.scheduling._waits`) -----------------------------
-
-    def _on_answer(self, event: HumanAnswered) -> list[Intent]:
-        """Go on with the sub-task a person answered, if it still waits for this answer."""
-        sid = event.subtask_id
-        wait = self._waits.get(sid)
-        if wait is None or not answers(wait, event):
-            return []
-        del self._waits[sid]
-        settled = HumanSettled(subtask_id=sid, outcome="answered", principal=event.principal)
-        if event.review_of is not None:
-            rerun = bool(event.answer.get("rerun"))
-            return [settled, *self._reviewed(sid, rerun, event.principal, event.at)]
-        by_agent = wait.asked_in is not None
-        return [settled, *self._answered(sid, event.answer, event.at, by_agent=by_agent)]
-
-    def _wait(self, sid: str, at: float, asked_in: int | None = None) -> AwaitHuman:
-        """Hold a sub-task until it is answered.
-
-        It is ready in an `await_human` stage, or paused by its agent's question
-        (`asked_in`, the attempt that asked).
-        """
-        wait = stage_wait(sid, ask_of(self._nodes[sid], self._asks, asked_in), at, asked_in)
-        self._waits[sid] = wait
-        self._dag.set(self._nodes[sid], _S.WAITING)
-        return awaiting(wait)
-
-    def _paused(self, result: SubTaskResult, at: float) -> list[Intent]:
-        """An agent paused its attempt to ask a person: hold the sub-task for the answer."""
-        sid = result.subtask_id
-        node = self._nodes[sid]
-        assert result.error is not None
-        self._running.pop(sid, None)
-        asked = question(result, node.asks_made)
-        if isinstance(asked, SubTaskError):
-            return self._on_failure(sid, asked, at)
-        node.cap_attempts -= 1
-        node.asks_made += 1
-        node.asked = (asked, result.error.details.get("state"))
-        return [self._wait(sid, at, asked_in=result.attempt)]
-
-    def _hold_for_review(self, sid: str, attempt: int, at: float) -> AwaitHuman:
-        """Hold a side-effecting attempt that was in flight at a crash, for a person."""
-        del self._running[sid]
-        node = self._nodes[sid]
-        wait = review_wait(sid, node.capability, attempt, at)
-        self._waits[sid] = wait
-        self._dag.set(node, _S.WAITING)
-        return awaiting(wait)
-
-    def _reviewed(self, sid: str, rerun: bool, who: str, at: float) -> list[Intent]:
-        if rerun:
-            self._dag.set(self._nodes[sid], _S.PENDING)
-            return self._launch(sid, at, Dispatch, reason="reviewed")
-        return self._settle_failed(sid, not_rerun(sid, who), at)
-
-    def _answered(
-        self, sid: str, answer: dict[str, Any], at: float, *, by_agent: bool
-    ) -> list[Intent]:
-        node = self._nodes[sid]
-        if by_agent:  # the agent goes on from what it saved, with the answer
-            node.resume = resume_with(node, answer)
-            node.asked = None
-        else:  # the stage's input reads it (`$answer`)
-            node.answer = answer
-        self._dag.set(node, _S.PENDING)
-        return self._launch(sid, at, Dispatch, reason="answered")
-
-    def _expire(self, at: float) -> list[Intent]:
-        """Settle the waits whose deadline passed: the default applies, or `human_timeout`."""
-        out: list[Intent] = []
-        for sid in due(self._waits, at):
-            wait = self._waits.pop(sid)
-            by_agent = wait.asked_in is not None
-            default = ask_of(self._nodes[sid], self._asks, wait.asked_in).default
-            if default is not None:
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="default"),
-                    self._warn(
-                        f"sub-task `{sid}`: nobody answered by its deadline; the "
-                        "default answer applied",
-                        sid,
-                    ),
-                    *self._answered(sid, default, at, by_agent=by_agent),
-                ]
-            else:
-                out += [
-                    HumanSettled(subtask_id=sid, outcome="timed_out"),
-                    *self._settle_failed(sid, unanswered(sid), at),
-                ]
-            if self.outcome is not None:
-                break
-        return out
-
-    # ---- failures, breakers, the budget's stop (`_failures`, `_breaker`) ------------------
+    # ---- failures, breakers, the budget's stop (`_failures`, `_breakers`) ---------------
 
     def _on_failure(
         self, sid: str, error: SubTaskError, at: float, *, retry: bool = True
     ) -> list[Intent]:
         node = self._nodes[sid]
-        capability_id = node.capability
-        breaker = self._breaker(capability_id)
-        out: list[Intent] = []
-        self._running.pop(sid, None)
-        if error.code in BREAKER_CODES:
-            opened, breaker = breaker.failure(at)
-            if opened:
-                out.append(
-                    BreakerOpened(
-                        capability_id=capability_id, failures=breaker.failures, until=breaker.until
-                    )
-                )
-        else:
-            breaker = breaker.release_trial(sid)
-        self._breakers[capability_id] = breaker
+        self._end_attempt(sid)
+        opened = self._breakers.failure(node.capability, sid, error.code, at)
+        out: list[Intent] = [] if opened is None else [opened]
         decision = after_failure(node, error, self._registry, retry=retry)
         match decision:
             case RetryAfter(delay_s=delay):
@@ -628,33 +430,22 @@ class Scheduler(SchedulerFacts):
         node.capability = fallback
         node.tried.append(fallback)
         node.cap_attempts = 0
-        self._running.pop(sid, None)
+        self._end_attempt(sid)
         warn = self._warn(
             f"sub-task `{sid}` switched from `{previous}` to fallback `{fallback}`: {reason}", sid
         )
         return [warn, *self._launch(sid, at, Fallback, from_capability=previous, reason=reason)]
 
-    def _breaker(self, capability_id: str) -> Breaker:
-        if capability_id not in self._breakers:
-            policy = self._registry.get(capability_id).breaker
-            self._breakers[capability_id] = Breaker(policy)
-        return self._breakers[capability_id]
+    def _capability_of(self, sid: str) -> str:
+        return self._nodes[sid].capability
 
     def _cool(self, at: float) -> list[Intent]:
+        """Half-open the breakers whose cool-down passed, each letting one trial go."""
         out: list[Intent] = []
-        # A trial may settle its sub-task at once (the budget is reached), and what that
-        # starts may make breakers of its own: loop over the ones there were.
-        for capability_id in list(self._breakers):
-            cooled = self._breakers[capability_id].cool(at)
-            if cooled is not None:
-                self._breakers[capability_id] = cooled
-                out.append(BreakerHalfOpened(capability_id=capability_id))
-                trial = next(
-                    (h for h in self._held if self._nodes[h].capability == capability_id), None
-                )
-                if trial is not None:
-                    self._held.remove(trial)
-                    out += self._launch(trial, at, Dispatch, reason="half_open")
+        for capability_id, trial in self._breakers.cool(at, self._capability_of):
+            out.append(BreakerHalfOpened(capability_id=capability_id))
+            if trial is not None:
+                out += self._launch(trial, at, Dispatch, reason="half_open")
         return out
 
     def _spends(self, capability_id: str) -> bool:
@@ -694,7 +485,7 @@ class Scheduler(SchedulerFacts):
             if node.status in (_S.PENDING, _S.WAITING):
                 self._dag.set(node, _S.CANCELLED)
         self._running.clear()
-        self._held.clear()
+        self._breakers.let_go()
         self._waits.clear()
         self.outcome = FailTask(reason=reason, code=code, subtask_id=sid)
         out: list[Intent] = [CancelSubTasks(subtask_ids=running)] if running else []

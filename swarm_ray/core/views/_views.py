@@ -15,8 +15,8 @@ from swarm_ray.core.model._fsm import TaskState
 from swarm_ray.core.model._human import HumanWait
 from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.core.model._subtask import SubTaskSpec
-from swarm_ray.core.scheduling._attempts import SubTaskHistory, critical_path, histories
 from swarm_ray.core.scheduling._scheduler import Scheduler
+from swarm_ray.core.views._attempts import SubTaskHistory, critical_path, histories
 
 __all__ = ["TaskStatus"]
 
