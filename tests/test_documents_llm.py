@@ -33,11 +33,11 @@ from swarm_ray.documents._capabilities import (
     cross_check,
     extract_llm,
     judge_quality,
-    render_markdown,
 )
 from swarm_ray.documents._llm_extract import RULES_CONFIDENCE_THRESHOLD, CrossCheck
 from swarm_ray.documents._llm_facts import keyword_window
 from swarm_ray.documents._parse import DocumentMetadata, PageText
+from swarm_ray.documents._render import render_markdown
 from swarm_ray.documents._stage_inputs import CrossCheckIn, JudgeIn, ReportIn
 from swarm_ray.llm import ScriptedEngine, use_engine
 from tests.support import done

@@ -370,7 +370,7 @@ def test_the_summary_rows_read_as_the_answer(
 def test_implausible_values_dropped_in_normalisation_are_warnings_of_the_report(
     transceivers: tuple[tuple[FieldSpec, ...], tuple[NormalisedFact, ...]], tmp_path: Path
 ) -> None:
-    from swarm_ray.documents._capabilities import render_markdown
+    from swarm_ray.documents._render import render_markdown
     from swarm_ray.documents._stage_inputs import ReportIn
 
     _, facts = transceivers

@@ -20,8 +20,8 @@ from swarm_ray.core.guards._access import AccessPolicy
 from swarm_ray.core.guards._limits import RequestLimits, json_depth
 from swarm_ray.core.guards._principal import LOCAL, Principal, scoped_task_id
 from swarm_ray.core.planning._catalog import load_catalogs
-from swarm_ray.documents._capabilities import count_fields
 from swarm_ray.documents._index import IndexRequest
+from swarm_ray.documents._request_limits import count_fields
 from swarm_ray.documents._stage_inputs import ParseIn
 from swarm_ray.gateway._limits import json_nesting
 from swarm_ray.runtime._intake import Layout, take_in

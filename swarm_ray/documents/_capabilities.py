@@ -15,11 +15,10 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 from __future__ import annotations
 
 import os
-import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-from swarm_ray.agent import AgentReply, declared_limits, state_dir, task_spend
+from swarm_ray.agent import AgentReply, declared_limits, state_dir
 from swarm_ray.core import (
     CapabilitySpec,
     Catalog,
@@ -28,12 +27,11 @@ from swarm_ray.core import (
     InvalidInputError,
     Resources,
     RetryPolicy,
-    TaskRequest,
     TaskTemplate,
     capability_maker,
 )
 from swarm_ray.documents._compare import Comparison, compare_facts
-from swarm_ray.documents._dimensions import Dimension, FieldSpec, default_dimensions, field_groups
+from swarm_ray.documents._dimensions import Dimension, declared_dimensions, find_dimensions
 from swarm_ray.documents._extract import ExtractionResult, extract_facts
 from swarm_ray.documents._facts import NormalisedFact
 from swarm_ray.documents._index import (
@@ -56,7 +54,8 @@ from swarm_ray.documents._llm_extract import (
 )
 from swarm_ray.documents._llm_facts import asked_fields, unplaced_fields
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
-from swarm_ray.documents._report import ReportFiles, ReportRequest, render_report
+from swarm_ray.documents._report import ReportFiles
+from swarm_ray.documents._request_limits import count_fields
 from swarm_ray.documents._stage_inputs import (
     CompareIn,
     CrossCheckIn,
@@ -71,17 +70,6 @@ from swarm_ray.documents._table import names_a_field
 from swarm_ray.documents._units import NormalisationResult, normalise_facts
 
 __all__ = ["documents_catalog"]
-
-
-def find_dimensions(fields: Sequence[FieldSpec] = ()) -> dict[str, Dimension]:
-    """Built-in dimensions plus the groups of inline `fields`, by name.
-
-    Not cached: declarations hold dicts (vocabularies), and grouping a few fields costs
-    microseconds next to reading a document.
-    """
-    found = {d.name: d for d in default_dimensions()}
-    found.update(field_groups(fields))
-    return found
 
 
 def parse_document(data: ParseIn) -> ParsedDocument:
@@ -203,12 +191,6 @@ def index_chunks(data: IndexRequest) -> IndexResult:
     return index_document(data)
 
 
-def declared_dimensions(names: Sequence[str], fields: Sequence[FieldSpec]) -> list[Dimension]:
-    """The dimensions a request names, built-in or declared inline, in its order."""
-    known = find_dimensions(fields)
-    return [known[name] for name in names if name in known]
-
-
 def judge_quality(data: JudgeIn) -> AgentReply:
     """Factuality, coherence and efficiency of the run; confidence is the lowest score."""
     facts = [f for r in data.results for f in r.facts]
@@ -224,84 +206,8 @@ def judge_quality(data: JudgeIn) -> AgentReply:
     return AgentReply(output=judgement, confidence=lowest)
 
 
-def _notes(results: Sequence[NormalisationResult]) -> dict[str, str]:
-    return {doc: note for r in results for doc, note in r.notes.items()}
-
-
-def _unstated_warnings(dimensions: Sequence[Dimension], comparison: Comparison) -> list[str]:
-    """One warning per declared field that no document states (the batch still reports)."""
-    stated = {c.field for c in comparison.cells}
-    return [
-        f"field `{f.key}`: no document states it (labels tried: "
-        f"{', '.join(repr(label) for label in f.all_labels)})"
-        for d in dimensions
-        for f in d.fields
-        if f.key not in stated
-    ]
-
-
-def render_markdown(data: ReportIn) -> ReportFiles:
-    """Write the report files, with the judges' verdicts before the sources appendix."""
-    out_dir = data.out_dir or str(state_dir() / "reports" / uuid.uuid4().hex[:12])
-    declared = declared_dimensions(data.dimensions, data.fields)
-    facts = tuple(f for r in data.results for f in r.facts)
-    sections: list[str] = []
-    if data.judgement is not None:
-        verdicts = (data.judgement.factuality, data.judgement.coherence, data.judgement.efficiency)
-        lines = ["## Judges", "", "| judge | score | worst finding |", "| --- | --- | --- |"]
-        for verdict in verdicts:
-            worst = verdict.findings[0].message if verdict.findings else "none"
-            lines.append(f"| {verdict.judge} | {verdict.score:.2f} | {worst} |")
-        crossed = [f for f in data.judgement.factuality.findings if f.cross_check]
-        if crossed:
-            lines += ["", "### LLM cross-check: disagreements with the rules", ""]
-            lines += [f"- **{f.subject}**: {' '.join(f.message.split())}" for f in crossed]
-        sections.append("\n".join(lines))
-    if table := _readings_table([c for c in data.llm_readings if c is not None and c.enabled]):
-        sections.append("\n".join(table))
-    return render_report(
-        ReportRequest(
-            comparison=data.comparison,
-            facts=facts,
-            out_dir=out_dir,
-            warnings=(
-                *data.warnings,
-                *(w for r in data.results for w in r.warnings),  # implausible values dropped
-                *_unstated_warnings(declared, data.comparison),
-            ),
-            watermarks=dict(zip(data.document_ids, data.watermarks, strict=False)),
-            fields=tuple(f for d in declared for f in d.fields),
-            notes=_notes(data.results),
-            spend=task_spend(),
-            sections=tuple(sections),
-        )
-    )
-
-
-def _readings_table(checks: Sequence[CrossCheck]) -> list[str]:
-    """The report's `llm_extract` section: per field, where the rules and the LLM agree."""
-    rows = [(c.source, r) for c in checks for r in c.readings]
-    if not rows:
-        return []
-    tally: dict[str, dict[str, int]] = {}
-    for _, reading in rows:
-        counts = tally.setdefault(reading.field, {})
-        counts[reading.status] = counts.get(reading.status, 0) + 1
-    lines = ["", "## Rules and LLM, per field", "", "| field | " + " | ".join(_STATUSES) + " |"]
-    lines.append("| --- |" + " --- |" * len(_STATUSES))
-    for field, counts in tally.items():
-        lines.append(f"| {field} | " + " | ".join(str(counts.get(s, 0)) for s in _STATUSES) + " |")
-    lines += ["", "| document | field | rules | LLM | reading |", "| --- | --- | --- | --- | --- |"]
-    for source, r in rows:
-        rules, llm = ", ".join(r.rules) or "-", ", ".join(r.llm) or "-"
-        lines.append(f"| {source} | {r.field} | {rules} | {llm} | {r.status} |")
-    return lines
-
-
-_STATUSES = ("agree", "differ", "rules only", "llm only", "neither")
-
-
 _spec = capability_maker(__name__)
+_render_spec = capability_maker("swarm_ray.documents._render")
 
 
 def _llm_resources() -> Resources:
@@ -440,7 +346,7 @@ def _capabilities() -> Sequence[CapabilitySpec]:
             resources=Resources(num_cpus=0.5),
             timeout_s=300,
         ),
-        _spec(
+        _render_spec(
             "report.render.markdown",
             "Markdown report with tables, conflicts, warnings and a chart per dimension, "
             "plus facts.parquet (with watermarks) and report.json.",
@@ -545,18 +451,6 @@ stages:
       fields: $params.fields
       out_dir: $task_dir
 """
-
-
-def count_fields(request: TaskRequest) -> int:
-    """The fields a request asks of each document, for the `max_fields` limit.
-
-    Its dimensions (the extraction fans out over them) and its inline fields (each one is
-    read in every document).
-    """
-    return sum(
-        len(value) if isinstance(value, list) else 0
-        for value in (request.params.get("dimensions"), request.params.get("fields"))
-    )
 
 
 def documents_catalog() -> Catalog:

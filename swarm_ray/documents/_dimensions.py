@@ -400,3 +400,20 @@ def default_dimensions() -> tuple[Dimension, ...]:
             source = f"swarm_ray/documents/dimensions/{entry.name}"
             dimensions.append(_parse_dimension(yaml.safe_load(entry.read_text("utf-8")), source))
     return tuple(dimensions)
+
+
+def find_dimensions(fields: Sequence[FieldSpec] = ()) -> dict[str, Dimension]:
+    """Built-in dimensions plus the groups of inline `fields`, by name.
+
+    Not cached: declarations hold dicts (vocabularies), and grouping a few fields costs
+    microseconds next to reading a document.
+    """
+    found = {d.name: d for d in default_dimensions()}
+    found.update(field_groups(fields))
+    return found
+
+
+def declared_dimensions(names: Sequence[str], fields: Sequence[FieldSpec]) -> list[Dimension]:
+    """The dimensions a request names, built-in or declared inline, in its order."""
+    known = find_dimensions(fields)
+    return [known[name] for name in names if name in known]
