@@ -107,6 +107,7 @@ bench-quick: $(VENV)/.installed
 	@$(call quick,bench/llm.py --engine openai)
 	@$(call quick,bench/llm_budget.py)
 	@$(call quick,bench/noisy.py)
+	@$(call quick,bench/scale.py)
 	@$(call quick,bench/datasheets.py -q)
 	@$(call quick,bench/datasheets.py --lofo -q)
 

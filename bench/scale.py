@@ -1,0 +1,321 @@
+"""One orchestrator's capacity, measured, and how many shards a given rate would need.
+
+Shards (`SWARM_RAY_ORCHESTRATORS=N`, issue 44) are not built yet, so this measures N = 1,
+today's single orchestrator actor, and projects N > 1 from its measured cost. The
+projection assumes shards scale linearly (each shard a core of its own, no shared lock
+between them) until the state store saturates; it is a projection, not a measurement.
+
+Run: python bench/scale.py [--n 2000] [--http 600] [--open 400]
+     python bench/scale.py --quick      # CI: well under a minute of measuring
+
+Same run, one local cluster (4 logical CPUs on this machine's cores), warm before the
+clock starts, one orchestrator at a time (the SQLite one for parts 1 to 3, then it is
+killed, its agents with it, and the Redis one runs part 1):
+
+1. settlements a second: one task of `--n` no-op sub-tasks (`noop_fanout`), then one of
+   `--n` sub-tasks of 2 KB in and 2 KB out (`echo_flat`, validated models), each once per
+   state store: SQLite (the default, a file) and Redis (a `redis-server` started here,
+   when one is installed). For each: the orchestrator actor's own CPU per settlement and
+   its busy fraction (its CPU over the wall time, read from /proc for its pid), and store
+   writes per settlement (SQLite: rows appended to the task log; Redis: the store's
+   atomic writes, `EVALSHA` calls, from `INFO commandstats`). Beside them, a bare Ray
+   task's time (`bench/fanout.py`'s), the reference of issue 44's CPU goal;
+2. HTTP tasks a second through the gateway (`bench/gateway.py`'s set-up: Serve on a free
+   port, one principal per client), `--clients` clients each sending its next task when
+   the last is answered, until every task has finished; the orchestrator's CPU per task;
+3. memory per open task: the orchestrator's resident memory (VmRSS) before and after
+   `--open` tasks are submitted that stay open (each waits on a sleeping sub-task);
+4. the stores' own ceilings for one writer: 2 KB log appends a second from this process
+   on one connection, committed 32 at a time, straight into a SQLite file and into the
+   Redis server (a shard is one such writer; a Redis server serves many at once, so its
+   own limit is higher than this line);
+
+then how many shards, Redis servers and nodes a rate needs: `--concurrent` tasks (10,000)
+each settling `--task-subtasks` sub-tasks over `--task-minutes`, and `--per-hour`
+sub-tasks an hour (a million).
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import math
+import os
+import shutil
+import sqlite3
+import sys
+import tempfile
+import time
+from contextlib import closing, nullcontext
+from pathlib import Path
+from typing import Any
+
+import ray
+from _latency import closed_round, start_gateway
+from _quick import need
+from fanout import time_bare
+
+import swarm_ray
+from swarm_ray.runtime._client import NAMESPACE
+from swarm_ray.runtime._store import open_state_store
+
+_TICK = os.sysconf("SC_CLK_TCK")
+_REDIS_WRITES = ("cmdstat_evalsha", "cmdstat_eval")
+"""The Redis store writes through two Lua scripts (append, put_task): a call is a write."""
+
+
+def _pid(name: str) -> int:
+    """The process id of the orchestrator actor named `name`."""
+    actor = ray.get_actor(name, namespace=NAMESPACE)
+    return int(ray.get(actor.__ray_call__.remote(lambda _self: os.getpid())))
+
+
+def _cpu(pid: int) -> float:
+    """CPU seconds the process has used so far."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _TICK
+
+
+def _rss_mib(pid: int) -> float:
+    status = Path(f"/proc/{pid}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line[:6] == "VmRSS:")) / 1024
+
+
+class Store:
+    """Counts the writes of one orchestrator's state store."""
+
+    def __init__(self, url: str | None, state: Path) -> None:
+        self.url, self.state = url, state
+        self.name = "redis" if url else "sqlite"
+
+    def writes(self) -> int:
+        if self.url is None:
+            path = f"file:{self.state / 'state.db'}?mode=ro"
+            with closing(sqlite3.connect(path, uri=True)) as conn:
+                return int(conn.execute("SELECT count(*) FROM log").fetchone()[0])
+        import redis
+
+        stats = redis.Redis.from_url(self.url).info("commandstats")
+        return sum(int(stats.get(k, {}).get("calls", 0)) for k in _REDIS_WRITES)
+
+
+def settle(
+    client: swarm_ray.SwarmClient, pid: int, store: Store, template: str, items: tuple[Any, ...]
+) -> dict[str, float]:
+    """One task of `items` sub-tasks: settlements/s, CPU and store writes per settlement."""
+    writes, cpu, started = store.writes(), _cpu(pid), time.perf_counter()
+    record = client.run(template=template, items=items)
+    wall = time.perf_counter() - started
+    used, written = _cpu(pid) - cpu, store.writes() - writes
+    assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
+    n = len(items)
+    return {"rate": n / wall, "cpu_ms": 1000 * used / n, "busy": used / wall, "writes": written / n}
+
+
+def store_ceiling(url: str | None, folder: Path, seconds: float) -> float:
+    """2 KB log appends a second into a bare store, 32 to a commit, over 64 tasks."""
+    store = open_state_store(url or f"sqlite:///{folder / 'ceiling.db'}")
+    payload = '"' + "x" * 2046 + '"'
+    done, started = 0, time.perf_counter()
+    while time.perf_counter() - started < seconds:
+        with store.batch():
+            for i in range(32):
+                store.append(f"ceiling-{(done + i) % 64}", "result", payload)
+        done += 32
+    return done / (time.perf_counter() - started)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--n", type=int, default=2000, help="sub-tasks per settlement run")
+    parser.add_argument("--repeat", type=int, default=2, help="settlement runs per kind")
+    parser.add_argument("--http", type=int, default=600, help="HTTP tasks through the gateway")
+    parser.add_argument("--clients", type=int, default=20)
+    parser.add_argument("--open", type=int, default=400, help="open tasks for memory")
+    parser.add_argument("--store-s", type=float, default=3.0, help="each store's ceiling run")
+    parser.add_argument("--concurrent", type=int, default=10_000)
+    parser.add_argument("--task-subtasks", type=int, nargs="+", default=[300, 4300])
+    parser.add_argument("--task-minutes", type=float, default=30.0)
+    parser.add_argument("--per-hour", type=float, default=1_000_000)
+    parser.add_argument("--cores-per-node", type=int, default=16)
+    parser.add_argument("--quick", action="store_true", help="CI: small runs, once each")
+    args = parser.parse_args()
+    if args.quick:
+        args.n, args.repeat, args.http, args.open, args.store_s = 300, 1, 100, 100, 0.5
+
+    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # `tests.conftest_redis`
+    from tests.conftest_redis import REDIS_SERVER, running_redis_server
+
+    os.environ.setdefault("SWARM_RAY_AUDIT_DEBUG_SAMPLE", "0.01")
+    env = {"SWARM_RAY_LIMIT_MAX_OPEN_TASKS": str(10 * (args.open + args.http))}
+    folder = Path(tempfile.mkdtemp(prefix="swarm-bench-scale-"))
+    started = time.perf_counter()
+    gateway = start_gateway(
+        "bench-scale", [f"client{i}" for i in range(args.clients)], num_cpus=4, env=env
+    )
+    print(f"cold start (Ray, orchestrator, Serve, gateway): {time.perf_counter() - started:.1f} s")
+    if shutil.which(REDIS_SERVER) is None:
+        print(f"no `{REDIS_SERVER}` on PATH: the Redis rows are left out")
+    redis = running_redis_server(folder) if shutil.which(REDIS_SERVER) else nullcontext(None)
+    with redis as redis_url:
+        found = measure(args, gateway)
+        gateway.swarm.shutdown()  # its agents go with it: the Redis side gets the cores
+        stores = [Store(None, gateway.state)]
+        if redis_url is not None:
+            client = swarm_ray.connect(
+                catalogs=["swarm_ray.testing:testing_catalog"],
+                state_url=redis_url,
+                state_dir=folder / "redis-side",
+                name="bench-scale-redis",
+                env=env,
+            )
+            stores.append(Store(redis_url, folder))
+            found.update(settlements(args, client, "bench-scale-redis", stores[-1]))
+            client.shutdown()
+        ceilings = {s.name: store_ceiling(s.url, folder, args.store_s) for s in stores}
+    report(args, found, ceilings)
+    ray.shutdown()
+
+
+def settlements(
+    args: argparse.Namespace, client: swarm_ray.SwarmClient, name: str, store: Store
+) -> dict[Any, Any]:
+    """Part 1 for one orchestrator: the best of `--repeat` runs of each kind, warm."""
+    found: dict[Any, Any] = {}
+    pid = _pid(name)
+    noop = tuple(range(args.n))
+    payload = tuple(f"{i:06d}" + "x" * 2042 for i in range(args.n))  # 2 KB each way
+    for kind, template, items in (("noop", "noop_fanout", noop), ("2kb", "echo_flat", payload)):
+        settle(client, pid, store, template, items)  # warm: the agent pools at full size
+        runs = [settle(client, pid, store, template, items) for _ in range(args.repeat)]
+        found[store.name, kind] = max(runs, key=lambda r: r["rate"])
+    return found
+
+
+def measure(args: argparse.Namespace, gateway: Any) -> dict[Any, Any]:
+    """Parts 1 to 3 on the gateway's orchestrator (SQLite); see the module docstring."""
+    time_bare(args.n)  # enough idle workers for n
+    found = {"bare_ms": min(time_bare(args.n) for _ in range(args.repeat)) / args.n * 1000}
+    found.update(settlements(args, gateway.swarm, "bench-scale", Store(None, gateway.state)))
+    # HTTP tasks through the gateway: closed loop, until every task is done.
+    swarm, pid = gateway.swarm, _pid("bench-scale")
+    headers = [{"Authorization": f"Bearer {k}"} for k in gateway.keys.values()]
+    asyncio.run(closed_round(gateway.url, headers, args.clients))  # warm
+    while swarm.info()["open_tasks"]:
+        time.sleep(0.05)
+    cpu, started = _cpu(pid), time.perf_counter()
+    answered, refused = asyncio.run(closed_round(gateway.url, headers, args.http))
+    while swarm.info()["open_tasks"]:
+        time.sleep(0.05)
+    wall, used = time.perf_counter() - started, _cpu(pid) - cpu
+    need(answered, "HTTP tasks answered 202 (every one was refused)")
+    found["http"] = {
+        "rate": len(answered) / wall,
+        "cpu_ms": 1000 * used / len(answered),
+        "busy": used / wall,
+        "refused": len(refused),
+    }
+    # Memory per open task: tasks that wait on a sleeping sub-task stay open.
+    time.sleep(0.5)
+    rss = _rss_mib(pid)
+    for i in range(args.open):
+        swarm.submit(template="echo_fanout", items=(f"open{i}",), params={"delay_s": 600})
+    need(swarm.info()["open_tasks"] >= args.open or None, f"{args.open} open tasks")
+    time.sleep(0.5)
+    found["open"] = {"rss0": rss, "rss1": _rss_mib(pid), "n": args.open}
+    return found
+
+
+def report(args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, float]) -> None:
+    bare = found["bare_ms"]
+    print(f"\none orchestrator (N = 1, measured), {args.n} sub-tasks a run, best of {args.repeat}")
+    print(
+        f"{'store':<7} {'sub-task':<9} {'settled/s':>10} {'CPU ms/settle':>14} {'busy':>5} "
+        f"{'writes/settle':>14}"
+    )
+    for (store, kind), r in ((k, v) for k, v in found.items() if isinstance(k, tuple)):
+        print(
+            f"{store:<7} {kind:<9} {r['rate']:10,.0f} {r['cpu_ms']:14.3f} {r['busy']:5.2f} "
+            f"{r['writes']:14.2f}"
+        )
+    sqlite_2kb = found["sqlite", "2kb"]
+    print(
+        f"orchestrator CPU per 2 KB sub-task (SQLite) {sqlite_2kb['cpu_ms']:.3f} ms = "
+        f"{sqlite_2kb['cpu_ms'] / bare:.2f} x a bare Ray task's {bare:.3f} ms (goal <= 0.5)"
+    )
+    http = found["http"]
+    print(
+        f"HTTP tasks through the gateway ({args.clients} clients, one no-op sub-task each, "
+        f"until all finished): {http['rate']:.0f} tasks/s, orchestrator CPU "
+        f"{http['cpu_ms']:.2f} ms a task, busy {http['busy']:.2f}"
+        + (f" ({http['refused']} refused with 422)" if http["refused"] else "")
+    )
+    opened = found["open"]
+    per_task_kib = 1024 * (opened["rss1"] - opened["rss0"]) / opened["n"]
+    print(
+        f"memory per open task: orchestrator RSS {opened['rss0']:.0f} -> {opened['rss1']:.0f} "
+        f"MiB over {opened['n']} open tasks = {per_task_kib:.1f} KiB a task"
+    )
+    print(
+        "store ceilings, one writer (2 KB appends/s from one process on one connection, 32 a "
+        "commit; a Redis server takes more from many connections): "
+        + ", ".join(f"{name} {rate:,.0f}" for name, rate in ceilings.items())
+    )
+    project(args, found, ceilings, per_task_kib)
+
+
+def project(
+    args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, float], task_kib: float
+) -> None:
+    """How many shards, stores and nodes a rate needs, from one shard's measured cost.
+
+    A shard's ceiling is what its own CPU per settlement allows on a core of its own
+    (1 / CPU per settlement); the settlement rate measured here, with the agents and
+    Ray's daemons on the same 2 cores, is the floor. Shards are assumed to add up
+    linearly until the store's writes reach its measured ceiling; each shard gets two
+    cores (issue 44's "2N free cores"), so a node of `--cores-per-node` holds half as
+    many shards.
+    """
+    kind = found["redis", "2kb"] if ("redis", "2kb") in found else found["sqlite", "2kb"]
+    measured, ceiling = found["sqlite", "2kb"]["rate"], 1000 / found["sqlite", "2kb"]["cpu_ms"]
+    writes = kind["writes"]
+    per_node = max(1, args.cores_per_node // 2)
+    print(
+        "\nprojection (shards are NOT built: N > 1 is arithmetic on the N = 1 figures above; "
+        "assumes shards scale linearly until the store saturates)"
+    )
+    print(
+        f"one shard, 2 KB sub-tasks: {measured:,.0f}/s measured on this machine (floor), "
+        f"{ceiling:,.0f}/s on a core of its own (1 / its CPU per settlement); "
+        f"{writes:.2f} store writes a settlement; a shard per 2 cores, {per_node} per "
+        f"{args.cores_per_node}-core node"
+    )
+    targets = [(f"{args.per_hour:,.0f} sub-tasks an hour", args.per_hour / 3600, 0)]
+    for subtasks in args.task_subtasks:
+        rate = args.concurrent * subtasks / (args.task_minutes * 60)
+        targets.append(
+            (
+                f"{args.concurrent:,} concurrent tasks of {subtasks:,} sub-tasks over "
+                f"{args.task_minutes:g} min",
+                rate,
+                args.concurrent,
+            )
+        )
+    for what, rate, open_tasks in targets:
+        shards_lo, shards_hi = math.ceil(rate / ceiling), math.ceil(rate / measured)
+        store_writes = rate * writes
+        lines = [
+            f"{what}: {rate:,.0f} settlements/s -> {shards_lo} to {shards_hi} shard(s) "
+            f"({math.ceil(shards_lo / per_node)} to {math.ceil(shards_hi / per_node)} node(s) "
+            f"of orchestrators), {store_writes:,.0f} store writes/s"
+        ]
+        for name, limit in ceilings.items():
+            lines.append(f"{name} {store_writes / limit:.2f} x one writer's ceiling")
+        if open_tasks:
+            memory = open_tasks * task_kib / 1024
+            lines.append(f"{memory:,.0f} MiB of open tasks in orchestrator memory")
+        print("  " + "; ".join(lines))
+
+
+if __name__ == "__main__":
+    main()
