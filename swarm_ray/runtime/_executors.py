@@ -16,13 +16,13 @@ it keeps deadlines, whether the capability is in dispatch.
   one by one as they finish, so downstream work starts at once (partial rollout).
 
 Idle agents keep what Ray reserved for them (a CPU, a GPU). On a cluster that declares its
-real cores that would starve the stages feeding them, so the executors share a `_Room`:
-a Ray Data stage first reserves its rows' resources in a placement group, and while it
-(or a new agent) waits to be placed, idle agents are released and no new agent is created
-for a stage's rows to wait behind. A sub-task's deadline starts once its agent or its
-row's slot is placed: waiting for a CPU is not a timeout. One that cannot be placed within
-`SWARM_RAY_PLACEMENT_S`, or whose resources no node has, fails by name ("no resources for
-`capability`"), retried and fallen back from like an unavailable agent.
+real cores that would starve the stages feeding them, so the executors share a `Room`
+(`_placement`): a Ray Data stage first reserves its rows' resources in a placement group,
+and while it (or a new agent) waits to be placed, idle agents are released and no new
+agent is created for a stage's rows to wait behind. A sub-task's deadline starts once its
+agent or its row's slot is placed: waiting for a CPU is not a timeout. One that cannot be
+placed within `SWARM_RAY_PLACEMENT_S`, or whose resources no node has, fails by name ("no
+resources for `capability`"), retried and fallen back from like an unavailable agent.
 
 All run inside the orchestrator's event loop and report through `on_result`.
 """
@@ -34,13 +34,12 @@ import contextlib
 import functools
 import heapq
 import itertools
-import os
 import signal
 import threading
 import time
 import uuid
 import warnings
-from collections.abc import AsyncIterator, Callable, Coroutine, Iterator
+from collections.abc import Callable, Coroutine, Iterator
 from typing import Any, Protocol
 
 import ray
@@ -51,7 +50,7 @@ from swarm_ray.core.model._capability import CapabilitySpec
 from swarm_ray.core.model._errors import ErrorCode
 from swarm_ray.core.model._subtask import SubTask, SubTaskResult
 from swarm_ray.runtime._agent import error_result, run_subtask
-from swarm_ray.runtime._placement import Cluster, need, placement_limit_s
+from swarm_ray.runtime._placement import Room, need, placement_limit_s, process_room
 from swarm_ray.runtime._rlimits import limited, run_limited
 from swarm_ray.runtime._subagent import SubAgent
 
@@ -120,99 +119,6 @@ async def _unplaceable_run(subtasks: list[SubTask], why: str, on_result: OnResul
         on_result(_no_resources(subtask, why))
 
 
-_AGENT_GRACE_S = 2.0
-"""An agent not running this long after its creation waits for resources (starting a
-worker process and importing the capability took 0.5 to 1.5 s here)."""
-_STAGE_GRACE_S = 0.2
-"""A stage's placement group not placed this long waits for resources."""
-
-
-class _Room:
-    """What the executors of one orchestrator wait for, and the idle agents that yield.
-
-    While a Ray Data stage waits for its placement group, a new agent waits to be placed
-    or a Serve deployment starts its replicas, every idle agent is released (its CPU or
-    GPU goes back to Ray) and an agent that finishes is released instead of kept idle.
-    While a stage waits, no new agent is created: stages feed the agents, so the agents'
-    work comes after theirs.
-    """
-
-    def __init__(self, cluster: Cluster | None = None) -> None:
-        self.cluster = cluster or Cluster()
-        self.pools: list[_Pool] = []
-        self.waiting = 0
-        """Stages, agents and deployments of ours waiting to be placed."""
-        self.stages_waiting = 0
-        self._after_stages: list[asyncio.Future[None]] = []
-
-    @property
-    def contended(self) -> bool:
-        """Whether something of ours waits for resources that idle agents hold."""
-        return self.waiting > 0
-
-    def reclaim(self) -> int:
-        """Release every idle agent; how many."""
-        return sum(pool.reap(0.0) for pool in self.pools)
-
-    @contextlib.asynccontextmanager
-    async def placing(self, *, stage: bool) -> AsyncIterator[None]:
-        """Mark a wait for placement: idle agents are released until it ends."""
-        self.waiting += 1
-        if stage:
-            self.stages_waiting += 1
-        self.reclaim()
-        try:
-            yield
-        finally:
-            self.waiting -= 1
-            if stage:
-                self.stages_waiting -= 1
-                if not self.stages_waiting:
-                    for waiter in self._after_stages:
-                        if not waiter.done():
-                            waiter.set_result(None)
-                    self._after_stages.clear()
-
-    async def stages_placed(self) -> None:
-        """Return once no stage of ours waits for its placement group."""
-        if self.stages_waiting:
-            waiter = asyncio.get_running_loop().create_future()
-            self._after_stages.append(waiter)
-            await waiter
-
-    async def placed_within(self, ready: Any, limit_s: float, *, stage: bool) -> bool:
-        """Wait for `ready` (an actor's or a placement group's); False past `limit_s`.
-
-        Not counted in any deadline. Past a short grace (what placing costs when the
-        resources are free: a new worker process for an agent, next to nothing for a
-        placement group) it counts as waiting for resources, and idle agents yield.
-
-        Raises:
-            RayActorError: the actor died before it ran (its node went, say).
-        """
-        waiting = asyncio.ensure_future(_await(ready))
-        grace = min(limit_s, _STAGE_GRACE_S if stage else _AGENT_GRACE_S)
-        try:
-            done, _ = await asyncio.wait({waiting}, timeout=grace)
-            if not done:
-                async with self.placing(stage=stage):
-                    done, _ = await asyncio.wait({waiting}, timeout=limit_s - grace)
-            if not done:
-                return False
-            waiting.result()
-            return True
-        finally:
-            waiting.cancel()
-
-
-_ROOMS: dict[int, _Room] = {}
-
-
-def _process_room() -> _Room:
-    """The room of this process's executors (one orchestrator per actor process)."""
-    return _ROOMS.setdefault(os.getpid(), _Room())
-
-
 class _Pool:
     """Actors of one capability, leased one sub-task at a time."""
 
@@ -220,10 +126,10 @@ class _Pool:
     _incarnation = uuid.uuid4().hex[:6]
     """Distinguishes agents of a restarted orchestrator from the dying ones of the last."""
 
-    def __init__(self, spec: CapabilitySpec, namespace: str, room: _Room | None = None) -> None:
+    def __init__(self, spec: CapabilitySpec, namespace: str, room: Room | None = None) -> None:
         self.spec = spec
         self.namespace = namespace
-        self.room = room or _process_room()
+        self.room = room or process_room()
         self.room.pools.append(self)
         self.idle: list[Any] = []
         self.idle_since: dict[Any, float] = {}
@@ -324,10 +230,10 @@ class _Pool:
 class ActorPoolExecutor:
     """Runs sub-tasks on pooled sub-agent actors."""
 
-    def __init__(self, namespace: str, room: _Room | None = None) -> None:
+    def __init__(self, namespace: str, room: Room | None = None) -> None:
         self._namespace = namespace
         self._pools: dict[str, _Pool] = {}
-        self.room = room or _process_room()
+        self.room = room or process_room()
         """Shared with the `DataExecutor` whose stages feed these agents."""
 
     def reap(self, max_idle_s: float) -> int:
@@ -452,12 +358,14 @@ class ServeExecutor:
     def __init__(
         self,
         out_of_dispatch: Callable[[str], str | None] = lambda _cid: None,
-        room: _Room | None = None,
+        room: Room | None = None,
     ) -> None:
         self._handles: dict[str, Any] = {}
+        self._names: dict[str, tuple[str, str]] = {}
+        """(application, deployment) of each deployed capability."""
         self._lock = asyncio.Lock()
         self._out = out_of_dispatch
-        self.room = room or _process_room()
+        self.room = room or process_room()
         """Shared with the pools: idle agents yield while a deployment starts."""
 
     def runs(
@@ -489,6 +397,7 @@ class ServeExecutor:
                 from ray import serve
 
                 self._handles[spec.id] = serve.get_deployment_handle(deployment, app_name)
+                self._names[spec.id] = (app_name, deployment)
             return self._handles[spec.id]
 
     def deployed(self) -> list[str]:
@@ -498,7 +407,13 @@ class ServeExecutor:
     async def probe(
         self, capability_id: str, timeout_s: float = 5.0
     ) -> tuple[bool, dict[str, Any]]:
-        """Ask a deployment for its health: (healthy, the replica's report or the error)."""
+        """Ask a deployment for its health: (healthy, the replica's report or the error).
+
+        A deployment its autoscaler took to zero replicas has none to ask, and asking
+        would start one: it is reported healthy as it is.
+        """
+        if await asyncio.to_thread(_scaled_to_zero, *self._names[capability_id]):
+            return True, {"status": "ok", "replicas": 0, "capability": capability_id}
         handle = self._handles[capability_id]
         response = handle.health.remote()
         try:
@@ -511,8 +426,32 @@ class ServeExecutor:
         return detail.get("status") in ("ok", "healthy"), detail
 
     async def run(self, spec: CapabilitySpec, subtask: SubTask) -> SubTaskResult:
-        """Run one attempt on the capability's deployment within its deadline."""
+        """Run one attempt on the capability's deployment within its deadline.
+
+        A deployment scaled to zero first gets a replica back (a health call starts one),
+        not counted in the deadline, and idle agents yield to it as to a new agent's;
+        unplaced past `SWARM_RAY_PLACEMENT_S`, the attempt fails by name.
+        """
         handle = await self._handle(spec)
+        if await asyncio.to_thread(_scaled_to_zero, *self._names[spec.id]):
+            limit = placement_limit_s()
+            try:
+                woken = handle.health.remote()
+                placed = await self.room.placed_within(woken, limit, stage=False)
+            except RayError as exc:
+                return error_result(
+                    subtask,
+                    ErrorCode.AGENT_UNAVAILABLE,
+                    f"deployment of `{spec.id}` failed to start a replica: "
+                    f"{type(exc).__name__}: {exc}",
+                )
+            if not placed:
+                return error_result(
+                    subtask,
+                    ErrorCode.AGENT_UNAVAILABLE,
+                    f"no resources for `{spec.id}`: its deployment, scaled to zero, started "
+                    f"no replica within {limit:g} s; the cluster is busy or too small",
+                )
         response = handle.run.remote(subtask)
         try:
             result: SubTaskResult = await asyncio.wait_for(_await(response), subtask.timeout_s)
@@ -540,6 +479,17 @@ def _serve_run(app: Any, name: str) -> None:
     from ray import serve
 
     serve.run(app, name=name, route_prefix=None)
+
+
+def _scaled_to_zero(app_name: str, deployment: str) -> bool:
+    """Whether the deployment is healthy with no replica at all (its autoscaler's doing)."""
+    from ray import serve
+
+    app = serve.status().applications.get(app_name)
+    shown = app.deployments.get(deployment) if app is not None else None
+    return (
+        shown is not None and shown.status == "HEALTHY" and not any(shown.replica_states.values())
+    )
 
 
 _ROW_GRACE_S = 10.0
@@ -604,9 +554,9 @@ class DataExecutor:
             this process's).
     """
 
-    def __init__(self, room: _Room | None = None) -> None:
+    def __init__(self, room: Room | None = None) -> None:
         self.pipelines = 0
-        self.room = room or _process_room()
+        self.room = room or process_room()
 
     def runs(
         self, spec: CapabilitySpec, subtasks: list[SubTask], on_result: OnResult
@@ -628,7 +578,7 @@ class DataExecutor:
 
         The stage holds its rows' CPUs (or GPUs) from the moment it is placed to its end,
         so agents created meanwhile cannot take them and leave rows waiting; while the
-        group waits, idle agents are released (see `_Room`). Its rows' deadlines count
+        group waits, idle agents are released (see `_placement.Room`). Its rows' deadlines count
         from then. Past `SWARM_RAY_PLACEMENT_S` unplaced, every row fails by name.
         """
         slots = max(1, min(len(subtasks), self.room.cluster.fit(spec.resources)))
@@ -745,8 +695,15 @@ class DataExecutor:
             DataContext.get_current().enable_progress_bars = False
             rows = [{"subtask": s.model_dump_json()} for s in subtasks]
             with warnings.catch_warnings():
-                # Ray 2.60 takes a scheduling strategy only among `ray_remote_args`,
-                # which it warns are deprecated (to go in 2.64; no named parameter yet).
+                # Ray 2.60 has no supported route for a placement group into a stage:
+                # `map()` names no scheduling strategy (its named remote parameters are
+                # resources, labels, `max_calls`, `runtime_env`); `ray_remote_args`,
+                # `ray_remote_args_fn` and `DataContext.scheduling_strategy` all warn as
+                # deprecated; and a group captured by a parent task is no way round, as
+                # Ray Data gives each task `"SPREAD"` unless told otherwise. Upstream
+                # plans named options after ray-project/ray#64090 (see #65227); until
+                # then the group goes in `ray_remote_args`, its warning silenced; Ray
+                # 2.64 removes that route, and every Data stage would fail there.
                 warnings.simplefilter("ignore", RayDeprecationWarning)
                 ds = ray.data.from_items(rows, override_num_blocks=len(rows)).map(
                     functools.partial(_data_row, spec=spec),

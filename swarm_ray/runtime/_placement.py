@@ -10,15 +10,22 @@ A cluster whose autoscaler can add nodes says so with `SWARM_RAY_AUTOSCALING=1` 
 environment of its Ray processes (the KubeRay manifests set it): then a request no live
 node meets is the autoscaler's to answer, and it waits like any other, up to the
 placement limit (`SWARM_RAY_PLACEMENT_S`, 600 s by default).
+
+Idle agents keep what Ray reserved for them. The executors of one orchestrator share a
+`Room`: who of theirs waits to be placed (a Ray Data stage's placement group, a new
+agent, a Serve deployment's replicas), and the pools whose idle agents are released
+while anything waits.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import math
 import os
 import time
-from collections.abc import Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Mapping
+from typing import Any, Protocol
 
 import ray
 
@@ -113,3 +120,104 @@ class Cluster:
             f"node of this cluster has them (the largest has {_shown(has) or 'none'}); "
             "no autoscaler can add one (`SWARM_RAY_AUTOSCALING` is off)"
         )
+
+
+_AGENT_GRACE_S = 2.0
+"""An agent not running this long after its creation waits for resources (starting a
+worker process and importing the capability took 0.5 to 1.5 s here)."""
+_STAGE_GRACE_S = 0.2
+"""A stage's placement group not placed this long waits for resources."""
+
+
+class Pool(Protocol):
+    """A pool of agents whose idle ones can be released (`_executors._Pool`)."""
+
+    def reap(self, max_idle_s: float) -> int:
+        """Release agents idle at least `max_idle_s`; how many."""
+        ...
+
+
+class Room:
+    """What the executors of one orchestrator wait for, and the idle agents that yield.
+
+    While a Ray Data stage waits for its placement group, a new agent waits to be placed
+    or a Serve deployment starts its replicas, every idle agent is released (its CPU or
+    GPU goes back to Ray) and an agent that finishes is released instead of kept idle.
+    While a stage waits, no new agent is created: stages feed the agents, so the agents'
+    work comes after theirs.
+    """
+
+    def __init__(self, cluster: Cluster | None = None) -> None:
+        self.cluster = cluster or Cluster()
+        self.pools: list[Pool] = []
+        self.waiting = 0
+        """Stages, agents and deployments of ours waiting to be placed."""
+        self.stages_waiting = 0
+        self._after_stages: list[asyncio.Future[None]] = []
+
+    @property
+    def contended(self) -> bool:
+        """Whether something of ours waits for resources that idle agents hold."""
+        return self.waiting > 0
+
+    def reclaim(self) -> int:
+        """Release every idle agent; how many."""
+        return sum(pool.reap(0.0) for pool in self.pools)
+
+    @contextlib.asynccontextmanager
+    async def placing(self, *, stage: bool) -> AsyncIterator[None]:
+        """Mark a wait for placement: idle agents are released until it ends."""
+        self.waiting += 1
+        if stage:
+            self.stages_waiting += 1
+        self.reclaim()
+        try:
+            yield
+        finally:
+            self.waiting -= 1
+            if stage:
+                self.stages_waiting -= 1
+                if not self.stages_waiting:
+                    for waiter in self._after_stages:
+                        if not waiter.done():
+                            waiter.set_result(None)
+                    self._after_stages.clear()
+
+    async def stages_placed(self) -> None:
+        """Return once no stage of ours waits for its placement group."""
+        if self.stages_waiting:
+            waiter = asyncio.get_running_loop().create_future()
+            self._after_stages.append(waiter)
+            await waiter
+
+    async def placed_within(self, ready: Any, limit_s: float, *, stage: bool) -> bool:
+        """Wait for `ready` (an actor's or a placement group's); False past `limit_s`.
+
+        Not counted in any deadline. Past a short grace (what placing costs when the
+        resources are free: a new worker process for an agent, next to nothing for a
+        placement group) it counts as waiting for resources, and idle agents yield.
+
+        Raises:
+            RayActorError: the actor died before it ran (its node went, say).
+        """
+        waiting = asyncio.ensure_future(ready)
+        grace = min(limit_s, _STAGE_GRACE_S if stage else _AGENT_GRACE_S)
+        try:
+            done, _ = await asyncio.wait({waiting}, timeout=grace)
+            if not done:
+                async with self.placing(stage=stage):
+                    done, _ = await asyncio.wait({waiting}, timeout=limit_s - grace)
+            if not done:
+                return False
+            waiting.result()
+            return True
+        finally:
+            waiting.cancel()
+
+
+_ROOMS: dict[int, Room] = {}
+
+
+def process_room() -> Room:
+    """The room of this process's executors (one orchestrator per actor process)."""
+    return _ROOMS.setdefault(os.getpid(), Room())
