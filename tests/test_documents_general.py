@@ -114,6 +114,18 @@ def test_a_label_keeps_its_field_from_the_unit() -> None:
     assert ("supply voltage", "min", 4.0) not in facts
 
 
+def _placed(rows: list[list[tuple[float, str]]], file_name: str) -> ParsedDocument:
+    boxes = tuple(
+        TextBox(x0=x, top=12.0 * i, x1=x + 3.0 * len(t), bottom=12.0 * i + 8, size=8, text=t)
+        for i, row in enumerate(rows)
+        for x, t in row
+    )
+    text = "\n".join(" ".join(t for _, t in row) for row in rows)
+    return _doc(file_name=file_name).model_copy(
+        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
+    )
+
+
 def _series_page(file_name: str) -> ParsedDocument:
     rows: list[list[tuple[float, str]]] = [
         [(117, "Zener voltage"), (173, "Maximum Zener Impedance")],
@@ -124,15 +136,7 @@ def _series_page(file_name: str) -> ParsedDocument:
         [(60, "XZ4742"), (124, "12"), (154, "21"), (190, "9")],
         [(60, "XZ4743"), (124, "13"), (154, "19"), (188, "10")],
     ]
-    boxes = tuple(
-        TextBox(x0=x, top=12.0 * i, x1=x + 3.0 * len(t), bottom=12.0 * i + 8, size=8, text=t)
-        for i, row in enumerate(rows)
-        for x, t in row
-    )
-    text = "\n".join(" ".join(t for _, t in row) for row in rows)
-    return _doc(file_name=file_name).model_copy(
-        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
-    )
+    return _placed(rows, file_name)
 
 
 def test_a_series_table_offers_its_own_parts_row_under_its_headers() -> None:
@@ -178,3 +182,18 @@ def test_a_weak_synonym_keeps_to_the_declared_units_scale() -> None:
     text = "Warranty\nThe battery and its charging system carry an 8-year warranty.\n"
     facts = extract_facts(_doc(text), [battery]).facts
     assert not [f for f in facts if f.field == "charge_time"]
+
+
+def test_a_rows_unit_column_and_a_columns_part_describe_a_cell() -> None:
+    rows: list[list[tuple[float, str]]] = [
+        [(78, "Symbol"), (189, "Parameter"), (497, "Units")],
+        [(314, "XQ3904"), (367, "MMBT3904")],
+        [(132, "Total Device Dissipation"), (322, "625"), (385, "350"), (501, "mW")],
+    ]
+    found = document_candidates(
+        _placed(rows, "xq3904.pdf"), [parse_field_arg("power dissipation:W")]
+    )
+    cells = {
+        round(c.scaled or 0, 6): c.part for c in found.per_field["power dissipation"] if c.header
+    }
+    assert cells == {0.625: 1, 0.35: -1}

@@ -206,6 +206,8 @@ def document_candidates(
             lines = quantities.pages[quantity.page - 1].lines
             line = quantity.row or lines[quantity.line]
             part = parts[quantity.label] if quantity.row else 0
+            if part == 0 and quantity.header:
+                part = _column_part(document.file_name, quantity.header)
             if part == -1 and quantity.page in own_pages:
                 continue
             for slot in _slots_for(quantity.statistic, wanted):
@@ -246,6 +248,8 @@ def _add(
         return
     linked, other = (candidate, old) if candidate.tier >= 0 else (old, candidate)
     if linked.tier < 0:
+        if candidate.header and not old.header:
+            found[key] = candidate  # a table's cell says more than its line: header, part
         return
     if other.tier >= 0 and other.link_score >= linked.link_score:
         linked = other
@@ -262,6 +266,12 @@ def _part(source: str, named: str | None) -> int:
     if not named or PART_NUMBER.match(named.strip()) is None:
         return 0
     return 1 if file_part(source, [named.strip()]) is not None else -1
+
+
+def _column_part(source: str, header: str) -> int:
+    """A column's part, from the part numbers its header names (`2N3904 | MMBT3904`)."""
+    found = [_part(source, word) for word in header.split()]
+    return 1 if 1 in found else -1 if -1 in found else 0
 
 
 def _slots_for(

@@ -132,19 +132,36 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         joined = " | ".join(c.text for c in row.cells)
         label = _MARKS.sub("", row.cells[0].text)
         at = next((i for i, line in enumerate(lines) if label in line), 0)
+        units = [c for c in row.cells[1:] if _unit_cell(c.text)]
         for cell in bare:
             header = _header(rows, index, cell)
             if not header:
                 continue
+            # A row's unit column (`Total dissipation | 625 | 350 | mW`): the nearest to the right.
+            right = [u for u in units if u.x0 >= cell.x1]
+            after = min(right, key=lambda u: u.x0).text.strip() if right else ""
             for value in read_values(strip_footnotes(cell.text)):
                 out.append(
                     Quantity(
                         page=page.number, line=at, value=value.value, unit=None,
                         statistic=value.statistic, condition=False, text=value.text,
-                        start=0, raw=value, header=header, row=joined, label=label,
+                        start=0, raw=value, after=after, header=header, row=joined,
+                        label=label,
                     )
                 )  # fmt: skip
     return out
+
+
+_UNIT_CELL = 10
+"""Characters a cell holding only a unit has at most (`mW`, `Vdc`, `°C/W`)."""
+
+
+def _unit_cell(text: str) -> bool:
+    """Whether a cell holds a unit and nothing else (a table's unit column)."""
+    text = text.strip()
+    if not text or len(text) > _UNIT_CELL or any(ch.isdigit() for ch in text):
+        return False
+    return lookup_unit(text) is not None
 
 
 _MARKS = re.compile(r"(?:\s*(?:\*+|\(\d\)|\d\)|\(note\s*\d+\)))+\s*$", re.IGNORECASE)
