@@ -26,9 +26,9 @@ killed, its agents with it, and the Redis one runs part 1):
 3. memory per open task: the orchestrator's resident memory (VmRSS) before and after
    `--open` tasks are submitted that stay open (each waits on a sleeping sub-task);
 4. the stores' own ceilings for one writer: 2 KB log appends a second from this process
-   on one connection, committed 32 at a time, straight into a SQLite file and into the
-   Redis server (a shard is one such writer; a Redis server serves many at once, so its
-   own limit is higher than this line);
+   on one connection, straight into a SQLite file (32 to a commit) and into the Redis
+   server (each append its own round trip, as the orchestrator's are). A shard is one
+   such writer; a Redis server serves many at once, so its own limit is higher;
 
 then how many shards, Redis servers and nodes a rate needs: `--concurrent` tasks (10,000)
 each settling `--task-subtasks` sub-tasks over `--task-minutes`, and `--per-hour`
@@ -95,7 +95,8 @@ class Store:
                 return int(conn.execute("SELECT count(*) FROM log").fetchone()[0])
         import redis
 
-        stats = redis.Redis.from_url(self.url).info("commandstats")
+        with closing(redis.Redis.from_url(self.url)) as client:
+            stats = client.info("commandstats")
         return sum(int(stats.get(k, {}).get("calls", 0)) for k in _REDIS_WRITES)
 
 
@@ -113,7 +114,8 @@ def settle(
 
 
 def store_ceiling(url: str | None, folder: Path, seconds: float) -> float:
-    """2 KB log appends a second into a bare store, 32 to a commit, over 64 tasks."""
+    """2 KB log appends a second into a bare store over 64 tasks, in batches of 32 (SQLite
+    commits a batch at once; Redis writes each append by itself, as for the orchestrator)."""
     store = open_state_store(url or f"sqlite:///{folder / 'ceiling.db'}")
     payload = '"' + "x" * 2046 + '"'
     done, started = 0, time.perf_counter()
@@ -257,8 +259,8 @@ def report(args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, 
         f"MiB over {opened['n']} open tasks = {per_task_kib:.1f} KiB a task"
     )
     print(
-        "store ceilings, one writer (2 KB appends/s from one process on one connection, 32 a "
-        "commit; a Redis server takes more from many connections): "
+        "store ceilings, one writer (2 KB appends/s from one process on one connection; SQLite "
+        "32 to a commit; a Redis server takes more from many connections): "
         + ", ".join(f"{name} {rate:,.0f}" for name, rate in ceilings.items())
     )
     project(args, found, ceilings, per_task_kib)
@@ -276,20 +278,20 @@ def project(
     cores (issue 44's "2N free cores"), so a node of `--cores-per-node` holds half as
     many shards.
     """
-    kind = found["redis", "2kb"] if ("redis", "2kb") in found else found["sqlite", "2kb"]
-    measured, ceiling = found["sqlite", "2kb"]["rate"], 1000 / found["sqlite", "2kb"]["cpu_ms"]
-    writes = kind["writes"]
     per_node = max(1, args.cores_per_node // 2)
     print(
         "\nprojection (shards are NOT built: N > 1 is arithmetic on the N = 1 figures above; "
         "assumes shards scale linearly until the store saturates)"
     )
-    print(
-        f"one shard, 2 KB sub-tasks: {measured:,.0f}/s measured on this machine (floor), "
-        f"{ceiling:,.0f}/s on a core of its own (1 / its CPU per settlement); "
-        f"{writes:.2f} store writes a settlement; a shard per 2 cores, {per_node} per "
-        f"{args.cores_per_node}-core node"
-    )
+    stores = [name for name in ceilings if (name, "2kb") in found]
+    for name in stores:
+        shard = found[name, "2kb"]
+        print(
+            f"one shard on {name}, 2 KB sub-tasks: {shard['rate']:,.0f}/s measured here "
+            f"(floor), {1000 / shard['cpu_ms']:,.0f}/s on a core of its own (1 / its CPU per "
+            f"settlement); {shard['writes']:.2f} store writes a settlement; a shard per 2 "
+            f"cores, {per_node} per {args.cores_per_node}-core node"
+        )
     targets = [(f"{args.per_hour:,.0f} sub-tasks an hour", args.per_hour / 3600, 0)]
     for subtasks in args.task_subtasks:
         rate = args.concurrent * subtasks / (args.task_minutes * 60)
@@ -302,19 +304,20 @@ def project(
             )
         )
     for what, rate, open_tasks in targets:
-        shards_lo, shards_hi = math.ceil(rate / ceiling), math.ceil(rate / measured)
-        store_writes = rate * writes
-        lines = [
-            f"{what}: {rate:,.0f} settlements/s -> {shards_lo} to {shards_hi} shard(s) "
-            f"({math.ceil(shards_lo / per_node)} to {math.ceil(shards_hi / per_node)} node(s) "
-            f"of orchestrators), {store_writes:,.0f} store writes/s"
-        ]
-        for name, limit in ceilings.items():
-            lines.append(f"{name} {store_writes / limit:.2f} x one writer's ceiling")
+        print(f"  {what}: {rate:,.0f} settlements/s")
+        for name in stores:
+            shard = found[name, "2kb"]
+            low = math.ceil(rate * shard["cpu_ms"] / 1000)
+            high = math.ceil(rate / shard["rate"])
+            writes = rate * shard["writes"]
+            print(
+                f"    {name}: {low} to {high} shard(s), {math.ceil(low / per_node)} to "
+                f"{math.ceil(high / per_node)} node(s) of orchestrators; {writes:,.0f} store "
+                f"writes/s = {writes / ceilings[name]:.2f} x one writer's ceiling"
+            )
         if open_tasks:
             memory = open_tasks * task_kib / 1024
-            lines.append(f"{memory:,.0f} MiB of open tasks in orchestrator memory")
-        print("  " + "; ".join(lines))
+            print(f"    {memory:,.0f} MiB of open tasks in orchestrator memory, all shards")
 
 
 if __name__ == "__main__":
