@@ -23,7 +23,7 @@ def test_every_private_module_export_is_public() -> None:
     internal = {
         "_mentions", "_values", "_labels", "_layout", "_grid",  # of the extractor
         "_table", "_rows", "_cells",  # of the extractor's readers
-        "_symbols", "_choice", "_links", "_counts", "_terms", "_series", "_sole",  # links, choice
+        "_symbols", "_choice", "_links", "_counts", "_terms", "_series", "_sole", "_part_rows",
         "_variants", "_charts", "_summary", "_format",  # of the choice, the report
         "_unit_grammar",  # of the units
         "_quantities", "_candidates", "_features", "_scorer", "_training", "_learned",  # learned

@@ -15,7 +15,7 @@ import re
 
 import pytest
 
-from swarm_ray.documents import ParsedDocument, extract_facts, parse_field_arg
+from swarm_ray.documents import Dimension, ParsedDocument, extract_facts, parse_field_arg
 from swarm_ray.documents._candidates import document_candidates
 from swarm_ray.documents._cells import sentence_bounds
 from swarm_ray.documents._features import _words
@@ -197,3 +197,15 @@ def test_a_rows_unit_column_and_a_columns_part_describe_a_cell() -> None:
         round(c.scaled or 0, 6): c.part for c in found.per_field["power dissipation"] if c.header
     }
     assert cells == {0.625: 1, 0.35: -1}
+
+
+def test_the_rules_link_the_files_own_row_by_its_column_headers() -> None:
+    fields = ("zener voltage:V", "zener test current:mA")
+    dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
+    facts = extract_facts(_series_page("xz4742_vendor.pdf"), [dimension]).facts
+    assert {(f.field, f.value, f.entity) for f in facts} == {
+        ("zener voltage", 12.0, "XZ4742"),
+        ("zener test current", 21.0, "XZ4742"),
+    }
+    # A file of no one part of the table: no row is its own, nothing to link.
+    assert not extract_facts(_series_page("catalogue.pdf"), [dimension]).facts

@@ -258,6 +258,8 @@ def _add(
         chosen=old.chosen or candidate.chosen,
         quantity=old.quantity or candidate.quantity,
         condition=old.condition and candidate.condition,
+        header=linked.header or other.header,
+        part=linked.part or other.part,
     )
 
 

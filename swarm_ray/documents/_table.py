@@ -88,6 +88,7 @@ from swarm_ray.documents._links import (
     to_scale,
 )
 from swarm_ray.documents._parse import PageText, ParsedDocument
+from swarm_ray.documents._part_rows import own_row_links
 from swarm_ray.documents._rows import BRACKETED_CONDITION, RowReader
 from swarm_ray.documents._sole import sole_links
 from swarm_ray.documents._symbols import (
@@ -486,6 +487,8 @@ def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: s
     for page in document.pages:
         if not focus or page.number in focus:
             found.extend(reader.page(page, running, body))
+    for extra in own_row_links(document, fields, source).values():
+        found.extend(extra)
     for spec in fields:
         found.extend(count_links(spec, document))
         if (shape := term_shape(spec)) is not None:

@@ -1,0 +1,72 @@
+"""The file's own part's row of a table of parts, linked by its column headers.
+
+A datasheet for a series prints one row per part (`1N4742A | 12 | 21 | 9 | 700 | ...`)
+under column headers that name each field once (`Nominal Zener Voltage VZ @ IZT V`,
+`Test Current IZT mA`). No row label names a field there, so the label readers link
+nothing; yet the file is about one of the parts, its row is its row, and each header says
+what its column is. A cell of that row whose header names a declared field (its name or a
+derived form, `_symbols.label_forms`) and whose unit the header or the row gives is linked
+at tier 1, as a label cell with more words is.
+
+The statistic is the header's last word where it is one (`Min`, `Nom`, `Max`).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from swarm_ray.documents._choice import file_part
+from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._facts import Statistic
+from swarm_ray.documents._grid import PART_NUMBER, STAT_ROLES, role
+from swarm_ray.documents._labels import labels_regex
+from swarm_ray.documents._links import Candidate
+from swarm_ray.documents._parse import ParsedDocument
+from swarm_ray.documents._quantities import of_field, read_quantities, series_page
+from swarm_ray.documents._symbols import label_forms
+from swarm_ray.documents._units import COUNT, TEXT
+
+__all__ = ["PART_ROW_TIER", "own_row_links"]
+
+PART_ROW_TIER = 1
+"""The tier of a link from the file's own row of a table of parts."""
+
+
+def _statistic(header: str) -> Statistic | None:
+    words = header.split()
+    last = role(words[-1]) if words else None
+    return STAT_ROLES.get(last) if last is not None else None
+
+
+def own_row_links(
+    document: ParsedDocument, fields: Sequence[FieldSpec], source: str
+) -> dict[str, list[Candidate]]:
+    """Per field key, the links of the file's own row in its tables of parts."""
+    pages = tuple(p for p in document.pages if p.boxes and series_page(p.text))
+    numeric = [s for s in fields if s.kind not in (TEXT, COUNT)]
+    if not pages or not numeric:
+        return {}
+    quantities = read_quantities(document.model_copy(update={"pages": pages}))
+    own = {
+        q.label
+        for q in quantities.quantities
+        if q.row and PART_NUMBER.match(q.label.strip()) and file_part(source, [q.label.strip()])
+    }
+    if not own:
+        return {}
+    out: dict[str, list[Candidate]] = {}
+    for spec in numeric:
+        names = labels_regex(label_forms(spec))
+        for q in of_field(quantities, spec):
+            if q.label not in own or not q.header or names.search(q.header) is None:
+                continue
+            assert q.unit is not None  # `of_field` reads one in light of the field
+            out.setdefault(spec.key, []).append(
+                Candidate(
+                    key=spec.key, tier=PART_ROW_TIER, value=q.value, unit=q.unit.text,
+                    statistic=q.statistic or _statistic(q.header), value_text=q.text,
+                    page=q.page, row=q.line, quote=q.row[:240], entity=q.label.strip(),
+                    named=q.header.casefold()[:80],
+                )
+            )  # fmt: skip
+    return out
