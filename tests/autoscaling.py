@@ -212,7 +212,6 @@ def main(out: str) -> int:
     extra = [f"--autoscaling-config={config}", f"--system-config={json.dumps(checks)}"]
     with ray_head(0, env, extra, port=port) as address:
         import ray
-        from ray import serve
 
         from swarm_ray.documents._job import main as job
 
@@ -245,9 +244,9 @@ def main(out: str) -> int:
         import swarm_ray
 
         swarm_ray.connect(address, state_dir=Path(out) / "state").shutdown()
-        # The LLM fallback's Serve replica would hold its worker's CPU for good.
-        serve.shutdown()  # type: ignore[no-untyped-call]
-        until = time.monotonic() + 120
+        # The LLM fallback's Serve replica goes too: its deployment scales to zero once
+        # idle (`SWARM_RAY_AGENT_IDLE_S` after Serve's 30 s look-back saw no request).
+        until = time.monotonic() + 150
         while _workers() and time.monotonic() < until:
             time.sleep(1)
         outcome = {"code": code, "before": before, "most_workers": at_start, "left": _workers()}
