@@ -209,3 +209,8 @@ def test_the_rules_link_the_files_own_row_by_its_column_headers() -> None:
     }
     # A file of no one part of the table: no row is its own, nothing to link.
     assert not extract_facts(_series_page("catalogue.pdf"), [dimension]).facts
+
+
+def test_a_terms_dash_is_a_hyphen() -> None:
+    page = "XQ13009\nNPN Silicon Power Transistors\nCASE 221A\u201309 TO\u2013220AB\n"
+    assert _facts(["package"], page) == {("package", None, "TO-220AB")}

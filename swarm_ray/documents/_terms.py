@@ -43,6 +43,9 @@ _LOGIC = {
     "inverter": re.compile(r"\binvert(?:er|ers|ing)\b", re.I),
     "buffer": re.compile(r"\bnon-?inverting\s+buffers?\b", re.I),
 }
+_HYPHENS = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"))
+"""Dashes a text layer writes for a name's hyphen (`TO\u2013220AB`): one character each, so
+offsets hold."""
 _SHAPES: dict[str, str] = {"package": "outline", "logic function": "logic"}
 """Field names (and labels) whose values have a known shape, and which shape."""
 
@@ -69,6 +72,7 @@ def term_shape(spec: FieldSpec) -> str | None:
 
 def shaped_value(shape: str, text: str) -> str | None:
     """The term of `shape` that `text` names first, if any (`TO-220AB` in `S D G TO-220AB`)."""
+    text = text.translate(_HYPHENS)
     if shape == "outline":
         match = _OUTLINE.search(text)
         return match.group(0) if match else None
@@ -82,7 +86,7 @@ def term_mentions(shape: str, document: ParsedDocument) -> list[TermMention]:
     first: dict[str, tuple[int, int, str]] = {}
     order = 0
     for page in document.pages:
-        flat = page.text.replace("\n", " ")
+        flat = page.text.replace("\n", " ").translate(_HYPHENS)
         for term, start in _mentions(shape, flat):
             counts[term] += 1
             if term not in first:
