@@ -214,3 +214,9 @@ def test_the_rules_link_the_files_own_row_by_its_column_headers() -> None:
 def test_a_terms_dash_is_a_hyphen() -> None:
     page = "XQ13009\nNPN Silicon Power Transistors\nCASE 221A\u201309 TO\u2013220AB\n"
     assert _facts(["package"], page) == {("package", None, "TO-220AB")}
+
+
+def test_a_quantity_written_by_its_other_word_or_a_gerund_links() -> None:
+    page = "XQ1753\nFeatures\n\u2022 Sampling Frequency: 5 kHz to 200 kHz\n"
+    assert _facts(["sample rate:kHz:max"], page) == {("sample rate", "max", 200.0)}
+    assert _names("reach", "Transmission distance 40 km")

@@ -216,12 +216,42 @@ def _compounds(name: str) -> list[str]:
     return out
 
 
+_HEAD_SYNONYMS = {
+    "rate": ("frequency",),
+    "frequency": ("rate",),
+    "reach": ("distance",),
+    "distance": ("reach",),
+}
+"""Last words that name one quantity two ways: a sample rate is a sampling frequency, a
+link's reach its distance. Qualifiers carry over unchanged."""
+
+
+def _spoken(name: str) -> list[str]:
+    """The name as documents also write it.
+
+    A first qualifier as a gerund (`sample` -> `sampling`), the quantity by its other word
+    (`rate` -> `frequency`, `reach` -> `distance`).
+    """
+    words = name.split()
+    if not words or not all(w.isalpha() for w in words):
+        return []
+    heads = [words[-1], *_HEAD_SYNONYMS.get(words[-1].lower(), ())]
+    if len(words) == 1:
+        return heads[1:]
+    firsts = [words[0]]
+    if len(words[0]) > 3 and words[0].lower().endswith("e"):
+        firsts.append(words[0][:-1] + "ing")
+    out = [" ".join([f, *words[1:-1], h]) for f in firsts for h in heads]
+    return [o for o in out if o.lower() != name.lower()]
+
+
 @functools.cache
 def _forms(name: str) -> tuple[str, ...]:
     out: list[str] = []
     plain = " ".join(_STATISTIC.sub("", name).split())
     if plain and plain.lower() != name.lower():
         out.append(plain)
+    out.extend(_spoken(plain or name))
     out.extend("re:" + c for c in _compounds(plain or name))
     words = (plain or name).split()
     if len(words) == 2 and all(w.isalpha() for w in words):
