@@ -220,3 +220,8 @@ def test_a_quantity_written_by_its_other_word_or_a_gerund_links() -> None:
     page = "XQ1753\nFeatures\n\u2022 Sampling Frequency: 5 kHz to 200 kHz\n"
     assert _facts(["sample rate:kHz:max"], page) == {("sample rate", "max", 200.0)}
     assert _names("reach", "Transmission distance 40 km")
+
+
+def test_a_bit_in_title_case_is_a_bit() -> None:
+    (read,) = read_values("24-Bit Conversion")
+    assert (read.value, read.unit.kind if read.unit else None) == (24.0, "information")

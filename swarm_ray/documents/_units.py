@@ -157,6 +157,8 @@ _READINGS: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"[Oo0]F", "degF"),
         # `K` as kilo before a unit's symbol (`KHz`, `KV`, `KΩ`); alone it is kelvin.
         (r"K(?P<u>Hz|V|W|VA|A|Ω|[Oo]hms?|bps|sps|SPS|g|m|J)", r"k\g<u>"),
+        # A bit in title case or capitals (`24-Bit`), too short for the rule below.
+        (r"Bit|BIT", "bit"),
         # A unit's name in capitals or title case (`WATTS`, `Years`, `Bits`).
         (r"(?P<w>[A-Z][a-z]{3,}|[A-Z]{4,})", "lower"),
     )
