@@ -225,3 +225,9 @@ def test_a_quantity_written_by_its_other_word_or_a_gerund_links() -> None:
 def test_a_bit_in_title_case_is_a_bit() -> None:
     (read,) = read_values("24-Bit Conversion")
     assert (read.value, read.unit.kind if read.unit else None) == (24.0, "information")
+
+
+def test_a_column_its_header_names_but_gives_no_unit_is_in_the_declared_unit() -> None:
+    dimension = Dimension(name="fields", fields=(parse_field_arg("zener impedance:Ω:max"),))
+    facts = extract_facts(_series_page("xz4742_vendor.pdf"), [dimension]).facts
+    assert [(f.field, f.value, f.unit) for f in facts] == [("zener impedance", 9.0, "Ω")]

@@ -6,20 +6,21 @@ under column headers that name each field once (`Nominal Zener Voltage VZ @ IZT 
 nothing; yet the file is about one of the parts, its row is its row, and each header says
 what its column is. A cell of that row whose header names a declared field (its name or a
 derived form, `_symbols.label_forms`) and whose unit the header or the row gives is linked
-at tier 1, as a label cell with more words is.
+at tier 1, as a label cell with more words is. A cell under such a header with no unit at
+all (a symbol font's `Ω` lost from the text layer) is read in the declared unit.
 
 The statistic is the header's last word where it is one (`Min`, `Nom`, `Max`).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from swarm_ray.documents._choice import file_part
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._grid import PART_NUMBER, STAT_ROLES, role
-from swarm_ray.documents._labels import labels_regex
+from swarm_ray.documents._labels import LabelPattern, labels_regex
 from swarm_ray.documents._links import Candidate
 from swarm_ray.documents._parse import ParsedDocument
 from swarm_ray.documents._quantities import of_field, read_quantities, series_page
@@ -36,6 +37,10 @@ def _statistic(header: str) -> Statistic | None:
     words = header.split()
     last = role(words[-1]) if words else None
     return STAT_ROLES.get(last) if last is not None else None
+
+
+def _naming(names: LabelPattern) -> Callable[[str], bool]:
+    return lambda text: names.search(text) is not None
 
 
 def own_row_links(
@@ -57,7 +62,7 @@ def own_row_links(
     out: dict[str, list[Candidate]] = {}
     for spec in numeric:
         names = labels_regex(label_forms(spec))
-        for q in of_field(quantities, spec):
+        for q in of_field(quantities, spec, _naming(names)):
             if q.label not in own or not q.header or names.search(q.header) is None:
                 continue
             assert q.unit is not None  # `of_field` reads one in light of the field

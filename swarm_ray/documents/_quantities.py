@@ -240,21 +240,37 @@ def _unit_of(quantity: Quantity, kind: str) -> Unit | None:
     return None
 
 
-def of_field(quantities: DocumentQuantities, spec: FieldSpec) -> list[Quantity]:
+def of_field(
+    quantities: DocumentQuantities,
+    spec: FieldSpec,
+    names: Callable[[str], bool] | None = None,
+) -> list[Quantity]:
     """The quantities whose dimension (and a plausible size) fits the declared field.
 
     Units are read in light of the field's kind: `µS` is a time in a time field, a bare
-    number takes the unit of the word after it or of its column's header.
+    number takes the unit of the word after it or of its column's header. With `names`
+    (whether a text names the field), a table's bare cell under a header that names the
+    field and gives no unit at all takes the declared unit: a symbol font's `Ω` is often
+    lost from the text layer (`Maximum Zener Impedance` over a column of plain numbers).
     """
     if spec.kind in (TEXT, COUNT):
         return []  # terms and counts come from their own readers (`_links`)
     out: list[Quantity] = []
     for quantity in quantities.quantities:
         unit = _unit_of(quantity, spec.kind)
+        if unit is None and names is not None and _unitless(quantity) and names(quantity.header):
+            unit = lookup_unit(spec.unit, spec.kind)
         if unit is None or not fits(spec, unit, quantity.raw):
             continue
         out.append(quantity if unit is quantity.unit else replace(quantity, unit=unit))
     return out
+
+
+def _unitless(quantity: Quantity) -> bool:
+    """A table cell whose header, word after and number give no unit of any kind."""
+    if quantity.unit is not None or not quantity.header or quantity.after:
+        return False
+    return not any(lookup_unit(t.strip(".-/")) for t in _TOKEN.findall(quantity.header))
 
 
 _SERIES_ROW = re.compile(
