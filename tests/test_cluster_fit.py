@@ -12,6 +12,7 @@ The times are printed (`pytest -s`) beside the run on the cluster `connect()` st
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -290,3 +291,76 @@ def test_a_wait_for_a_cpu_is_not_a_timeout_and_a_wait_too_long_is_named(
     [refused] = asyncio.run(scenario(release_after_s=None))
     assert refused.error.code == "agent_unavailable"
     assert refused.error.message.startswith(f"no resources for `{spec.id}`: ")
+
+
+def _scaling_app(spec: Any) -> Any:
+    """`spec` as a deployment that scales to zero a second after its look-back saw no request."""
+    from swarm_ray.runtime._serve_app import CapabilityDeployment, deployment_names
+
+    return CapabilityDeployment.options(  # type: ignore[attr-defined]
+        name=deployment_names(spec)[1],
+        ray_actor_options=spec.resources.ray_options(),
+        autoscaling_config={
+            "min_replicas": 0,
+            "max_replicas": 1,
+            "initial_replicas": 1,
+            "downscale_to_zero_delay_s": 1,
+            "look_back_period_s": 12,  # no shorter than Serve's 10 s metrics interval
+        },
+    ).bind(spec)
+
+
+@OWN_CLUSTER  # a cold start beside the suite's load on 2 cores: alone, after it
+@pytest.mark.ray
+@pytest.mark.timeout(300)
+def test_a_deployment_scaled_to_zero_sleeps_through_probes_and_wakes_for_a_subtask(
+    ray_cluster: None,
+) -> None:
+    """Idle, an LLM capability's replica goes (`min_replicas: 0`) and holds no CPU. The
+    health probe leaves it asleep; a sub-task wakes it, and waiting for the replica is not
+    counted in the sub-task's deadline (1.5 s here, against a cold start of about 3 s)."""
+    import asyncio
+
+    from ray import serve
+    from ray.serve.exceptions import RayServeException
+
+    from swarm_ray.runtime._executors import ServeExecutor, _scaled_to_zero
+    from swarm_ray.runtime._serve_app import deployment_names
+
+    spec = _echo_spec("serve", timeout_s=1.5).model_copy(
+        update={"id": "test.echo.sleepy", "deployment": f"{__name__}:_scaling_app"}
+    )
+    names = deployment_names(spec)
+
+    async def scenario() -> dict[str, Any]:
+        executor = ServeExecutor()
+        first = await executor.run(spec, _subtask(spec, 1))
+        until = time.monotonic() + 120
+        while not await asyncio.to_thread(_scaled_to_zero, *names):
+            assert time.monotonic() < until, "the idle deployment never scaled to zero"
+            await asyncio.sleep(0.5)
+        healthy, detail = await executor.probe(spec.id)
+        await asyncio.sleep(3.0)  # a probe that woke it would have a replica by now
+        asleep = await asyncio.to_thread(_scaled_to_zero, *names)
+        started = time.perf_counter()
+        second = await executor.run(spec, _subtask(spec, 2))
+        woke_s = time.perf_counter() - started
+        return {
+            "first": first,
+            "healthy": healthy,
+            "detail": detail,
+            "asleep": asleep,
+            "second": second,
+            "woke_s": woke_s,
+        }
+
+    try:
+        got = asyncio.run(scenario())
+    finally:
+        with contextlib.suppress(RayServeException):  # Serve never started: nothing to delete
+            serve.delete(names[0])
+    assert got["first"].ok, got["first"].error
+    assert got["healthy"] and got["detail"]["replicas"] == 0
+    assert got["asleep"]  # the probe did not start a replica
+    assert got["second"].ok, got["second"].error  # the wait for a replica is not run time
+    print(f"\nwoken from zero replicas and ran in {got['woke_s']:.2f} s")
