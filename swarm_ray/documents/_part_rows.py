@@ -33,6 +33,11 @@ PART_ROW_TIER = 1
 """The tier of a link from the file's own row of a table of parts."""
 
 
+_LATER_COLUMN = 0.05
+"""What each later column of the same row that a header names loses: the first is the
+parameter, the others its corners (`ZZK @ IZK`)."""
+
+
 def _statistic(header: str) -> Statistic | None:
     words = header.split()
     last = role(words[-1]) if words else None
@@ -66,12 +71,16 @@ def own_row_links(
             if q.label not in own or not q.header or names.search(q.header) is None:
                 continue
             assert q.unit is not None  # `of_field` reads one in light of the field
-            out.setdefault(spec.key, []).append(
+            mine = out.setdefault(spec.key, [])
+            # A heading over two columns (`Maximum Zener Impedance` over `ZZT @ IZT` and
+            # `ZZK @ IZK`) names the first for the parameter, the next for a corner.
+            later = sum(1 for c in mine if (c.page, c.row) == (q.page, q.line))
+            mine.append(
                 Candidate(
                     key=spec.key, tier=PART_ROW_TIER, value=q.value, unit=q.unit.text,
                     statistic=q.statistic or _statistic(q.header), value_text=q.text,
                     page=q.page, row=q.line, quote=q.row[:240], entity=q.label.strip(),
-                    named=q.header.casefold()[:80],
+                    named=q.header.casefold()[:80], bonus=-_LATER_COLUMN * later,
                 )
             )  # fmt: skip
     return out
