@@ -20,15 +20,21 @@ passes its HTTP caller's, and the orchestrator shows and lets it touch only its 
 Agents reach the orchestrator that dispatched them the same way, by the address their
 sub-task carries (`AsyncSwarmClient.at(subtask.orchestrator)`): a child sub-task, the
 task's spend, the tool box's capabilities. No other module calls the actor's methods
-(`tests/test_layers.py` holds the package to it), so an orchestrator split into shards
-changes how the actor is found here and nowhere else.
+(`tests/test_layers.py` holds the package to it), so orchestrator shards (`_shards`)
+are found here and nowhere else: a call about one task goes to the shard its id names,
+a new task to the next shard in turn (or, with an id its caller chose, the shard that
+id hashes to), and a listing asks every shard and merges their answers newest first.
+An id naming a shard that does not exist is not known (`TaskNotFoundError`, 404); a
+shard that is down is unavailable (`OrchestratorUnavailableError`, 503) to the calls
+about its own tasks only.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import AsyncGenerator, Awaitable, Callable, Sequence
+import itertools
+from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
 import ray
@@ -40,11 +46,13 @@ from swarm_ray.core.model._errors import (
     AnswerRefusedError,
     OrchestratorUnavailableError,
     SwarmError,
+    TaskNotFoundError,
 )
 from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.core.model._task import TaskEvent, TaskRequest
 from swarm_ray.core.views._trace import find_tokens
 from swarm_ray.core.views._views import TaskStatus
+from swarm_ray.runtime._shards import chosen_shard, shard_name, shard_of
 
 __all__ = ["AsyncSwarmClient"]
 
@@ -66,18 +74,73 @@ class AsyncSwarmClient:
             `OrchestratorUnavailableError`; None: no limit.
         ride_out_restarts: Try a call again while the orchestrator is away, until
             `timeout_s`; False: raise at once.
+        shards: Every shard's handle by index, shard 0 (`actor`) among them; None: `actor`
+            is the one orchestrator.
+        spread: How many shards (the first ones) take new tasks.
+        name: The orchestrator's actor name and Ray namespace (`NAMESPACE/NAME`), for
+            finding a shard an id names that this client was not given.
     """
 
     def __init__(
-        self, actor: Any, *, timeout_s: float | None = None, ride_out_restarts: bool = True
+        self,
+        actor: Any,
+        *,
+        timeout_s: float | None = None,
+        ride_out_restarts: bool = True,
+        shards: Mapping[int, Any] | None = None,
+        spread: int = 1,
+        name: str | None = None,
     ) -> None:
         self.actor = actor
-        """The orchestrator's actor handle."""
+        """The orchestrator's actor handle (shard 0's)."""
         self.timeout_s = timeout_s
         self.ride_out_restarts = ride_out_restarts
+        self.shards: dict[int, Any] = dict(shards) if shards else {0: actor}
+        """Each shard's actor handle by index."""
+        self.spread = max(1, min(spread, len(self.shards)))
+        self.name = name
+        self._turn = itertools.count()
 
     def __repr__(self) -> str:
-        return f"AsyncSwarmClient(timeout_s={self.timeout_s!r})"
+        shards = f", shards={len(self.shards)}" if len(self.shards) > 1 else ""
+        return f"AsyncSwarmClient(timeout_s={self.timeout_s!r}{shards})"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        options = {
+            "timeout_s": self.timeout_s,
+            "ride_out_restarts": self.ride_out_restarts,
+            "shards": self.shards,
+            "spread": self.spread,
+            "name": self.name,
+        }
+        return (_rebuild, (self.actor, options))
+
+    @property
+    def sharded(self) -> bool:
+        """Whether this client knows more than one shard."""
+        return len(self.shards) > 1
+
+    def _shard(self, task_id: str) -> Any:
+        """The actor of the shard `task_id` names (raises `TaskNotFoundError`)."""
+        if not self.sharded:
+            return self.actor  # one orchestrator: every id is its own, as always
+        shard = shard_of(task_id)
+        actor = self.shards.get(shard)
+        if actor is None and self.name is not None:
+            namespace, _, name = self.name.partition("/")
+            with contextlib.suppress(ValueError):  # no such shard runs
+                actor = ray.get_actor(shard_name(name, shard), namespace=namespace)
+                self.shards[shard] = actor
+        if actor is None:
+            raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
+        return actor
+
+    def _new_shard(self, request: TaskRequest) -> int:
+        """The shard a new task goes to: by its chosen id's hash, else the next in turn."""
+        if request.task_id is not None:
+            shard = chosen_shard(request.task_id, self.spread)
+            return shard if shard in self.shards else 0
+        return next(self._turn) % self.spread
 
     @classmethod
     def at(
@@ -105,19 +168,34 @@ class AsyncSwarmClient:
             ride_out_restarts=(
                 self.ride_out_restarts if ride_out_restarts is None else ride_out_restarts
             ),
+            shards=self.shards,
+            spread=self.spread,
+            name=self.name,
         )
 
-    async def _call(self, send: Callable[[Any], Awaitable[T]], *, waits_s: float = 0.0) -> T:
+    async def _call(
+        self,
+        send: Callable[[Any], Awaitable[T]],
+        *,
+        waits_s: float = 0.0,
+        task_id: str | None = None,
+        actor: Any = None,
+    ) -> T:
         """Await `send(actor)` (an `actor.METHOD.remote(...)`), its errors translated.
 
+        The actor is the shard `task_id` names, else `actor`, else shard 0.
         `waits_s`: how long the call is asked to wait, on top of `timeout_s`.
         """
+        if task_id is not None:
+            actor = self._shard(task_id)
+        elif actor is None:
+            actor = self.actor
         loop = asyncio.get_running_loop()
         deadline = None if self.timeout_s is None else loop.time() + waits_s + self.timeout_s
         while True:
             left = None if deadline is None else max(0.0, deadline - loop.time())
             try:
-                return await asyncio.wait_for(send(self.actor), left)
+                return await asyncio.wait_for(send(actor), left)
             except RayTaskError as exc:  # raised in the orchestrator
                 if isinstance(exc.cause, SwarmError):
                     raise exc.cause from None
@@ -136,37 +214,101 @@ class AsyncSwarmClient:
 
     async def submit(self, request: TaskRequest, *, principal: Principal | None = None) -> str:
         """Plan and start a task; its id at once. Raises `SwarmUserError` for bad input."""
-        return await self._call(lambda a: a.submit.remote(request, principal=principal))
+        return await self._submit_to(
+            self._new_shard(request),
+            lambda a: a.submit.remote(request, principal=principal),
+            chosen=request.task_id is not None,
+        )
+
+    async def _submit_to(
+        self, shard: int, send: Callable[[Any], Awaitable[T]], *, chosen: bool = False
+    ) -> T:
+        """Send new tasks to `shard`; while it is away, to the next shard that answers.
+
+        Tasks whose callers chose their ids stay with the shard the id hashes to.
+        """
+        tried = 0
+        while True:
+            try:
+                return await self._call(send, actor=self.shards[shard])
+            except OrchestratorUnavailableError:
+                tried += 1
+                if chosen or tried >= self.spread:
+                    raise
+                shard = (shard + 1) % self.spread
 
     async def submit_many(
         self, requests: Sequence[TaskRequest], principals: Sequence[Principal | None]
     ) -> list[str | SwarmError]:
-        """`submit` for each request in one call; each gets its task id or its own error."""
-        return await self._call(lambda a: a.submit_many.remote(list(requests), list(principals)))
+        """`submit` for each request in one call; each gets its task id or its own error.
+
+        Sharded, one call per shard, side by side.
+        """
+        if not self.sharded:
+            return await self._call(
+                lambda a: a.submit_many.remote(list(requests), list(principals))
+            )
+        groups: dict[int, list[int]] = {}
+        for n, request in enumerate(requests):
+            groups.setdefault(self._new_shard(request), []).append(n)
+
+        async def one(shard: int, picked: list[int]) -> list[str | SwarmError]:
+            batch = [requests[n] for n in picked]
+            who = [principals[n] for n in picked]
+            chosen = any(r.task_id is not None for r in batch)
+            return await self._submit_to(
+                shard, lambda a: a.submit_many.remote(batch, who), chosen=chosen
+            )
+
+        answers: list[str | SwarmError | None] = [None] * len(requests)
+        found = await asyncio.gather(*(one(k, picked) for k, picked in groups.items()))
+        for picked, got in zip(groups.values(), found, strict=True):
+            for n, answer in zip(picked, got, strict=True):
+                answers[n] = answer
+        return [a for a in answers if a is not None]
 
     async def tasks(
         self, limit: int = 100, *, principal: Principal | None = None
     ) -> list[TaskStatus]:
-        """The newest tasks `principal` may see, in brief."""
-        return await self._call(lambda a: a.tasks.remote(limit, principal=principal))
+        """The newest tasks `principal` may see, in brief (merged across shards)."""
+        if not self.sharded:
+            return await self._call(lambda a: a.tasks.remote(limit, principal=principal))
+        lists = await asyncio.gather(
+            *(
+                self._call(lambda a: a.tasks.remote(limit, principal=principal), actor=actor)
+                for actor in self.shards.values()
+            )
+        )
+        merged = sorted(
+            (t for listed in lists for t in listed), key=lambda t: t.created_at, reverse=True
+        )
+        return merged[:limit]
 
     async def status(self, task_id: str, *, principal: Principal | None = None) -> TaskStatus:
         """State, progress, sub-tasks, warnings, usage and output (the gateway's model)."""
-        return await self._call(lambda a: a.status.remote(task_id, principal=principal))
+        return await self._call(
+            lambda a: a.status.remote(task_id, principal=principal), task_id=task_id
+        )
 
     async def record(self, task_id: str, *, principal: Principal | None = None) -> TaskRecord:
         """The full record: request, plan, audit log, scheduler log."""
-        return await self._call(lambda a: a.record.remote(task_id, principal=principal))
+        return await self._call(
+            lambda a: a.record.remote(task_id, principal=principal), task_id=task_id
+        )
 
     async def output(
         self, task_id: str, *, principal: Principal | None = None
     ) -> dict[str, Any] | None:
         """The task's output (None until it completes), fetched from the result store."""
-        return await self._call(lambda a: a.output.remote(task_id, principal=principal))
+        return await self._call(
+            lambda a: a.output.remote(task_id, principal=principal), task_id=task_id
+        )
 
     async def markdown(self, task_id: str, *, principal: Principal | None = None) -> str | None:
         """The Markdown report of a completed task, if it has one readable there."""
-        return await self._call(lambda a: a.markdown.remote(task_id, principal=principal))
+        return await self._call(
+            lambda a: a.markdown.remote(task_id, principal=principal), task_id=task_id
+        )
 
     async def events(
         self,
@@ -180,6 +322,7 @@ class AsyncSwarmClient:
         return await self._call(
             lambda a: a.events.remote(task_id, after_seq, wait_s, principal=principal),
             waits_s=wait_s,
+            task_id=task_id,
         )
 
     async def follow(
@@ -212,13 +355,15 @@ class AsyncSwarmClient:
             def send(actor: Any, step: float = step) -> Any:
                 return actor.wait.remote(task_id, step, principal=principal)
 
-            record: TaskRecord = await self._call(send, waits_s=step)
+            record: TaskRecord = await self._call(send, waits_s=step, task_id=task_id)
             if record.machine.state.terminal or (deadline is not None and loop.time() >= deadline):
                 return record
 
     async def cancel(self, task_id: str, *, principal: Principal | None = None) -> TaskRecord:
         """Cancel a running task (an ended one is left as it is); its record."""
-        return await self._call(lambda a: a.cancel.remote(task_id, principal=principal))
+        return await self._call(
+            lambda a: a.cancel.remote(task_id, principal=principal), task_id=task_id
+        )
 
     async def answer(
         self,
@@ -248,7 +393,7 @@ class AsyncSwarmClient:
             subtask_id = waiting[0]
         sid = subtask_id
         return await self._call(
-            lambda a: a.answer.remote(task_id, sid, answer, principal=principal)
+            lambda a: a.answer.remote(task_id, sid, answer, principal=principal), task_id=task_id
         )
 
     async def trace(
@@ -260,11 +405,16 @@ class AsyncSwarmClient:
         (to the task's owner only). Only tasks `principal` may see are looked up.
         """
         tokens = find_tokens(text)  # linear, and at most `MAX_TOKENS`
-        return await self._call(
-            lambda a: a.trace_watermarks.remote(
+
+        def send(actor: Any) -> Any:
+            return actor.trace_watermarks.remote(
                 tokens, principal=principal, include_input=include_input
             )
-        )
+
+        if not self.sharded:
+            return await self._call(send)
+        found = await asyncio.gather(*(self._call(send, actor=a) for a in self.shards.values()))
+        return [entry for entries in found for entry in entries]
 
     async def run_child(
         self,
@@ -287,7 +437,8 @@ class AsyncSwarmClient:
         return await self._call(
             lambda a: a.run_child.remote(
                 task_id, parent_subtask_id, parent_watermark, capability_id, data, key
-            )
+            ),
+            task_id=task_id,
         )
 
     # ---- the swarm -------------------------------------------------------------------
@@ -321,7 +472,13 @@ class AsyncSwarmClient:
 
         Rollouts of tasks that just ended are written first (waiting up to 10 s).
         """
-        with contextlib.suppress(Exception):  # gone, restarting or stuck: kill it anyway
-            await asyncio.wait_for(self.actor.flush_rollouts.remote(), 10)
-        with contextlib.suppress(ValueError):  # already gone
-            ray.kill(self.actor, no_restart=True)
+        for actor in self.shards.values():
+            with contextlib.suppress(Exception):  # gone, restarting or stuck: kill it anyway
+                await asyncio.wait_for(actor.flush_rollouts.remote(), 10)
+            with contextlib.suppress(ValueError):  # already gone
+                ray.kill(actor, no_restart=True)
+
+
+def _rebuild(actor: Any, options: dict[str, Any]) -> AsyncSwarmClient:
+    """An `AsyncSwarmClient` unpickled (its turn among the shards starts again)."""
+    return AsyncSwarmClient(actor, **options)

@@ -15,6 +15,7 @@ import logging
 import os
 import socket
 from collections.abc import Iterator, Mapping, Sequence
+from pathlib import Path
 from typing import Any, TypeVar, overload
 
 import ray
@@ -27,8 +28,10 @@ from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.core.model._task import TaskEvent, TaskRequest
 from swarm_ray.core.views._views import TaskStatus
 from swarm_ray.runtime._aclient import AsyncSwarmClient
+from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._loop import LOOP as _LOOP
 from swarm_ray.runtime._orchestrator import Orchestrator
+from swarm_ray.runtime._shards import retired, shard_name, shards_from_env
 
 __all__ = ["SwarmClient", "TaskHandle", "connect"]
 
@@ -156,6 +159,7 @@ def connect(
     name: str = ORCHESTRATOR_NAME,
     namespace: str = NAMESPACE,
     env: Mapping[str, str] | None = None,
+    orchestrators: int | None = None,
     **init_kwargs: Any,
 ) -> SwarmClient:
     """Join (or start) a Ray cluster and get or create the orchestrator.
@@ -176,6 +180,11 @@ def connect(
         env: Environment variables of the orchestrator's own process (its Ray
             `runtime_env`), for settings read there, such as
             `OTEL_EXPORTER_OTLP_ENDPOINT` (see `swarm_ray.runtime._otel`).
+        orchestrators: How many orchestrator shards take new tasks (default
+            `SWARM_RAY_ORCHESTRATORS`, else 1: one orchestrator, as before shards). Shard
+            `k > 0` is the actor `NAME-s{k}` with a store of its own (`_shards`); a shard
+            past this number that still has tasks in the state directory is started too,
+            to answer for them, and takes no new ones.
         **init_kwargs: Passed to `ray.init` when this call starts or joins the cluster.
 
     Raises:
@@ -223,7 +232,41 @@ def connect(
                 if _refused_token(exc):
                     raise InvalidSpecError(_token_advice(address)) from None
                 raise
-    actor = (
+    spread = shards_from_env(orchestrators)
+    home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
+    indices = [*range(spread), *retired(home, state_url, spread)]
+    sharded = len(indices) > 1
+    actors = {
+        k: _orchestrator(
+            shard_name(name, k),
+            namespace,
+            env,
+            list(catalogs),
+            state_url,
+            results_uri,
+            None if state_dir is None else os.fspath(state_dir),
+            shard=k,
+            sharded=sharded,
+        )
+        for k in indices
+    }
+    aio = AsyncSwarmClient(
+        actors[0], shards=actors, spread=spread, name=f"{namespace}/{name}" if sharded else None
+    )
+    return SwarmClient(aio)
+
+
+def _orchestrator(
+    name: str,
+    namespace: str,
+    env: Mapping[str, str] | None,
+    *args: Any,
+    shard: int,
+    sharded: bool,
+) -> Any:
+    """Get or create one orchestrator (shard) actor: detached, on the head node."""
+    shard_args = {"shard": shard, "sharded": True} if sharded else {}
+    return (
         ray.remote(Orchestrator)
         .options(
             name=name,
@@ -239,14 +282,8 @@ def connect(
             max_concurrency=1000,
             **({"runtime_env": {"env_vars": dict(env)}} if env else {}),
         )
-        .remote(
-            list(catalogs),
-            state_url,
-            results_uri,
-            None if state_dir is None else os.fspath(state_dir),
-        )
+        .remote(*args, **shard_args)
     )
-    return SwarmClient(AsyncSwarmClient(actor))
 
 
 class SwarmClient:

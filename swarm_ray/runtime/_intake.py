@@ -8,7 +8,8 @@ refused (422) with nothing saved:
 1. limits (`_limits`): depth for every caller; sizes for untrusted ones; no `$`-key
    (`own_names`); a tenant's `parent_task_id` and `traceparent` name its own things;
    its disk quota (`_disk`) before a new task;
-2. the task id, scoped to the caller (`_principal.scoped_task_id`); a reused id returns
+2. the task id, scoped to the caller (`_principal.scoped_task_id`) and naming the shard
+   (`_shards.mark`); a reused id returns
    the existing task when the request is the same and `TaskConflictError` when it is not;
 3. file ids (`file-...`) among the items become the caller's own uploads (`_uploads`);
 4. what starts the task: `core.driver._request_plan.plan_request` makes a template's plan (with
@@ -46,6 +47,7 @@ from swarm_ray.core.model._task import TaskRequest
 from swarm_ray.core.planning._routing import TemplateRouter
 from swarm_ray.runtime._disk import DiskQuota
 from swarm_ray.runtime._otel import tenant_traceparent
+from swarm_ray.runtime._shards import mark
 from swarm_ray.runtime._uploads import FILE_ID, Uploads
 
 __all__: list[str] = []
@@ -63,6 +65,8 @@ class Layout:
     """Uploaded files, by principal."""
     disk: DiskQuota = field(default_factory=DiskQuota.from_env)
     """What an untrusted principal's uploads and task folders may hold (`_disk`)."""
+    shard: int = 0
+    """The orchestrator shard whose tasks these are: their ids name it (`_shards.mark`)."""
 
     def workdir(self, task_id: str, request: TaskRequest, owner: str | None) -> str:
         """The task's output directory: the server's, or a trusted caller's `out_dir`."""
@@ -123,6 +127,7 @@ def take_in(
     request = own_names(request, principal, store)
     owner = principal.id if untrusted else None
     task_id = scoped_task_id(principal, request.task_id) or uuid.uuid4().hex[:16]
+    task_id = mark(task_id, layout.shard)
     if request.task_id is not None and (record := read_record(store, task_id)) is not None:
         same = _without_id(record.request) == _without_id(request)
         if record.owner != owner or not same:

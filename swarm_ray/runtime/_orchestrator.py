@@ -71,6 +71,7 @@ from swarm_ray.runtime._intake import (
     plan_again,
     take_in_each,
 )
+from swarm_ray.runtime._ledger import OpenTaskLedger
 from swarm_ray.runtime._listing import Listing
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
@@ -78,6 +79,7 @@ from swarm_ray.runtime._owners import Owners
 from swarm_ray.runtime._results import ResultStore
 from swarm_ray.runtime._rollout import RolloutWriter
 from swarm_ray.runtime._runner import Runner
+from swarm_ray.runtime._shards import shard_store_url
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._store import open_state_store
 from swarm_ray.runtime._tasks import TaskTable
@@ -99,6 +101,8 @@ class Orchestrator:
         state_url: str | None = None,
         results_uri: str | None = None,
         state_dir: str | None = None,
+        shard: int = 0,
+        sharded: bool = False,
     ) -> None:
         # The executors read streamed results that are already here with `ray.get(ref,
         # timeout=0)`, which never blocks; Ray would still warn of a blocking get.
@@ -107,14 +111,22 @@ class Orchestrator:
         self._registry, self._router = merge_catalogs(loaded)
         home = Path(state_dir).expanduser() if state_dir is not None else default_state_dir()
         secure_state_dir(home)
+        # Shard k > 0 keeps its tasks in a store of its own (`_shards`).
+        self._shard = shard
+        url, part = shard_store_url(state_url, shard)
+        options: dict[str, Any] = {}
+        if part is not None and url is None:
+            url = str(home / part)  # SQLite beside the default `state.db`
+        elif part is not None:
+            options["namespace"] = part  # Redis keys of its own
         self._store = open_state_store(
-            state_url, state_dir=state_dir, supported_schema_version=SCHEMA_VERSION
+            url, state_dir=state_dir, supported_schema_version=SCHEMA_VERSION, **options
         )
         if results_uri is None and state_dir is not None:
             results_uri = f"{state_dir.rstrip('/')}/results"
         self._results = ResultStore(results_uri)
         self._rollouts = RolloutWriter(self._results)
-        self._layout = Layout(home, Uploads(self._results))
+        self._layout = Layout(home, Uploads(self._results), shard=shard)
         counts = tuple(c.count_fields for c in loaded if c.count_fields is not None)
         self._limits = RequestLimits.from_env(count_fields=counts)
         self._compute_prices = compute_prices()
@@ -122,7 +134,12 @@ class Orchestrator:
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
         self._listing = Listing(self._read_back)
         self._owners = Owners(
-            self._drivers, self._limits, DailySpend.from_env(self._store), self._layout.uploads
+            self._drivers,
+            self._limits,
+            DailySpend.from_env(self._store),
+            self._layout.uploads,
+            # Shards share one count of each owner's open tasks (`_ledger`).
+            OpenTaskLedger(home / "owners.db", shard) if sharded else None,
         )
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)
@@ -198,6 +215,7 @@ class Orchestrator:
             resumed += 1
             if n % 50 == 49:
                 await asyncio.sleep(0)
+        self._owners.reseat()
         return resumed
 
     def _load(self, task_id: str) -> TaskDriver | None:
@@ -254,6 +272,7 @@ class Orchestrator:
     def _ended(self, driver: TaskDriver) -> None:
         """Wake the task's waiters and free what it asked to free."""
         self._drivers.ended(driver.task_id)
+        self._owners.release(driver.record.owner, driver.task_id)
         self._owners.free(driver.record)
 
     def _driver(self, task_id: str, principal: Principal | None = None) -> TaskDriver:
@@ -322,14 +341,18 @@ class Orchestrator:
         """Create the task an intake describes and start it (on the event loop)."""
         if intake.existing or intake.task_id in self._drivers:
             return intake.task_id
-        self._owners.admit(intake.owner)
-        driver = TaskDriver.create(
-            intake.request,
-            task_id=intake.task_id,
-            owner=intake.owner,
-            workdir=intake.workdir,
-            **self._deps(),
-        )
+        self._owners.admit(intake.owner, intake.task_id)
+        try:
+            driver = TaskDriver.create(
+                intake.request,
+                task_id=intake.task_id,
+                owner=intake.owner,
+                workdir=intake.workdir,
+                **self._deps(),
+            )
+        except BaseException:
+            self._owners.release(intake.owner, intake.task_id)
+            raise
         self._track(driver)
         assert intake.start is not None
         self._runner.step(driver, intake.start)

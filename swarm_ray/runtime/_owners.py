@@ -9,6 +9,9 @@ have none). Per owner the orchestrator keeps:
 - the owner's **uploads**: every upload an open task names is kept from the expiry sweep
   (`in_use`), and a task that asked (`free_uploads`) deletes those it named when it ends
   (`free`).
+
+Sharded orchestrators count open tasks in one place every shard shares (`_ledger`), so
+the limit holds exactly across shards; one orchestrator counts its own drivers.
 """
 
 from __future__ import annotations
@@ -21,6 +24,7 @@ from swarm_ray.core.guards._principal import Principal
 from swarm_ray.core.model._errors import BudgetExceededError, StateStoreError
 from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.runtime._intake import named_uploads
+from swarm_ray.runtime._ledger import OpenTaskLedger
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._tasks import TaskTable
 from swarm_ray.runtime._uploads import Uploads
@@ -34,22 +38,55 @@ class Owners:
     """Per-owner limits, spend and uploads over the orchestrator's table of drivers."""
 
     def __init__(
-        self, drivers: TaskTable, limits: RequestLimits, spend: DailySpend, uploads: Uploads
+        self,
+        drivers: TaskTable,
+        limits: RequestLimits,
+        spend: DailySpend,
+        uploads: Uploads,
+        ledger: OpenTaskLedger | None = None,
     ) -> None:
         self._drivers = drivers
         self._limits = limits
         self._spend = spend
         self._uploads = uploads
+        self._ledger = ledger
 
-    def admit(self, owner: str | None) -> None:
-        """Raise the user error of an owner who may not open another task now."""
+    def admit(self, owner: str | None, task_id: str) -> None:
+        """Raise the user error of an owner who may not open another task now.
+
+        With a ledger the new task takes its seat there (give it back with `release`
+        if the task is not created after all).
+        """
         if owner is None:
             return
-        self._limits.check_open(self._drivers.open_of(owner))
+        if self._ledger is None:
+            self._limits.check_open(self._drivers.open_of(owner))
         if self._spend.limit_of(owner) is not None:  # else no usage to sum
             over = self._spend.over(owner, self._drivers.open_usage(owner), new=True)
             if over is not None:
                 raise over
+        if self._ledger is not None:
+            held = self._ledger.take(owner, task_id, self._limits.max_open_tasks)
+            if held is not None:
+                self._limits.check_open(held)
+
+    def release(self, owner: str | None, task_id: str) -> None:
+        """Give an ended (or not created) task's seat back in the ledger, if any."""
+        if self._ledger is None or owner is None:
+            return
+        try:
+            self._ledger.give_back(task_id)
+        except StateStoreError as exc:  # the shard's next restart reseats it
+            _log.warning("task %s: its open-task seat was not freed: %s", task_id, exc)
+
+    def reseat(self) -> None:
+        """Rewrite this shard's seats in the ledger from its open tasks (on recovery)."""
+        if self._ledger is not None:
+            self._ledger.reseat(
+                (d.record.owner, d.task_id)
+                for d in self._drivers
+                if d.record.owner is not None and not d.state.terminal
+            )
 
     def watch(self, driver: TaskDriver) -> None:
         """Hold a task to its owner's daily budget as its results arrive (if one is set)."""

@@ -1,0 +1,149 @@
+"""Orchestrator shards on a real local Ray: routing, listing, limits and changing N.
+
+Marked `shards`: `pytest -m shards` runs them alone. Each test here uses orchestrators
+of its own (two shards each), beside the session's one orchestrator.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+import ray
+
+from swarm_ray import SwarmClient, connect
+from swarm_ray.core.guards._principal import Principal
+from swarm_ray.core.model._errors import (
+    AnswerRefusedError,
+    LimitExceededError,
+    OrchestratorUnavailableError,
+    TaskNotFoundError,
+)
+from swarm_ray.core.model._task import TaskRequest
+from swarm_ray.runtime._loop import LOOP
+from swarm_ray.runtime._shards import shard_of
+
+pytestmark = pytest.mark.shards
+
+_CATALOG = ["swarm_ray.testing:testing_catalog"]
+_LIMIT = 10
+
+
+@pytest.fixture(scope="module")
+def shards(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwarmClient]:
+    """Two orchestrator shards, each principal held to `_LIMIT` open tasks."""
+    client = connect(
+        catalogs=_CATALOG,
+        state_dir=tmp_path_factory.mktemp("shards"),
+        name="swarm-shards",
+        orchestrators=2,
+        env={"SWARM_RAY_LIMIT_MAX_OPEN_TASKS": str(_LIMIT)},
+    )
+    yield client
+    client.shutdown()
+
+
+def test_new_tasks_spread_and_each_is_answered_by_its_shard(shards: SwarmClient) -> None:
+    assert sorted(shards.aio.shards) == [0, 1]
+    handles = [shards.start(template="echo_fanout", items=[f"w{n}"]) for n in range(4)]
+    assert sorted(shard_of(h.id) for h in handles) == [0, 0, 1, 1]
+    for handle in handles:
+        record = handle.wait(timeout_s=60)
+        assert record.machine.state == "completed" and record.task_id == handle.id
+        assert handle.status().task_id == handle.id
+    # Each shard keeps its own tasks: shard 0 does not know shard 1's.
+    other = next(h.id for h in handles if shard_of(h.id) == 1)
+    with pytest.raises(TaskNotFoundError):
+        LOOP.run(shards.aio.options(timeout_s=10)._call(lambda a: a.status.remote(other)))
+    # A chosen id goes where its hash says, and sending it again is the same task.
+    chosen = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
+    again = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
+    assert chosen == again and chosen.removesuffix("--s1") == "chosen-1"
+
+
+def test_listing_merges_shards_newest_first(shards: SwarmClient) -> None:
+    ids = [shards.submit(template="echo_fanout", items=[f"l{n}"]) for n in range(4)]
+    listed = shards.tasks(limit=1000)
+    seen = [t.task_id for t in listed]
+    assert len(seen) == len(set(seen)) and set(ids) <= set(seen)
+    created = [t.created_at for t in listed]
+    assert created == sorted(created, reverse=True)
+    newest = shards.tasks(limit=3)
+    assert [t.task_id for t in newest] == seen[:3]
+    assert {shard_of(t) for t in seen[:4]} == {0, 1}
+
+
+def test_an_id_naming_no_shard_is_not_found(shards: SwarmClient) -> None:
+    with pytest.raises(TaskNotFoundError, match="not known"):
+        shards.task("3f9a0c1b2d4e5f60--s7").status()
+
+
+def test_the_open_task_limit_is_exact_across_shards(shards: SwarmClient) -> None:
+    """50 concurrent submits of one principal over 2 shards: exactly `_LIMIT` open."""
+    who = Principal(id="shards-alice")
+    slow = TaskRequest(template="echo_fanout", items=("held",), params={"delay_s": 30})
+
+    async def fifty() -> list[str | BaseException]:
+        calls = [shards.aio.submit(slow, principal=who) for _ in range(50)]
+        return await asyncio.gather(*calls, return_exceptions=True)
+
+    answers = LOOP.run(fifty())
+    opened = [a for a in answers if isinstance(a, str)]
+    refused = [a for a in answers if isinstance(a, LimitExceededError)]
+    try:
+        assert len(opened) == _LIMIT and len(refused) == 50 - _LIMIT, answers[:3]
+        assert {shard_of(t) for t in opened} == {0, 1}
+        # An ended task frees its seat, whichever shard it was on.
+        LOOP.run(shards.aio.cancel(opened.pop(), principal=who))
+        opened.append(LOOP.run(shards.aio.submit(slow, principal=who)))
+        with pytest.raises(LimitExceededError):
+            LOOP.run(shards.aio.submit(slow, principal=who))
+    finally:
+        for task_id in opened:
+            LOOP.run(shards.aio.cancel(task_id, principal=who))
+
+
+def test_changing_n_keeps_every_task_with_its_shard(ray_cluster: None, tmp_path: Path) -> None:
+    """2 shards, then 1: shard 1 comes back for its own tasks, none lost or doubled."""
+    options = {"catalogs": _CATALOG, "state_dir": tmp_path, "name": "swarm-reshard"}
+    before = connect(**options, orchestrators=2)
+    asked = [before.submit(template="echo_asked") for _ in range(4)]
+    done = [before.submit(template="echo_fanout", items=["x"]) for _ in range(2)]
+    for task_id in done:
+        before.task(task_id).wait(timeout_s=60)
+    assert {shard_of(t) for t in asked} == {0, 1}
+    before.shutdown()  # every shard killed; their stores stay
+
+    after = connect(**options, orchestrators=1)
+    try:
+        assert sorted(after.aio.shards) == [0, 1] and after.aio.spread == 1
+        for n, task_id in enumerate(asked):
+            handle = after.task(task_id)
+            for _ in range(100):  # until the restarted shard has reloaded it waiting
+                if handle.status().waiting:
+                    break
+                LOOP.run(asyncio.sleep(0.1))
+            handle.answer({"text": f"last{n}"})
+            record = handle.wait(timeout_s=60)
+            assert record.machine.state == "completed", record.error
+            with pytest.raises(AnswerRefusedError):
+                handle.answer({"text": "again"})
+        assert all(after.task(t).status().state == "completed" for t in done)
+        listed = [t.task_id for t in after.tasks(limit=1000)]
+        assert sorted(listed) == sorted(asked + done)  # each once, none lost
+        # New tasks go to the shards that take them now (shard 0 alone).
+        new = [after.submit(template="echo_fanout", items=["n"]) for _ in range(3)]
+        assert {shard_of(t) for t in new} == {0}
+        # A shard that is down fails its own tasks' calls at once, and no other's.
+        quick = after.aio.options(timeout_s=5, ride_out_restarts=False)
+        ray.kill(after.aio.shards[1], no_restart=True)
+        on_1 = next(t for t in asked if shard_of(t) == 1)
+        on_0 = next(t for t in asked if shard_of(t) == 0)
+        with pytest.raises(OrchestratorUnavailableError):
+            LOOP.run(quick.status(on_1))
+        assert LOOP.run(quick.status(on_0)).state == "completed"
+        assert len(LOOP.run(quick.submit(TaskRequest(template="echo_fanout", items=("z",))))) > 0
+    finally:
+        after.shutdown()

@@ -1,0 +1,93 @@
+"""Orchestrator shards without Ray: ids naming shards, stores, and the shared count."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from swarm_ray.core.model._errors import InvalidSpecError
+from swarm_ray.runtime._ledger import OpenTaskLedger
+from swarm_ray.runtime._shards import (
+    chosen_shard,
+    mark,
+    retired,
+    shard_name,
+    shard_of,
+    shard_store_url,
+    shards_from_env,
+)
+
+
+def test_an_id_names_its_shard_and_shard_0_keeps_todays_ids() -> None:
+    assert shard_of("3f9a0c1b2d4e5f60") == 0
+    assert mark("3f9a0c1b2d4e5f60", 0) == "3f9a0c1b2d4e5f60"
+    marked = mark("3f9a0c1b2d4e5f60", 3)
+    assert marked == "3f9a0c1b2d4e5f60--s3" and shard_of(marked) == 3
+    assert mark(marked, 3) == marked  # a returned id sent again is kept
+    assert shard_of("abc-s1") == 0 and shard_of("abc--s0") == 0 and shard_of("a--s01") == 0
+    assert shard_name("swarm", 0) == "swarm" and shard_name("swarm", 2) == "swarm-s2"
+
+
+def test_a_chosen_id_hashes_to_one_shard_stably() -> None:
+    shards = {chosen_shard(f"job-{n}", 4) for n in range(64)}
+    assert shards == {0, 1, 2, 3}
+    assert chosen_shard("job-7", 4) == chosen_shard("job-7", 4)
+    assert chosen_shard("job--s2", 4) == 2  # an id that names its shard keeps it
+    assert chosen_shard("anything", 1) == 0
+
+
+def test_each_shard_has_its_own_part_of_the_store() -> None:
+    assert shard_store_url(None, 0) == (None, None)
+    assert shard_store_url(None, 2) == (None, "state-s2.db")
+    assert shard_store_url("sqlite:///var/s/state.db", 1) == ("sqlite:///var/s/state-s1.db", None)
+    assert shard_store_url("/var/s/x.db", 1) == ("/var/s/x-s1.db", None)
+    assert shard_store_url("redis://h:6379/0", 1) == ("redis://h:6379/0", "swarm-ray-s1")
+    assert shard_store_url("redis://h:6379/0", 0) == ("redis://h:6379/0", None)
+
+
+def test_shards_past_n_with_stored_tasks_are_found(tmp_path: Path) -> None:
+    for name in ("state.db", "state-s1.db", "state-s3.db", "state-sx.db"):
+        (tmp_path / name).touch()
+    assert retired(tmp_path, None, 1) == [1, 3]
+    assert retired(tmp_path, None, 2) == [3]
+    assert retired(tmp_path, "redis://h/0", 1) == []
+
+
+def test_the_shard_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("SWARM_RAY_ORCHESTRATORS", raising=False)
+    assert shards_from_env() == 1
+    monkeypatch.setenv("SWARM_RAY_ORCHESTRATORS", "4")
+    assert shards_from_env() == 4 and shards_from_env(2) == 2
+    for bad in ("0", "x", "1000"):
+        monkeypatch.setenv("SWARM_RAY_ORCHESTRATORS", bad)
+        with pytest.raises(InvalidSpecError, match="SWARM_RAY_ORCHESTRATORS"):
+            shards_from_env()
+
+
+def test_the_ledger_admits_exactly_the_limit_from_many_threads(tmp_path: Path) -> None:
+    """Two shards' ledgers on one file, 50 takes at once: exactly `limit` seats."""
+    ledgers = [OpenTaskLedger(tmp_path / "owners.db", k) for k in (0, 1)]
+    admitted: list[str] = []
+    start = threading.Barrier(50)
+
+    def take(n: int) -> None:
+        start.wait()
+        if ledgers[n % 2].take("alice", f"t{n}", 7) is None:
+            admitted.append(f"t{n}")
+
+    threads = [threading.Thread(target=take, args=(n,)) for n in range(50)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert len(admitted) == 7 and ledgers[0].held("alice") == 7
+    assert ledgers[1].take("alice", admitted[0], 7) is None  # its seat already
+    assert ledgers[1].take("bob", "b1", 7) is None  # another owner's count is its own
+    ledgers[0].give_back(admitted[0])
+    assert ledgers[1].take("alice", "t-new", 7) is None
+    # A restarted shard keeps only the seats of the tasks it reloaded.
+    ledgers[0].reseat([("alice", "t-kept")])
+    on_1 = sum(1 for t in admitted[1:] if int(t[1:]) % 2 == 1) + 1  # + t-new
+    assert ledgers[0].held("alice") == 1 + on_1
