@@ -7,9 +7,11 @@ of its own (two shards each), beside the session's one orchestrator.
 from __future__ import annotations
 
 import asyncio
+import secrets
 from collections.abc import Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 import ray
 
@@ -103,6 +105,53 @@ def test_the_open_task_limit_is_exact_across_shards(shards: SwarmClient) -> None
     finally:
         for task_id in opened:
             LOOP.run(shards.aio.cancel(task_id, principal=who))
+
+
+def test_the_gateway_routes_by_id_and_a_down_shard_fails_only_its_own(
+    shards: SwarmClient, serve_port: int, tmp_path: Path
+) -> None:
+    """404 for an id naming no shard; 503 with `Retry-After` for a down shard's task.
+
+    Last of the tests on `shards`: it kills shard 1 for good.
+    """
+    from ray import serve
+
+    from swarm_ray.gateway import GatewayConfig, build_app
+
+    key = secrets.token_urlsafe(24)
+    keys = tmp_path / "keys"
+    keys.write_text(f"{key}\n")
+    config = GatewayConfig(
+        orchestrator="swarm-shards",
+        orchestrators=2,
+        catalogs=tuple(_CATALOG),
+        api_keys_file=str(keys),
+    )
+    serve.run(build_app(config), name="swarm-gateway-shards", route_prefix="/")
+    auth = {"Authorization": f"Bearer {key}"}
+    try:
+        with httpx.Client(base_url=f"http://127.0.0.1:{serve_port}", headers=auth) as http:
+            body = {"template": "echo_fanout", "items": ["g"]}
+            ids = [http.post("/v1/tasks", json=body).json()["task_id"] for _ in range(4)]
+            assert sorted(shard_of(t) for t in ids) == [0, 0, 1, 1]
+            for task_id in ids:
+                assert http.get(f"/v1/tasks/{task_id}").status_code == 200
+            listed = http.get("/v1/tasks", params={"limit": 3}).json()
+            assert [t["task_id"] for t in listed] == ids[::-1][:3]
+            assert http.get("/v1/tasks/3f9a0c1b2d4e5f60--s7").status_code == 404
+
+            ray.kill(shards.aio.shards[1], no_restart=True)
+            down = http.get(f"/v1/tasks/{next(t for t in ids if shard_of(t) == 1)}")
+            assert down.status_code == 503 and down.headers["retry-after"] == "2", down.text
+            up = http.get(f"/v1/tasks/{next(t for t in ids if shard_of(t) == 0)}")
+            assert up.status_code == 200
+            # New tasks go to the shard that answers.
+            for _ in range(2):
+                accepted = http.post("/v1/tasks", json=body)
+                assert accepted.status_code == 202, accepted.text
+                assert shard_of(accepted.json()["task_id"]) == 0
+    finally:
+        serve.delete("swarm-gateway-shards")
 
 
 def test_changing_n_keeps_every_task_with_its_shard(ray_cluster: None, tmp_path: Path) -> None:

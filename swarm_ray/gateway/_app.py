@@ -161,6 +161,7 @@ class Gateway:
             state_dir=self._config.state_dir,
             name=self._config.orchestrator,
             namespace=self._config.namespace,
+            orchestrators=self._config.orchestrators,
         ).aio.options(timeout_s=self._config.call_timeout_s, ride_out_restarts=False)
         self._storage_of: dict[str, str] | None = None
         self._uploads_area: Uploads | None = None

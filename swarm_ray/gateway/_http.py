@@ -212,4 +212,5 @@ def unavailable(what: str, code: str, exc: BaseException) -> HTTPException:
     error_id = f"err-{secrets.token_hex(6)}"
     _log.warning("%s (error id %s): %s: %s", what, error_id, type(exc).__name__, exc)
     body = {"detail": f"{what} (error id `{error_id}`); try again", "code": code}
-    return HTTPException(503, detail={**body, "error_id": error_id})
+    # A restarting orchestrator (shard) answers again in a few seconds.
+    return HTTPException(503, detail={**body, "error_id": error_id}, headers={"Retry-After": "2"})

@@ -30,6 +30,9 @@ class GatewayConfig(BaseModel):
     """Name of the orchestrator actor to use (created when none runs)."""
     namespace: str = "swarm-ray"
     """Its Ray namespace."""
+    orchestrators: int | None = Field(default=None, ge=1, le=999)
+    """Orchestrator shards taking new tasks (default `SWARM_RAY_ORCHESTRATORS`, else 1);
+    calls about a task go to the shard its id names (`swarm_ray.runtime._shards`)."""
     catalogs: tuple[str, ...] = ("swarm_ray.catalog:default_catalog",)
     """Catalogs an orchestrator created by the gateway loads."""
     state_dir: str | None = None
