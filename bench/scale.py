@@ -1,9 +1,11 @@
-"""One orchestrator's capacity, measured, and how many shards a given rate would need.
+"""Orchestrator capacity, measured for N = 1, 2 and 4 shards, and what a rate needs.
 
-Shards (`SWARM_RAY_ORCHESTRATORS=N`, issue 44) are not built yet, so this measures N = 1,
-today's single orchestrator actor, and projects N > 1 from its measured cost. The
-projection assumes shards scale linearly (each shard a core of its own, no shared lock
-between them) until the state store saturates; it is a projection, not a measurement.
+One orchestrator (N = 1) is measured in depth (parts 1 to 4 below); then part 5 runs N
+shards (`SWARM_RAY_ORCHESTRATORS=N`, issue 44) for each N of `--shards` in the same run
+and measures their total settlements a second and each shard's CPU per settlement and
+busy fraction. On 2 cores the total cannot grow much; the projection of how many shards
+a rate needs is arithmetic on each shard's measured cost (a shard per 2 cores), assuming
+shards add up linearly until the state store saturates.
 
 Run: python bench/scale.py [--n 2000] [--http 600] [--open 400]
      python bench/scale.py --quick      # CI: well under a minute of measuring
@@ -29,6 +31,10 @@ killed, its agents with it, and the Redis one runs part 1):
    on one connection, straight into a SQLite file (32 to a commit) and into the Redis
    server (each append its own round trip, as the orchestrator's are). A shard is one
    such writer; a Redis server serves many at once, so its own limit is higher;
+
+5. shards: for each N of `--shards`, a fresh set of N shards (SQLite, one store part
+   each), warm; N tasks of `--n` no-op sub-tasks at once, one a shard; total
+   settlements a second, and each shard's CPU per settlement and busy fraction;
 
 then how many shards, Redis servers and nodes a rate needs: `--concurrent` tasks (10,000)
 each settling `--task-subtasks` sub-tasks over `--task-minutes`, and `--per-hour`
@@ -57,6 +63,7 @@ from fanout import time_bare
 
 import swarm_ray
 from swarm_ray.runtime._client import NAMESPACE
+from swarm_ray.runtime._shards import shard_name, shard_of
 from swarm_ray.runtime._store import open_state_store
 
 _TICK = os.sysconf("SC_CLK_TCK")
@@ -140,6 +147,7 @@ def main() -> None:
     parser.add_argument("--task-minutes", type=float, default=30.0)
     parser.add_argument("--per-hour", type=float, default=1_000_000)
     parser.add_argument("--cores-per-node", type=int, default=16)
+    parser.add_argument("--shards", type=int, nargs="+", default=[1, 2, 4])
     parser.add_argument("--quick", action="store_true", help="CI: small runs, once each")
     args = parser.parse_args()
     if args.quick:
@@ -162,6 +170,7 @@ def main() -> None:
     with redis as redis_url:
         found = measure(args, gateway)
         gateway.swarm.shutdown()  # its agents go with it: the Redis side gets the cores
+        found["shards"] = [shard_scaling(args, n, folder / f"shards-{n}", env) for n in args.shards]
         stores = [Store(None, gateway.state)]
         if redis_url is not None:
             client = swarm_ray.connect(
@@ -192,6 +201,40 @@ def settlements(
         runs = [settle(client, pid, store, template, items) for _ in range(args.repeat)]
         found[store.name, kind] = max(runs, key=lambda r: r["rate"])
     return found
+
+
+def shard_scaling(args: argparse.Namespace, n: int, state: Path, env: dict[str, str]) -> Any:
+    """Part 5 for N = `n` shards: `n` tasks of `--n` no-op sub-tasks at once, one a shard."""
+    name = f"bench-shards-{n}"
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=state,
+        name=name,
+        orchestrators=n,
+        env=env,
+    )
+    pids = [_pid(shard_name(name, k)) for k in range(n)]
+    items = tuple(range(args.n))
+
+    def run() -> tuple[float, list[float]]:
+        cpu, started = [_cpu(p) for p in pids], time.perf_counter()
+        handles = [client.start(template="noop_fanout", items=items) for _ in range(n)]
+        need({shard_of(h.id) for h in handles} == set(range(n)) or None, "one task a shard")
+        for handle in handles:
+            record = handle.wait()
+            assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
+        wall = time.perf_counter() - started
+        return wall, [_cpu(p) - c for p, c in zip(pids, cpu, strict=True)]
+
+    run()  # warm: every shard's agent pool at full size
+    wall, used = min((run() for _ in range(args.repeat)), key=lambda r: r[0])
+    client.shutdown()
+    return {
+        "n": n,
+        "rate": n * args.n / wall,
+        "cpu_ms": [1000 * u / args.n for u in used],
+        "busy": [u / wall for u in used],
+    }
 
 
 def measure(args: argparse.Namespace, gateway: Any) -> dict[Any, Any]:
@@ -263,7 +306,27 @@ def report(args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, 
         "32 to a commit; a Redis server takes more from many connections): "
         + ", ".join(f"{name} {rate:,.0f}" for name, rate in ceilings.items())
     )
+    report_shards(args, found["shards"])
     project(args, found, ceilings, per_task_kib)
+
+
+def report_shards(args: argparse.Namespace, runs: list[dict[str, Any]]) -> None:
+    """Part 5: total settlements/s for each N, each shard's cost, and against N = 1."""
+    print(
+        f"\nshards (measured here, SQLite, {args.n} no-op sub-tasks a shard, best of "
+        f"{args.repeat}, {os.cpu_count()} cores for shards, agents and Ray together)"
+    )
+    print(f"{'N':>3} {'settled/s':>10} {'x N=1':>6} {'CPU ms/settle, each shard':>27} {'busy':>12}")
+    one = runs[0]["rate"] if runs and runs[0]["n"] == 1 else None
+    for run in runs:
+        cost = " ".join(f"{c:.3f}" for c in run["cpu_ms"])
+        busy = " ".join(f"{b:.2f}" for b in run["busy"])
+        ratio = f"{run['rate'] / one:6.2f}" if one else f"{'':>6}"
+        print(f"{run['n']:3d} {run['rate']:10,.0f} {ratio} {cost:>27} {busy:>12}")
+        ceiling = sum(1000 / c for c in run["cpu_ms"] if c > 0)
+        print(
+            f"    on a core each: {ceiling:,.0f}/s (the sum of 1 / each shard's CPU a settlement)"
+        )
 
 
 def project(
@@ -280,8 +343,8 @@ def project(
     """
     per_node = max(1, args.cores_per_node // 2)
     print(
-        "\nprojection (shards are NOT built: N > 1 is arithmetic on the N = 1 figures above; "
-        "assumes shards scale linearly until the store saturates)"
+        "\nprojection (arithmetic on the N = 1 figures above, not a measurement; assumes "
+        "shards scale linearly until the store saturates)"
     )
     stores = [name for name in ceilings if (name, "2kb") in found]
     for name in stores:
