@@ -59,6 +59,14 @@ def test_new_tasks_spread_and_each_is_answered_by_its_shard(shards: SwarmClient)
     other = next(h.id for h in handles if shard_of(h.id) == 1)
     with pytest.raises(TaskNotFoundError):
         LOOP.run(shards.aio.options(timeout_s=10)._call(lambda a: a.status.remote(other)))
+    # The swarm's views count every shard's tasks; the client pickles with its shards.
+    info = shards.info()
+    assert sorted(info["shards"]) == ["0", "1"] and info["open_tasks"] >= 0
+    health = LOOP.run(shards.aio.health())
+    assert health["shards_down"] == [] and health["capabilities"]
+    ended = LOOP.run(shards.aio.metrics())["tasks"].get("completed", 0)
+    assert ended >= 4
+    assert ray.get(ray.remote(lambda c: sorted(c.aio.shards)).remote(shards)) == [0, 1]
     # A chosen id goes where its hash says, and sending it again is the same task.
     chosen = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
     again = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
@@ -145,6 +153,7 @@ def test_the_gateway_routes_by_id_and_a_down_shard_fails_only_its_own(
             assert down.status_code == 503 and down.headers["retry-after"] == "2", down.text
             up = http.get(f"/v1/tasks/{next(t for t in ids if shard_of(t) == 0)}")
             assert up.status_code == 200
+            assert http.get("/health").json() == {"status": "degraded"}
             # New tasks go to the shard that answers.
             for _ in range(2):
                 accepted = http.post("/v1/tasks", json=body)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import threading
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -91,3 +92,42 @@ def test_the_ledger_admits_exactly_the_limit_from_many_threads(tmp_path: Path) -
     ledgers[0].reseat([("alice", "t-kept")])
     on_1 = sum(1 for t in admitted[1:] if int(t[1:]) % 2 == 1) + 1  # + t-new
     assert ledgers[0].held("alice") == 1 + on_1
+
+
+def test_shards_views_merge_into_one_swarm() -> None:
+    from swarm_ray.runtime._merge import merge_health, merge_info, merge_metrics
+
+    def health(score: float, in_dispatch: bool, open_tasks: int) -> dict[str, Any]:
+        cap = {"in_dispatch": in_dispatch}
+        return {
+            "swarm_health_score": score,
+            "capabilities": {"a.b.c": cap},
+            "open_tasks": open_tasks,
+            "uptime_s": 5.0,
+        }
+
+    merged = merge_health({0: health(0.9, True, 2), 1: health(0.7, False, 3)}, [2])
+    assert merged["swarm_health_score"] == 0.7 and merged["open_tasks"] == 5
+    assert merged["capabilities"]["a.b.c"]["in_dispatch"] is False
+    assert merged["shards_down"] == [2]
+    info = merge_info(
+        {
+            0: {"open_tasks": 1, "agents": ["x"], "started_at": 2.0},
+            1: {"open_tasks": 4, "agents": ["y"], "started_at": 1.0},
+        }
+    )
+    assert info["open_tasks"] == 5 and info["agents"] == ["x", "y"] and info["started_at"] == 1.0
+
+    def snapshot(n: float) -> dict[str, Any]:
+        return {
+            "counters": {"c": [[{"k": "v"}, n], [{"k": str(n)}, 1.0]]},
+            "gauges": {},
+            "durations": {"agent": {"buckets": [1, n], "sum": n}},
+            "tasks": {"completed": int(n)},
+            "health": health(0.9, True, 0),
+        }
+
+    metrics = merge_metrics({0: snapshot(2.0), 1: snapshot(3.0)})
+    assert [{"k": "v"}, 5.0] in metrics["counters"]["c"] and len(metrics["counters"]["c"]) == 3
+    assert metrics["durations"]["agent"] == {"buckets": [2, 5.0], "sum": 5.0}
+    assert metrics["tasks"] == {"completed": 5}

@@ -522,7 +522,10 @@ class Gateway:
             return JSONResponse({"status": "down"}, status_code=503)
         everyone_in = all(c["in_dispatch"] for c in report["capabilities"].values())
         healthy = (
-            report["swarm_health_score"] >= 0.8 and everyone_in and not report.get("audit_error")
+            report["swarm_health_score"] >= 0.8
+            and everyone_in
+            and not report.get("audit_error")
+            and not report.get("shards_down")
         )
         status = "ok" if healthy else "degraded"
         if not detailed:

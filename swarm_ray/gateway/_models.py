@@ -188,6 +188,8 @@ class HealthReport(BaseModel):
     uptime_s: float = 0.0
     audit_error: str | None = None
     """Set while the audit trail cannot be written (a full disk): tasks go on without it."""
+    shards_down: list[int] = []
+    """Orchestrator shards that did not answer: their tasks wait (`degraded`)."""
 
 
 class HealthStatus(BaseModel):

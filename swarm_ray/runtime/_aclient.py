@@ -52,6 +52,7 @@ from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.core.model._task import TaskEvent, TaskRequest
 from swarm_ray.core.views._trace import find_tokens
 from swarm_ray.core.views._views import TaskStatus
+from swarm_ray.runtime._merge import merge_health, merge_info, merge_metrics
 from swarm_ray.runtime._shards import chosen_shard, shard_name, shard_of
 
 __all__ = ["AsyncSwarmClient"]
@@ -444,16 +445,56 @@ class AsyncSwarmClient:
     # ---- the swarm -------------------------------------------------------------------
 
     async def info(self) -> dict[str, Any]:
-        """Capabilities, templates, agents and counters."""
-        return await self._call(lambda a: a.info.remote())
+        """Capabilities, templates, agents and counters (of every shard, `_merge`)."""
+        if not self.sharded:
+            return await self._call(lambda a: a.info.remote())
+        answers, _down = await self._each(lambda a: a.info.remote(), every=True)
+        return merge_info(answers)
 
     async def health(self) -> dict[str, Any]:
-        """Each capability's health and the swarm health score."""
-        return await self._call(lambda a: a.health.remote())
+        """Each capability's health and the swarm health score.
+
+        Sharded: the worst shard's, with the shards that did not answer in `shards_down`
+        (`OrchestratorUnavailableError` only when none answers).
+        """
+        if not self.sharded:
+            return await self._call(lambda a: a.health.remote())
+        answers, down = await self._each(lambda a: a.health.remote(), every=False)
+        return merge_health(answers, down)
 
     async def metrics(self) -> dict[str, Any]:
-        """Swarm-level numbers (the gateway's `/metrics`)."""
-        return await self._call(lambda a: a.metrics.remote())
+        """Swarm-level numbers (the gateway's `/metrics`), added up over the shards."""
+        if not self.sharded:
+            return await self._call(lambda a: a.metrics.remote())
+        answers, _down = await self._each(lambda a: a.metrics.remote(), every=True)
+        return merge_metrics(answers)
+
+    async def _each(
+        self, send: Callable[[Any], Awaitable[dict[str, Any]]], *, every: bool
+    ) -> tuple[dict[int, dict[str, Any]], list[int]]:
+        """Every shard's answer by index, and the shards that did not answer.
+
+        Raises `OrchestratorUnavailableError` when one did not and `every` answer is
+        needed, or when none did.
+        """
+        shards = sorted(self.shards)
+        found = await asyncio.gather(
+            *(self._call(send, actor=self.shards[k]) for k in shards), return_exceptions=True
+        )
+        answers: dict[int, dict[str, Any]] = {}
+        down: list[int] = []
+        for k, answer in zip(shards, found, strict=True):
+            if isinstance(answer, OrchestratorUnavailableError):
+                if every:
+                    raise answer
+                down.append(k)
+            elif isinstance(answer, BaseException):
+                raise answer
+            else:
+                answers[k] = answer
+        if not answers:
+            raise OrchestratorUnavailableError("no orchestrator shard is reachable")
+        return answers, down
 
     async def storage(self) -> dict[str, str]:
         """Where the orchestrator keeps results (`results_uri`) and tasks' own files."""
