@@ -55,6 +55,7 @@ def _connect(args: argparse.Namespace) -> SwarmClient:
         catalogs=args.catalog or DEFAULT_CATALOGS,
         state_dir=args.state_dir,
         name=args.name,
+        orchestrators=args.orchestrators,
     )
 
 
@@ -62,6 +63,9 @@ def _cmd_status(client: SwarmClient, args: argparse.Namespace) -> int:
     info = client.info()
     print(f"orchestrator up since {_when(info['started_at'])} UTC")
     print(f"open tasks: {info['open_tasks']}")
+    if "shards" in info:
+        each = ", ".join(f"{k}: {v['open_tasks']}" for k, v in info["shards"].items())
+        print(f"shards ({len(info['shards'])}), open tasks by shard: {each}")
     print(f"capabilities ({len(info['capabilities'])}): {', '.join(info['capabilities'])}")
     print(f"templates: {', '.join(info['templates'])}")
     print(f"agents: {len(info['agents'])}")
@@ -214,6 +218,11 @@ def build_parser() -> argparse.ArgumentParser:
         "--catalog", action="append", help="catalog import path (repeatable; default: built-ins)"
     )
     parser.add_argument("--name", default=ORCHESTRATOR_NAME, help="orchestrator actor name")
+    parser.add_argument(
+        "--orchestrators",
+        type=int,
+        help="orchestrator shards taking new tasks (default: $SWARM_RAY_ORCHESTRATORS or 1)",
+    )
     sub = parser.add_subparsers(dest="command", required=True)
     sub.add_parser("status", help="the orchestrator and its counters")
     tasks = sub.add_parser("tasks", help="newest tasks")

@@ -85,6 +85,16 @@ def test_listing_merges_shards_newest_first(shards: SwarmClient) -> None:
     assert {shard_of(t) for t in seen[:4]} == {0, 1}
 
 
+def test_the_cli_shows_every_shard(shards: SwarmClient, capsys: pytest.CaptureFixture[str]) -> None:
+    from swarm_ray.cli import main
+
+    task_id = shards.submit(template="echo_fanout", items=["cli"])
+    assert main(["--name", "swarm-shards", "--orchestrators", "2", "status"]) == 0
+    assert "shards (2), open tasks by shard: 0: " in capsys.readouterr().out
+    assert main(["--name", "swarm-shards", "--orchestrators", "2", "show", task_id]) == 0
+    assert task_id in capsys.readouterr().out
+
+
 def test_an_id_naming_no_shard_is_not_found(shards: SwarmClient) -> None:
     with pytest.raises(TaskNotFoundError, match="not known"):
         shards.task("3f9a0c1b2d4e5f60--s7").status()
