@@ -7,13 +7,17 @@ of its own (two shards each), beside the session's one orchestrator.
 from __future__ import annotations
 
 import asyncio
+import json
 import secrets
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
 import httpx
 import pytest
 import ray
+from websockets.exceptions import ConnectionClosed
+from websockets.sync.client import connect as ws_connect
 
 from swarm_ray import SwarmClient, connect
 from swarm_ray.core.guards._principal import Principal
@@ -26,6 +30,8 @@ from swarm_ray.core.model._errors import (
 from swarm_ray.core.model._task import TaskRequest
 from swarm_ray.runtime._loop import LOOP
 from swarm_ray.runtime._shards import shard_of
+from swarm_ray.testing import count_executions
+from tests.support import wait_until
 
 pytestmark = pytest.mark.shards
 
@@ -71,6 +77,41 @@ def test_new_tasks_spread_and_each_is_answered_by_its_shard(shards: SwarmClient)
     chosen = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
     again = shards.submit(template="echo_fanout", items=["c"], task_id="chosen-1")
     assert chosen == again and chosen.removesuffix("--s1") == "chosen-1"
+
+
+def test_a_tenants_child_task_lives_with_its_parent(shards: SwarmClient) -> None:
+    who = Principal(id="shards-bob")
+    echo = TaskRequest(template="echo_fanout", items=("p",))
+    parents = [LOOP.run(shards.aio.submit(echo, principal=who)) for _ in range(2)]
+    for parent in parents:
+        child = echo.model_copy(update={"parent_task_id": parent})
+        child_id = LOOP.run(shards.aio.submit(child, principal=who))
+        assert shard_of(child_id) == shard_of(parent)
+        assert LOOP.run(shards.aio.record(child_id, principal=who)).request.parent_task_id == parent
+    assert {shard_of(p) for p in parents} == {0, 1}
+
+
+def test_a_killed_shard_comes_back_alone_and_recomputes_nothing_finished(
+    shards: SwarmClient, record_dir: str
+) -> None:
+    """Shard 1 killed mid-task: shard 0 settles meanwhile; shard 1 answers again in < 10 s."""
+    items = tuple(f"k{i}" for i in range(12))
+    params = {"record_dir": record_dir, "delay_s": 0.2}
+    handles = [shards.start(template="echo_fanout", items=items, params=params) for _ in range(2)]
+    assert sorted(shard_of(h.id) for h in handles) == [0, 1]
+    wait_until(lambda: len(count_executions(record_dir)) >= 6, 60, "six sub-tasks done")
+    ray.kill(shards.aio.shards[1], no_restart=False)  # Ray restarts it: it recovers alone
+    killed = time.monotonic()
+    on_1 = next(h for h in handles if shard_of(h.id) == 1)
+    on_1.status()  # rides out the restart
+    assert time.monotonic() - killed < 10
+    for handle in handles:
+        record = handle.wait(timeout_s=60)
+        assert record.machine.state == "completed", record.error
+        assert record.output is not None and record.output["count"] == len(items)
+    runs = count_executions(record_dir)
+    # Only what was in flight on shard 1 when it died may run again (its 4 agents).
+    assert len(runs) == len(items) and sum(len(p) - 2 for p in runs.values()) <= 2 * 4
 
 
 def test_listing_merges_shards_newest_first(shards: SwarmClient) -> None:
@@ -157,6 +198,16 @@ def test_the_gateway_routes_by_id_and_a_down_shard_fails_only_its_own(
             listed = http.get("/v1/tasks", params={"limit": 3}).json()
             assert [t["task_id"] for t in listed] == ids[::-1][:3]
             assert http.get("/v1/tasks/3f9a0c1b2d4e5f60--s7").status_code == 404
+            # A shard 1 task's events stream from shard 1, to the end.
+            on_1 = next(t for t in ids if shard_of(t) == 1)
+            url = f"ws://127.0.0.1:{serve_port}/v1/tasks/{on_1}/events"
+            with ws_connect(url, additional_headers=auth, open_timeout=30) as ws:
+                events = []
+                with pytest.raises(ConnectionClosed) as closed:
+                    while True:
+                        events.append(json.loads(ws.recv(timeout=60)))
+            assert closed.value.rcvd is not None and closed.value.rcvd.code == 1000
+            assert events[-1]["kind"] == "state" and events[-1]["status"] == "completed"
 
             ray.kill(shards.aio.shards[1], no_restart=True)
             down = http.get(f"/v1/tasks/{next(t for t in ids if shard_of(t) == 1)}")

@@ -137,7 +137,14 @@ class AsyncSwarmClient:
         return actor
 
     def _new_shard(self, request: TaskRequest) -> int:
-        """The shard a new task goes to: by its chosen id's hash, else the next in turn."""
+        """The shard a new task goes to: its parent's, its chosen id's, or the next.
+
+        A child task lives with its parent (the shard checks in its own store that a
+        tenant's parent is its own); a chosen id goes where its hash says.
+        """
+        parent = request.parent_task_id
+        if parent is not None and shard_of(parent) in self.shards:
+            return shard_of(parent)
         if request.task_id is not None:
             shard = chosen_shard(request.task_id, self.spread)
             return shard if shard in self.shards else 0
@@ -218,7 +225,7 @@ class AsyncSwarmClient:
         return await self._submit_to(
             self._new_shard(request),
             lambda a: a.submit.remote(request, principal=principal),
-            chosen=request.task_id is not None,
+            chosen=request.task_id is not None or request.parent_task_id is not None,
         )
 
     async def _submit_to(
@@ -226,7 +233,7 @@ class AsyncSwarmClient:
     ) -> T:
         """Send new tasks to `shard`; while it is away, to the next shard that answers.
 
-        Tasks whose callers chose their ids stay with the shard the id hashes to.
+        Tasks whose callers chose their ids (or parents) stay with the shard those name.
         """
         tried = 0
         while True:
@@ -256,7 +263,7 @@ class AsyncSwarmClient:
         async def one(shard: int, picked: list[int]) -> list[str | SwarmError]:
             batch = [requests[n] for n in picked]
             who = [principals[n] for n in picked]
-            chosen = any(r.task_id is not None for r in batch)
+            chosen = any(r.task_id is not None or r.parent_task_id is not None for r in batch)
             return await self._submit_to(
                 shard, lambda a: a.submit_many.remote(batch, who), chosen=chosen
             )
