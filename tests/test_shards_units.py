@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 import threading
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from swarm_ray.core.model._errors import InvalidSpecError
-from swarm_ray.runtime._ledger import OpenTaskLedger
+from swarm_ray.runtime._ledger import Ledger, OpenTaskLedger, open_ledger
 from swarm_ray.runtime._shards import (
     chosen_shard,
     mark,
@@ -67,9 +68,21 @@ def test_the_shard_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPa
             shards_from_env()
 
 
-def test_the_ledger_admits_exactly_the_limit_from_many_threads(tmp_path: Path) -> None:
-    """Two shards' ledgers on one file, 50 takes at once: exactly `limit` seats."""
-    ledgers = [OpenTaskLedger(tmp_path / "owners.db", k) for k in (0, 1)]
+@pytest.fixture(params=["sqlite", pytest.param("redis", marks=pytest.mark.redis)])
+def ledgers(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[list[Ledger]]:
+    """Two shards' ledgers on one place: `owners.db`, or one Redis server of the test's."""
+    if request.param == "sqlite":
+        yield [open_ledger(None, tmp_path, k) for k in (0, 1)]
+        return
+    from tests.conftest_redis import running_redis_server
+
+    (tmp_path / "redis").mkdir()
+    with running_redis_server(tmp_path / "redis") as url:
+        yield [open_ledger(url, tmp_path, k) for k in (0, 1)]
+
+
+def test_the_ledger_admits_exactly_the_limit_from_many_threads(ledgers: list[Ledger]) -> None:
+    """Two shards' ledgers, 50 takes at once: exactly `limit` seats."""
     admitted: list[str] = []
     start = threading.Barrier(50)
 
@@ -131,3 +144,8 @@ def test_shards_views_merge_into_one_swarm() -> None:
     assert [{"k": "v"}, 5.0] in metrics["counters"]["c"] and len(metrics["counters"]["c"]) == 3
     assert metrics["durations"]["agent"] == {"buckets": [2, 5.0], "sum": 5.0}
     assert metrics["tasks"] == {"completed": 5}
+
+
+def test_the_ledger_lives_where_the_store_does(tmp_path: Path) -> None:
+    assert isinstance(open_ledger(None, tmp_path, 1), OpenTaskLedger)
+    assert (tmp_path / "owners.db").exists()

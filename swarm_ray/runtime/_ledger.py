@@ -9,6 +9,9 @@ seats, refuse past the limit, or take one. A task gives its seat back when it en
 
 A shard that restarts rewrites its own seats from the tasks it reloads (`reseat`), so a
 seat a crash left behind (a task ended, its seat not given back) does not last.
+
+Shards whose store is Redis keep their seats there instead (`_ledger_redis`), so that
+shards on several nodes share them (`open_ledger` chooses).
 """
 
 from __future__ import annotations
@@ -17,6 +20,8 @@ import sqlite3
 import threading
 from collections.abc import Iterable
 from pathlib import Path
+from typing import Protocol
+from urllib.parse import urlsplit
 
 from swarm_ray.core.model._errors import StateStoreError
 
@@ -30,6 +35,25 @@ CREATE TABLE IF NOT EXISTS seats (
 );
 CREATE INDEX IF NOT EXISTS seats_owner ON seats (owner);
 """
+
+
+class Ledger(Protocol):
+    """What `_owners` asks of a ledger of open tasks, in SQLite or Redis."""
+
+    def take(self, owner: str, task_id: str, limit: int) -> int | None: ...
+    def give_back(self, task_id: str) -> None: ...
+    def reseat(self, open_tasks: Iterable[tuple[str, str]]) -> None: ...
+    def held(self, owner: str) -> int: ...
+
+
+def open_ledger(state_url: str | None, state_dir: Path, shard: int) -> Ledger:
+    """The ledger every shard of a swarm shares: in its Redis, else in `owners.db`."""
+    scheme = urlsplit(state_url).scheme.lower() if state_url and "://" in state_url else ""
+    if state_url is not None and scheme in ("redis", "rediss", "unix"):
+        from swarm_ray.runtime._ledger_redis import RedisOpenTaskLedger
+
+        return RedisOpenTaskLedger(state_url, shard)
+    return OpenTaskLedger(state_dir / "owners.db", shard)
 
 
 class OpenTaskLedger:

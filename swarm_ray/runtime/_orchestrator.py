@@ -71,7 +71,7 @@ from swarm_ray.runtime._intake import (
     plan_again,
     take_in_each,
 )
-from swarm_ray.runtime._ledger import OpenTaskLedger
+from swarm_ray.runtime._ledger import open_ledger
 from swarm_ray.runtime._listing import Listing
 from swarm_ray.runtime._metrics import SwarmMetrics
 from swarm_ray.runtime._otel import TaskTraces
@@ -139,7 +139,7 @@ class Orchestrator:
             DailySpend.from_env(self._store),
             self._layout.uploads,
             # Shards share one count of each owner's open tasks (`_ledger`).
-            OpenTaskLedger(home / "owners.db", shard) if sharded else None,
+            open_ledger(state_url, home, shard) if sharded else None,
         )
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)

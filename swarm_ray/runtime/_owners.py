@@ -24,7 +24,7 @@ from swarm_ray.core.guards._principal import Principal
 from swarm_ray.core.model._errors import BudgetExceededError, StateStoreError
 from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.runtime._intake import named_uploads
-from swarm_ray.runtime._ledger import OpenTaskLedger
+from swarm_ray.runtime._ledger import Ledger
 from swarm_ray.runtime._spend import DailySpend
 from swarm_ray.runtime._tasks import TaskTable
 from swarm_ray.runtime._uploads import Uploads
@@ -43,7 +43,7 @@ class Owners:
         limits: RequestLimits,
         spend: DailySpend,
         uploads: Uploads,
-        ledger: OpenTaskLedger | None = None,
+        ledger: Ledger | None = None,
     ) -> None:
         self._drivers = drivers
         self._limits = limits
