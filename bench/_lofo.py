@@ -115,16 +115,9 @@ def read_family(family: str, cache: Path | None = None) -> list[Read]:
         found = document_candidates(document, fields)
         base = {"entity": document.file_name, "document_id": document.document_id,
                 "source": document.file_name}  # fmt: skip
-        # Today's rules read the pages the job lays out (`names_a_field`), not the series
-        # tables the learned path lays out too: their figures are the job's own.
-        job_pages = tuple(
-            p.number
-            for p in document.pages
-            if p.number in document.focus_pages
-            and (p.number == 1 or (names is not None and names(p.text)))
-        )
-        job = document.model_copy(update={"focus_pages": job_pages})
-        chosen = table_links(job, fields, document.file_name).chosen
+        # Today's rules read the pages the job lays out (`focus_of`: those naming a field,
+        # and tables of parts), as the learned path does: their figures are the job's own.
+        chosen = table_links(document, fields, document.file_name).chosen
         facts = normalise_facts(chosen_facts(chosen, fields, base)).facts
         rows = tuple(
             _row(

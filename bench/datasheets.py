@@ -59,6 +59,7 @@ from swarm_ray.documents import (
     parse_pdf,
 )
 from swarm_ray.documents._job import list_pdfs, main
+from swarm_ray.documents._quantities import focus_of
 from swarm_ray.documents._table import names_a_field
 from swarm_ray.testing.score import FactKey, score_facts
 
@@ -92,7 +93,7 @@ def in_process(paths: list[str]) -> tuple[dict[str, list[FactKey]], float, float
     dimension = Dimension(name="fields", fields=tuple(f.spec for f in BENCH_FIELDS))
     found: dict[str, list[FactKey]] = defaultdict(list)
     parse_s = extract_s = 0.0
-    focus = names_a_field(dimension.fields)
+    focus = focus_of(names_a_field(dimension.fields))
     for path in paths:
         started = time.perf_counter()
         document = parse_pdf(path, focus=focus)
@@ -166,7 +167,7 @@ def time_manual(pages: int) -> None:
         write_manual(path, pages)
         baseline, count = pdfium_seconds([str(path)])
         started = time.perf_counter()
-        document = parse_pdf(path, focus=names_a_field(dimension.fields))
+        document = parse_pdf(path, focus=focus_of(names_a_field(dimension.fields)))
         parsed = time.perf_counter()
         result = extract_facts(document, [dimension])
         done = time.perf_counter()
@@ -208,7 +209,7 @@ def report(score: ExtractionScore, *, verbose: bool) -> None:
 def family_rows(paths: list[str], fields: list[str]) -> tuple[list[dict[str, object]], float]:
     """In process: the rows `facts.parquet` would hold for `paths`, and the seconds taken."""
     dimension = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in fields))
-    focus = names_a_field(dimension.fields)
+    focus = focus_of(names_a_field(dimension.fields))
     rows: list[dict[str, object]] = []
     started = time.perf_counter()
     for path in paths:

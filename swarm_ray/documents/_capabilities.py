@@ -54,6 +54,7 @@ from swarm_ray.documents._llm_extract import (
 )
 from swarm_ray.documents._llm_facts import asked_fields, unplaced_fields
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
+from swarm_ray.documents._quantities import focus_of
 from swarm_ray.documents._report import ReportFiles
 from swarm_ray.documents._request_limits import count_fields
 from swarm_ray.documents._stage_inputs import (
@@ -74,7 +75,9 @@ __all__ = ["documents_catalog"]
 
 def parse_document(data: ParseIn) -> ParsedDocument:
     """Parse one PDF (raises `DocumentParseError` naming the file and the reason)."""
-    return parse_pdf(data.path, max_pages=data.max_pages, focus=names_a_field(data.fields))
+    return parse_pdf(
+        data.path, max_pages=data.max_pages, focus=focus_of(names_a_field(data.fields))
+    )
 
 
 def _dimension(data: ExtractIn) -> Dimension:

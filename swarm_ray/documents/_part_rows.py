@@ -52,7 +52,12 @@ def own_row_links(
     document: ParsedDocument, fields: Sequence[FieldSpec], source: str
 ) -> dict[str, list[Candidate]]:
     """Per field key, the links of the file's own row in its tables of parts."""
-    pages = tuple(p for p in document.pages if p.boxes and series_page(p.text))
+    focus = set(document.focus_pages)
+    pages = tuple(
+        p
+        for p in document.pages
+        if p.boxes and (not focus or p.number in focus) and series_page(p.text)
+    )
     numeric = [s for s in fields if s.kind not in (TEXT, COUNT)]
     if not pages or not numeric:
         return {}
