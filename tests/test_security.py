@@ -333,6 +333,21 @@ def test_task_ids_are_scoped_to_their_principal(tenants: Tenants) -> None:
         assert report["state"] == "completed"
 
 
+def test_an_id_naming_a_shard_that_does_not_run_is_refused_not_misplaced(
+    tenants: Tenants,
+) -> None:
+    # A chosen id ending in `--s{k}` would be routed by its id to shard k: placed on
+    # another shard, its task could never be found again. It is refused by name, and a
+    # lookup of any such id is a plain 404.
+    with tenants.http("alice") as alice:
+        for task_id in ("job--s1", "job--s999"):
+            body = {"template": "echo_fanout", "items": ["a"], "task_id": task_id}
+            refused = alice.post("/v1/tasks", json=body)
+            assert refused.status_code in (400, 422), refused.text
+            assert task_id in refused.text and "does not run" in refused.text
+            assert alice.get(f"/v1/tasks/{task_id}").status_code == 404
+
+
 def test_provenance_needs_the_owner_and_gives_inputs_only_on_request(tenants: Tenants) -> None:
     with tenants.http("alice") as alice, tenants.http("bob") as bob, tenants.http("root") as root:
         task_id = alice.post(

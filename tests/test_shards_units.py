@@ -149,3 +149,23 @@ def test_shards_views_merge_into_one_swarm() -> None:
 def test_the_ledger_lives_where_the_store_does(tmp_path: Path) -> None:
     assert isinstance(open_ledger(None, tmp_path, 1), OpenTaskLedger)
     assert (tmp_path / "owners.db").exists()
+
+
+def test_a_chosen_id_may_name_only_a_shard_that_runs() -> None:
+    # An id ending in `--s5` placed on another shard would be routed by its id to shard 5
+    # (now, or once N grows) and never found again: it is refused by name instead.
+    from swarm_ray.core.model._task import TaskRequest
+    from swarm_ray.runtime._aclient import AsyncSwarmClient
+
+    def chosen(task_id: str) -> TaskRequest:
+        return TaskRequest(template="echo_fanout", items=("a",), task_id=task_id)
+
+    two = AsyncSwarmClient(object(), shards={0: object(), 1: object()}, spread=2)
+    assert two._new_shard(chosen("job--s1")) == 1
+    assert two._new_shard(chosen("job-7")) == chosen_shard("job-7", 2)
+    with pytest.raises(InvalidSpecError, match=r"job--s5.*shard 5"):
+        two._new_shard(chosen("job--s5"))
+    lone = AsyncSwarmClient(object())
+    assert lone._new_shard(chosen("job-7")) == 0
+    with pytest.raises(InvalidSpecError, match="shard 1"):
+        lone._new_shard(chosen("job--s1"))

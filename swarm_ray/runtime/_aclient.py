@@ -34,6 +34,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import time
 from collections.abc import AsyncGenerator, Awaitable, Callable, Mapping, Sequence
 from typing import Any, TypeVar
 
@@ -44,6 +45,7 @@ from swarm_ray.core.driver._children import ChildOutcome
 from swarm_ray.core.guards._principal import Principal
 from swarm_ray.core.model._errors import (
     AnswerRefusedError,
+    InvalidSpecError,
     OrchestratorUnavailableError,
     SwarmError,
     TaskNotFoundError,
@@ -63,6 +65,8 @@ _RETRY_S = 0.2
 """Pause between calls that met the orchestrator away (restarting)."""
 _WAIT_STEP_S = 5.0
 """Longest single wait call: a restart in between is ridden out, not waited through."""
+_ABSENT_S = 5.0
+"""How long a shard an id named and the GCS did not know is taken to be absent."""
 
 
 class AsyncSwarmClient:
@@ -101,6 +105,8 @@ class AsyncSwarmClient:
         self.spread = max(1, min(spread, len(self.shards)))
         self.name = name
         self._turn = itertools.count()
+        self._absent: dict[int, float] = {}
+        """When each shard an id named was last looked up and not found (monotonic s)."""
 
     def __repr__(self) -> str:
         shards = f", shards={len(self.shards)}" if len(self.shards) > 1 else ""
@@ -127,11 +133,16 @@ class AsyncSwarmClient:
             return self.actor  # one orchestrator: every id is its own, as always
         shard = shard_of(task_id)
         actor = self.shards.get(shard)
-        if actor is None and self.name is not None:
+        recently = time.monotonic() - self._absent.get(shard, -_ABSENT_S) < _ABSENT_S
+        if actor is None and self.name is not None and not recently:
+            # A blocking lookup in the GCS: ids naming shards that do not run (a caller
+            # can write any) cost one lookup per shard per `_ABSENT_S`, not one a request.
             namespace, _, name = self.name.partition("/")
-            with contextlib.suppress(ValueError):  # no such shard runs
+            try:
                 actor = ray.get_actor(shard_name(name, shard), namespace=namespace)
                 self.shards[shard] = actor
+            except ValueError:  # no such shard runs
+                self._absent[shard] = time.monotonic()
         if actor is None:
             raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
         return actor
@@ -146,8 +157,15 @@ class AsyncSwarmClient:
         if parent is not None and shard_of(parent) in self.shards:
             return shard_of(parent)
         if request.task_id is not None:
-            shard = chosen_shard(request.task_id, self.spread)
-            return shard if shard in self.shards else 0
+            named = shard_of(request.task_id)
+            if named and named not in self.shards:
+                # Placed on another shard, the task would be routed by its id to this one
+                # (now or once N grows) and never found again.
+                raise InvalidSpecError(
+                    f"task id `{request.task_id}` names orchestrator shard {named}, which "
+                    "does not run: a chosen id may not end in `--s<number>`"
+                )
+            return chosen_shard(request.task_id, self.spread)
         return next(self._turn) % self.spread
 
     @classmethod
@@ -250,25 +268,27 @@ class AsyncSwarmClient:
     ) -> list[str | SwarmError]:
         """`submit` for each request in one call; each gets its task id or its own error.
 
-        Sharded, one call per shard, side by side.
+        Sharded, one call per shard, side by side. A request whose chosen id names a shard
+        that does not run gets its own error; the rest of the batch goes on.
         """
-        if not self.sharded:
-            return await self._call(
-                lambda a: a.submit_many.remote(list(requests), list(principals))
-            )
+        answers: list[str | SwarmError | None] = [None] * len(requests)
         groups: dict[int, list[int]] = {}
         for n, request in enumerate(requests):
-            groups.setdefault(self._new_shard(request), []).append(n)
+            try:
+                groups.setdefault(self._new_shard(request), []).append(n)
+            except InvalidSpecError as exc:
+                answers[n] = exc
 
         async def one(shard: int, picked: list[int]) -> list[str | SwarmError]:
             batch = [requests[n] for n in picked]
             who = [principals[n] for n in picked]
+            if not self.sharded:  # one orchestrator: today's one call
+                return await self._call(lambda a: a.submit_many.remote(batch, who))
             chosen = any(r.task_id is not None or r.parent_task_id is not None for r in batch)
             return await self._submit_to(
                 shard, lambda a: a.submit_many.remote(batch, who), chosen=chosen
             )
 
-        answers: list[str | SwarmError | None] = [None] * len(requests)
         found = await asyncio.gather(*(one(k, picked) for k, picked in groups.items()))
         for picked, got in zip(groups.values(), found, strict=True):
             for n, answer in zip(picked, got, strict=True):
