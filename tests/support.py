@@ -124,3 +124,14 @@ def wait_until(
             return value
         time.sleep(0.05)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+def delete_serve_apps(*names: str) -> None:
+    """Delete Serve applications together: each stops its replicas at once, and the wait
+    is for the slowest, not the sum (about 3 s an app one by one)."""
+    from ray import serve
+
+    for name in names:
+        serve.delete(name, _blocking=False)
+    for name in names:
+        serve.delete(name)  # an app already gone answers at once

@@ -24,6 +24,7 @@ import ray
 import swarm_ray
 from swarm_ray import SwarmClient, TaskState
 from swarm_ray.cli import main
+from tests.support import delete_serve_apps
 
 pytestmark = [pytest.mark.ray, pytest.mark.timeout(300)]
 needs_mcp = pytest.mark.skipif(
@@ -40,7 +41,6 @@ ROW_SCHEMA = {
 
 @pytest.fixture(scope="module")
 def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[SwarmClient]:
-    from ray import serve
     from ray.serve.exceptions import RayServeException
 
     client = swarm_ray.connect(
@@ -55,8 +55,7 @@ def agents(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) -> Itera
     yield client
     client.shutdown()
     with contextlib.suppress(RayServeException):  # no Serve app was deployed
-        for app in ("test-agent-scripted", "test-research-row"):
-            serve.delete(f"swarm-{app}")
+        delete_serve_apps("swarm-test-agent-scripted", "swarm-test-research-row")
 
 
 def script(*steps: dict[str, Any], row: dict[str, Any] | None = None) -> str:

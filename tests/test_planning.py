@@ -11,7 +11,6 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from ray import serve
 
 from swarm_ray import (
     InvalidSpecError,
@@ -20,6 +19,7 @@ from swarm_ray import (
     TaskState,
     UnknownCapabilityError,
 )
+from tests.support import delete_serve_apps
 
 pytestmark = pytest.mark.timeout(300)
 
@@ -40,8 +40,8 @@ def planning_swarm(ray_cluster: None, tmp_path_factory: pytest.TempPathFactory) 
     )
     yield client
     client.shutdown()
-    for app in ("test-planning-good", "test-planning-cyclic", "llm-planning-plan"):
-        serve.delete(f"swarm-{app}")
+    apps = ("test-planning-good", "test-planning-cyclic", "llm-planning-plan")
+    delete_serve_apps(*(f"swarm-{app}" for app in apps))
 
 
 def _events(client: SwarmClient, task_id: str) -> list[Any]:
