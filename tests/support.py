@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from typing import Any
 
+import pytest
 from pydantic import BaseModel
 
 from swarm_ray import BreakerPolicy, CapabilitySpec, RetryPolicy, SubTaskResult, TaskTemplate
@@ -135,3 +137,13 @@ def delete_serve_apps(*names: str) -> None:
         serve.delete(name, _blocking=False)
     for name in names:
         serve.delete(name)  # an app already gone answers at once
+
+
+OWN_CLUSTER = pytest.mark.skipif(
+    os.environ.get("SWARM_RAY_CLUSTER_TESTS") != "1",
+    reason="clusters of their own: SWARM_RAY_CLUSTER_TESTS=1 (`.ci/run` runs them alone)",
+)
+"""Tests that start clusters of their own (`ray start`, `Cluster`) and run whole jobs on
+them: beside the suite's session cluster on 2 cores they ran for minutes and missed
+their deadlines, or kept it idle while they ran, so `.ci/run` runs them alone after
+the suite."""

@@ -29,6 +29,7 @@ import pytest
 from swarm_ray.core.model._capability import Resources
 from swarm_ray.runtime._placement import Cluster
 from tests.ray_head import ray_head
+from tests.support import OWN_CLUSTER
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = [sys.executable, str(ROOT / "jobs" / "compare_documents.py"), "--samples", "20"]
@@ -63,15 +64,6 @@ def test_resources_no_node_has_are_named(monkeypatch: pytest.MonkeyPatch) -> Non
     assert cluster.unplaceable("a.b.c", Resources(num_cpus=4.0)) is not None
     monkeypatch.setenv("SWARM_RAY_AUTOSCALING", "1")  # an autoscaler may add a GPU node
     assert cluster.unplaceable("a.b.c", Resources(num_cpus=0.5, num_gpus=1)) is None
-
-
-OWN_CLUSTER = pytest.mark.skipif(
-    os.environ.get("SWARM_RAY_CLUSTER_TESTS") != "1",
-    reason="clusters of their own: SWARM_RAY_CLUSTER_TESTS=1 (`.ci/run` runs them alone)",
-)
-"""Tests that start clusters of their own (`ray start`, `Cluster`) and run whole jobs on
-them: beside the suite's session cluster on 2 cores they ran for minutes and missed
-their deadlines, so `.ci/run` runs them alone after the suite."""
 
 
 @pytest.fixture(scope="module")

@@ -19,15 +19,12 @@ from typing import Any
 
 import pytest
 
+from tests.support import OWN_CLUSTER
+
 pytestmark = [
     pytest.mark.ray,
     pytest.mark.timeout(900),
-    # A cluster of its own (a head and two workers): `.ci/run` runs it with the other
-    # such tests, after the suite, instead of beside the suite's idle session cluster.
-    pytest.mark.skipif(
-        os.environ.get("SWARM_RAY_CLUSTER_TESTS") != "1",
-        reason="a cluster of its own: SWARM_RAY_CLUSTER_TESTS=1 (`.ci/run` runs it alone)",
-    ),
+    OWN_CLUSTER,  # a head and two workers of its own
 ]
 
 SCENARIO = Path(__file__).with_name("node_loss.py")
