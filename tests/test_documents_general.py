@@ -12,6 +12,7 @@
 from __future__ import annotations
 
 import re
+from pathlib import Path
 
 import pytest
 
@@ -231,3 +232,57 @@ def test_a_column_its_header_names_but_gives_no_unit_is_in_the_declared_unit() -
     dimension = Dimension(name="fields", fields=(parse_field_arg("zener impedance:Ω:max"),))
     facts = extract_facts(_series_page("xz4742_vendor.pdf"), [dimension]).facts
     assert [(f.field, f.value, f.unit) for f in facts] == [("zener impedance", 9.0, "Ω")]
+
+
+_TURNS = {  # display (x right, y up) -> PDF space for a page of /Rotate r: (a, b, c, d, e, f)
+    0: lambda w, h: (1, 0, 0, 1, 0, 0),
+    90: lambda w, h: (0, 1, -1, 0, w, 0),
+    180: lambda w, h: (-1, 0, 0, -1, w, h),
+    270: lambda w, h: (0, -1, 1, 0, 0, h),
+}
+
+
+def _turned_table(tmp_path: Path, rotate: int, sideways: bool) -> str:
+    """A series table that reads upright on screen, on a page turned `rotate` degrees
+    (`/Rotate`), or drawn turned on an upright page where `sideways`."""
+    from reportlab.pdfgen.canvas import Canvas
+
+    path = str(tmp_path / f"xz4742_turned_{rotate}_{sideways}.pdf")
+    width, height = 595.0, 842.0
+    canvas = Canvas(path, pagesize=(width, height))
+    if not sideways:
+        canvas.setPageRotation(rotate)
+    canvas.transform(*_TURNS[rotate](width, height))
+    rows = [
+        [(60, "Type"), (120, "Zener voltage"), (220, "Test current")],
+        [(120, "VZ (V)"), (220, "IZT (mA)")],
+        [(60, "XZ4741"), (130, "11"), (230, "23")],
+        [(60, "XZ4742"), (130, "12"), (230, "21")],
+        [(60, "XZ4743"), (130, "13"), (230, "19")],
+    ]
+    canvas.setFont("Helvetica", 9)
+    for i, row in enumerate(rows):
+        for x, text in row:
+            canvas.drawString(x, 500 - 14 * i, text)
+    canvas.save()
+    return path
+
+
+@pytest.mark.parametrize(
+    ("rotate", "sideways"),
+    [(0, False), (90, False), (180, False), (270, False), (90, True), (270, True)],
+)
+def test_a_turned_page_is_read_in_its_reading_direction(
+    tmp_path: Path, rotate: int, sideways: bool
+) -> None:
+    from swarm_ray.documents import parse_pdf
+    from swarm_ray.documents._layout import rows
+
+    document = parse_pdf(_turned_table(tmp_path, rotate, sideways))
+    lines = [row.text for row in rows(document.pages[0].boxes)]
+    assert "XZ4742\t12\t21" in lines, lines  # one row, its cells left to right
+    assert lines.index("Type\tZener voltage\tTest current") < lines.index("XZ4742\t12\t21")
+    fields = [parse_field_arg("zener voltage:V"), parse_field_arg("zener test current:mA")]
+    found = document_candidates(document, fields)
+    assert {c.scaled for c in found.per_field["zener voltage"] if c.header} == {12.0}
+    assert {c.scaled for c in found.per_field["zener test current"] if c.header} == {21.0}

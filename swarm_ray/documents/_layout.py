@@ -9,12 +9,17 @@ what a table cell or a line of prose looks like. A character set smaller and rai
 a digit or a letter is a footnote or superscript mark and is left out of the box, so
 `85¹` reads `85`. `rows` groups boxes into visual rows, left to right.
 
-Coordinates are PDF points from the page's top-left corner, y growing downwards.
+Coordinates are PDF points from the page's top-left corner as it reads, y growing
+downwards. A page turned a quarter (a landscape table, by `/Rotate` or by text drawn
+sideways) is read in its own reading direction: the commonest rotation of its characters
+sets which way is right and which way is down.
 """
 
 from __future__ import annotations
 
 import ctypes
+import math
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -80,15 +85,41 @@ def _close(box: _Open | None, out: list[TextBox]) -> None:
         )
 
 
-def page_boxes(textpage: Any, page_height: float) -> list[TextBox]:
+_QUARTERS = ((1, 0), (0, -1), (-1, 0), (0, 1))
+"""Reading directions in PDF space (y up) for PDFium's character angles, a quarter turn
+clockwise each: upright, then turned right, upside down, turned left."""
+
+
+def reading_direction(raw: Any, count: int, samples: int = 600) -> tuple[int, int]:
+    """The direction a page's text runs, as a unit vector in PDF space (y up).
+
+    It is the commonest rotation among up to `samples` of its characters, to a quarter
+    turn.
+    """
+    votes: Counter[int] = Counter()
+    for index in range(0, count, max(1, count // samples)):
+        if pdfium_c.FPDFText_GetUnicode(raw, index) <= 0x20:
+            continue
+        angle = pdfium_c.FPDFText_GetCharAngle(raw, index)  # radians clockwise; -1: none
+        if angle >= 0:
+            votes[round(angle / (math.pi / 2)) % 4] += 1
+    return _QUARTERS[votes.most_common(1)[0][0]] if votes else _QUARTERS[0]
+
+
+def page_boxes(textpage: Any, width: float, height: float) -> list[TextBox]:
     """Group a PDFium text page's characters into boxes (the caller holds PDFium's lock).
 
     Args:
         textpage: A `pypdfium2.PdfTextPage` (its `raw` handle is read).
-        page_height: The page's height in points, to measure y from the top.
+        width: The page's width in points, before any `/Rotate`.
+        height: The page's height in points, before any `/Rotate`.
     """
     raw = textpage.raw
     count = pdfium_c.FPDFText_CountChars(raw)
+    dx, dy = reading_direction(raw, count)
+    # Reading coordinates: x along the text, y from its top down; offsets keep both >= 0.
+    x_at = (width if dx < 0 else 0.0) + (height if dy < 0 else 0.0)
+    y_at = (width if dy < 0 else 0.0) + (height if dx > 0 else 0.0)
     rect = pdfium_c.FS_RECTF()
     out: list[TextBox] = []
     box: _Open | None = None
@@ -107,8 +138,10 @@ def page_boxes(textpage: Any, page_height: float) -> list[TextBox]:
             continue
         if not pdfium_c.FPDFText_GetLooseCharBox(raw, index, ctypes.byref(rect)):
             continue
-        top, bottom = page_height - rect.top, page_height - rect.bottom
-        left, right = rect.left, rect.right
+        xs = (dx * rect.left + dy * rect.bottom, dx * rect.right + dy * rect.top)
+        ys = (dy * rect.left - dx * rect.bottom, dy * rect.right - dx * rect.top)
+        left, right = x_at + min(xs), x_at + max(xs)
+        top, bottom = y_at + min(ys), y_at + max(ys)
         size = max(bottom - top, 0.1)
         if box is not None:
             gap = left - box.x1

@@ -213,6 +213,15 @@ def _clean(text: str) -> str:
     return _CONTROL.sub("", text)
 
 
+def _unrotated_size(page: Any) -> tuple[float, float]:
+    """A page's width and height in points before its `/Rotate`.
+
+    PDFium reports the page's size turned, and its character boxes unturned.
+    """
+    width, height = float(page.get_width()), float(page.get_height())
+    return (height, width) if page.get_rotation() in (90, 270) else (width, height)
+
+
 def _page_text(
     pdf: Any,
     index: int,
@@ -227,7 +236,7 @@ def _page_text(
         room.take(int(textpage.count_chars()), index)  # before the text is copied out
         text = _clean(str(textpage.get_text_range()))
         wanted = text.strip() and (focus is None or index == 0 or focus(text))
-        boxes = page_boxes(textpage, float(page.get_height())) if wanted else []
+        boxes = page_boxes(textpage, *_unrotated_size(page)) if wanted else []
         return text, tuple(boxes)
     except pdfium.PdfiumError as error:
         warnings.append(ParseWarning(code="page_error", message=str(error), page=index + 1))
