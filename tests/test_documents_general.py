@@ -31,6 +31,8 @@ from tests.test_documents_linking import _doc, _facts, _names
     [
         ("zener test current", "Test Current IZT mA", True),
         ("zener test current", "I ZT", True),  # a subscript set on the line below
+        ("zener test current", "TEST CURRENT IZtest (mA)", True),  # the last one in full
+        ("zener test current", "IZener", False),  # only the last
         ("zener voltage", "Nominal Zener Voltage VZ @ IZT", True),
         ("junction temperature", "TJ", True),
         ("power dissipation", "Ptot", True),
@@ -286,3 +288,13 @@ def test_a_turned_page_is_read_in_its_reading_direction(
     found = document_candidates(document, fields)
     assert {c.scaled for c in found.per_field["zener voltage"] if c.header} == {12.0}
     assert {c.scaled for c in found.per_field["zener test current"] if c.header} == {21.0}
+
+
+def test_a_case_number_is_a_package_where_no_outline_code_is_named() -> None:
+    from swarm_ray.documents._terms import shaped_value, term_mentions
+
+    assert shaped_value("outline", "AXIAL LEAD CASE 17 PLASTIC") == "CASE 17"
+    assert shaped_value("outline", "CASE 221A-09 TO-220AB") == "TO-220AB"
+    assert shaped_value("outline", "in case 17 of them") is None  # prose, not a number
+    named = _placed([[(60, "CASE 221A-09")], [(60, "TO-220AB")], [(60, "CASE 221A-09")]], "x.pdf")
+    assert [m.term for m in term_mentions("outline", named)] == ["TO-220AB", "CASE 221A-09"]

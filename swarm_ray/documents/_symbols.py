@@ -114,8 +114,9 @@ def _subscripts(words: list[str]) -> list[str] | None:
     """Regex alternatives for the subscript of `words`, or `None` if one has no letter.
 
     A word with no usual spelling is written by its initial (`zener test current` ->
-    `IZT`, `junction temperature` -> `TJ`), as IEC 60747 writes most qualifiers; a name
-    of more than three such words has no symbol anyone writes.
+    `IZT`, `junction temperature` -> `TJ`), as IEC 60747 writes most qualifiers, and the
+    last of two or more also in full (`IZtest`); a name of more than three such words
+    has no symbol anyone writes.
     """
     for pair, joined in _PAIRS.items():
         if tuple(words[:2]) == pair:
@@ -123,15 +124,16 @@ def _subscripts(words: list[str]) -> list[str] | None:
             return [s + r for s in joined for r in rest or []] or None
     options = [""]
     unknown = 0
-    for word in words:
-        if word in _SILENT or (word in _QUANTITY and word not in _TERMINAL):
-            continue  # `power dissipation`: the quantity's own letter says `power`
+    kept = [w for w in words if not (w in _SILENT or (w in _QUANTITY and w not in _TERMINAL))]
+    for at, word in enumerate(kept):  # `power dissipation`: `P` already says `power`
         spellings = _TERMINAL.get(word)
         if spellings is None:
             if not word.isalpha():
                 return None
             unknown += 1
-            spellings = (word[0].upper(),)
+            # The last qualifier may also be written out, lower case (`IZtest`, `VZnom`).
+            last = at == len(kept) - 1 and at > 0
+            spellings = (word[0].upper(), word) if last else (word[0].upper(),)
         options = [o + s for o in options for s in spellings]
     if unknown > 2:
         return None

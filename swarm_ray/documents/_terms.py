@@ -6,7 +6,8 @@ a drawing's title, an ordering table or a feature line. Some text fields recur a
 every kind of electronic part, and their values are drawn from public vocabularies:
 
 - **package**: outline codes of JEDEC, JEITA and IEC (`TO-220AB`, `DO-41`, `SOT-23`,
-  `SOIC-8`, `QFN32`, `SC-67`, `PG-TO220`, `D2PAK`);
+  `SOIC-8`, `QFN32`, `SC-67`, `PG-TO220`, `D2PAK`), and case outline numbers as their
+  vendors print them in capitals (`CASE 17`, `CASE 318-08`);
 - **logic function**: the Boolean function of a gate (`NAND`, `NOR`, `XOR`, `AND`, `OR`,
   `inverter`, `buffer`), named where gates or buffers are.
 
@@ -33,6 +34,9 @@ _OUTLINE = re.compile(
     r"SMC|SMAF|MELF|PowerPAK|TDSON|HSOP)-?\d{1,4}[A-Z]{0,3}(?:-\d{1,3})?(?![\w-])"
     r"|(?<![\w-])(?:D2PAK|DPAK|IPAK|I2PAK|D3PAK)(?![\w-])"
 )
+_CASE = re.compile(r"(?<![\w-])CASE \d{1,4}[A-Z]?(?:-\d{2})?(?![\w-])")
+"""A vendor's case outline number, printed in capitals (`CASE 17`, `CASE 221A-09`): the
+package where no standard outline code is named, a second name where one is."""
 _LOGIC = {
     "NAND": re.compile(r"\bNAND\b"),
     "NOR": re.compile(r"\bNOR\b"),
@@ -74,7 +78,7 @@ def shaped_value(shape: str, text: str) -> str | None:
     """The term of `shape` that `text` names first, if any (`TO-220AB` in `S D G TO-220AB`)."""
     text = text.translate(_HYPHENS)
     if shape == "outline":
-        match = _OUTLINE.search(text)
+        match = _OUTLINE.search(text) or _CASE.search(text)
         return match.group(0) if match else None
     found = [(m.start(), term) for term, regex in _LOGIC.items() if (m := regex.search(text))]
     return min(found)[1] if found else None
@@ -93,11 +97,13 @@ def term_mentions(shape: str, document: ParsedDocument) -> list[TermMention]:
                 left = max(0, start - 60)
                 first[term] = (order, page.number, " ".join(flat[left : start + 60].split()))
                 order += 1
-    ranked = sorted(counts, key=lambda t: (-counts[t], first[t][0]))
+    # A case number ranks after every standard outline code the document names.
+    ranked = sorted(counts, key=lambda t: (_CASE.match(t) is not None, -counts[t], first[t][0]))
     return [TermMention(t, first[t][1], first[t][2], counts[t]) for t in ranked]
 
 
 def _mentions(shape: str, text: str) -> list[tuple[str, int]]:
     if shape == "outline":
-        return [(m.group(0), m.start()) for m in _OUTLINE.finditer(text)]
+        found = [*_OUTLINE.finditer(text), *_CASE.finditer(text)]
+        return [(m.group(0), m.start()) for m in found]
     return [(term, m.start()) for term, regex in _LOGIC.items() for m in regex.finditer(text)]
