@@ -169,7 +169,8 @@ def test_the_open_task_limit_is_exact_across_shards(shards: SwarmClient) -> None
 def test_the_gateway_routes_by_id_and_a_down_shard_fails_only_its_own(
     shards: SwarmClient, serve_port: int, tmp_path: Path
 ) -> None:
-    """404 for an id naming no shard; 503 with `Retry-After` for a down shard's task.
+    """404 for an id naming no shard; 503 with `Retry-After` for a down shard's task, and
+    a listing without its tasks, naming it.
 
     Last of the tests on `shards`: it kills shard 1 for good.
     """
@@ -214,6 +215,12 @@ def test_the_gateway_routes_by_id_and_a_down_shard_fails_only_its_own(
             assert down.status_code == 503 and down.headers["retry-after"] == "2", down.text
             up = http.get(f"/v1/tasks/{next(t for t in ids if shard_of(t) == 0)}")
             assert up.status_code == 200
+            # A listing leaves the down shard's tasks out and names it, and fails no one.
+            listed = http.get("/v1/tasks")
+            assert listed.status_code == 200, listed.text
+            assert listed.headers["x-swarm-shards-down"] == "1"
+            assert {t["task_id"] for t in listed.json()} >= {t for t in ids if shard_of(t) == 0}
+            assert not [t["task_id"] for t in listed.json() if shard_of(t["task_id"]) == 1]
             assert http.get("/health").json() == {"status": "degraded"}
             # New tasks go to the shard that answers.
             for _ in range(2):

@@ -107,6 +107,47 @@ def test_the_ledger_admits_exactly_the_limit_from_many_threads(ledgers: list[Led
     assert ledgers[0].held("alice") == 1 + on_1
 
 
+DAY = 1_796_256_000.0  # 2026-12-03 00:00 UTC
+
+
+def test_a_daily_budget_holds_across_shards_on_their_shared_book(
+    ledgers: list[Ledger], tmp_path: Path
+) -> None:
+    """Two shards' spend on one book: each sees the other's open and ended tasks."""
+    from swarm_ray.core.model._subtask import TokenUsage
+    from swarm_ray.runtime._spend import DailySpend, parse_daily_budgets
+    from swarm_ray.runtime._store import SQLiteStateStore
+
+    now = [DAY + 3600]
+    limits = parse_daily_budgets('{"alice": {"max_cost": 1.0, "max_tokens": 500}}')
+    spend = [
+        DailySpend(limits, SQLiteStateStore(tmp_path / f"s{k}.db"), lambda: now[0], book=book)
+        for k, book in enumerate(ledgers)
+    ]
+    spend[0].ended("alice", "t0", TokenUsage(cost=0.4, prompt_tokens=100))
+    spend[1].running("alice", "t1", TokenUsage(cost=0.2))  # open on shard 1, so far
+    spend[1].running("alice", "t1", TokenUsage(cost=0.3, completion_tokens=50))  # set, not added
+    for shard in spend:
+        assert shard.today("alice").cost == pytest.approx(0.7)
+        assert shard.today("alice").total_tokens == 150
+        assert shard.over("alice", new=True) is None
+    spend[1].ended("alice", "t1", TokenUsage(cost=0.35, completion_tokens=60))
+    spend[1].ended("alice", "t1", TokenUsage(cost=0.35, completion_tokens=60))  # replayed
+    spend[0].running("alice", "t2", TokenUsage(cost=0.3))
+    over = spend[1].over("alice")  # shard 1 stops for what shards 0 and 1 spent together
+    assert over is not None and over.details["limit"] == "daily.max_cost"
+    assert over.details["value"] == pytest.approx(1.05)
+    assert spend[0].today("bob").cost == 0.0  # another owner's tally is its own
+    spend[0].running("bob", "t3", TokenUsage(cost=5.0))  # no budget for bob: no line
+    assert spend[1].today("bob").cost == 0.0
+    now[0] += 86_400  # a task open past midnight counts on the day it spends
+    spend[0].running("alice", "t2", TokenUsage(cost=0.3))
+    assert spend[1].today("alice").cost == pytest.approx(0.3)
+    assert spend[1].over("alice", new=True) is None
+    now[0] -= 86_400
+    assert spend[1].today("alice").cost == pytest.approx(0.75)  # t2 left yesterday's sum
+
+
 def test_shards_views_merge_into_one_swarm() -> None:
     from swarm_ray.runtime._merge import merge_health, merge_info, merge_metrics
 

@@ -74,6 +74,8 @@ from swarm_ray.runtime._uploads import UploadInfo, Uploads
 __all__ = ["Gateway", "app", "build_app"]
 
 T = TypeVar("T")
+SHARDS_DOWN_HEADER = "X-Swarm-Shards-Down"
+"""On a task listing: the orchestrator shards that did not answer, whose tasks it lacks."""
 
 _TASK_ID = PathParam(pattern=r"^[A-Za-z0-9_\-]{1,80}$", description="A task id.")
 _SUBTASK_ID = PathParam(
@@ -262,10 +264,19 @@ class Gateway:
 
     @app.get("/v1/tasks", response_model=list[TaskStatus], responses=_ERRORS)
     async def list_tasks(
-        self, caller: Caller, limit: Annotated[int, Query(ge=1, le=1000)] = 100
+        self,
+        caller: Caller,
+        response: Response,
+        limit: Annotated[int, Query(ge=1, le=1000)] = 100,
     ) -> list[TaskStatus]:
-        """The caller's newest tasks first (an admin's: everyone's)."""
-        tasks = await self._call(self._swarm.tasks(limit, principal=caller))
+        """The caller's newest tasks first (an admin's: everyone's).
+
+        With orchestrator shards, a shard that is down leaves its tasks out: the list
+        comes back, with `X-Swarm-Shards-Down` naming the shards missing from it.
+        """
+        tasks, down = await self._call(self._swarm.listing(limit, principal=caller))
+        if down:
+            response.headers[SHARDS_DOWN_HEADER] = ",".join(str(k) for k in down)
         names = await self._names()
         return [names.model(caller, t) for t in tasks]
 

@@ -26,7 +26,7 @@ a new task to the next shard in turn (or, with an id its caller chose, the shard
 id hashes to), and a listing asks every shard and merges their answers newest first.
 An id naming a shard that does not exist is not known (`TaskNotFoundError`, 404); a
 shard that is down is unavailable (`OrchestratorUnavailableError`, 503) to the calls
-about its own tasks only.
+about its own tasks only, and a listing leaves its tasks out and names it (`listing`).
 """
 
 from __future__ import annotations
@@ -298,19 +298,29 @@ class AsyncSwarmClient:
     async def tasks(
         self, limit: int = 100, *, principal: Principal | None = None
     ) -> list[TaskStatus]:
-        """The newest tasks `principal` may see, in brief (merged across shards)."""
+        """The newest tasks `principal` may see, in brief (merged across shards).
+
+        A shard that is down leaves its tasks out (`listing` says which); with every
+        shard down this raises `OrchestratorUnavailableError`.
+        """
+        listed, _down = await self.listing(limit, principal=principal)
+        return listed
+
+    async def listing(
+        self, limit: int = 100, *, principal: Principal | None = None
+    ) -> tuple[list[TaskStatus], list[int]]:
+        """`tasks`, and the shards that did not answer (whose tasks are not in it)."""
         if not self.sharded:
-            return await self._call(lambda a: a.tasks.remote(limit, principal=principal))
-        lists = await asyncio.gather(
-            *(
-                self._call(lambda a: a.tasks.remote(limit, principal=principal), actor=actor)
-                for actor in self.shards.values()
-            )
+            return await self._call(lambda a: a.tasks.remote(limit, principal=principal)), []
+        lists, down = await self._each(
+            lambda a: a.tasks.remote(limit, principal=principal), every=False
         )
         merged = sorted(
-            (t for listed in lists for t in listed), key=lambda t: t.created_at, reverse=True
+            (t for listed in lists.values() for t in listed),
+            key=lambda t: t.created_at,
+            reverse=True,
         )
-        return merged[:limit]
+        return merged[:limit], down
 
     async def status(self, task_id: str, *, principal: Principal | None = None) -> TaskStatus:
         """State, progress, sub-tasks, warnings, usage and output (the gateway's model)."""
@@ -497,8 +507,8 @@ class AsyncSwarmClient:
         return merge_metrics(answers)
 
     async def _each(
-        self, send: Callable[[Any], Awaitable[dict[str, Any]]], *, every: bool
-    ) -> tuple[dict[int, dict[str, Any]], list[int]]:
+        self, send: Callable[[Any], Awaitable[T]], *, every: bool
+    ) -> tuple[dict[int, T], list[int]]:
         """Every shard's answer by index, and the shards that did not answer.
 
         Raises `OrchestratorUnavailableError` when one did not and `every` answer is
@@ -508,7 +518,7 @@ class AsyncSwarmClient:
         found = await asyncio.gather(
             *(self._call(send, actor=self.shards[k]) for k in shards), return_exceptions=True
         )
-        answers: dict[int, dict[str, Any]] = {}
+        answers: dict[int, T] = {}
         down: list[int] = []
         for k, answer in zip(shards, found, strict=True):
             if isinstance(answer, OrchestratorUnavailableError):

@@ -10,8 +10,11 @@ seats, refuse past the limit, or take one. A task gives its seat back when it en
 A shard that restarts rewrites its own seats from the tasks it reloads (`reseat`), so a
 seat a crash left behind (a task ended, its seat not given back) does not last.
 
-Shards whose store is Redis keep their seats there instead (`_ledger_redis`), so that
-shards on several nodes share them (`open_ledger` chooses).
+Each owner's spend per day (`_spend`) is kept in the same place, one line per task set
+as its results arrive, so a daily budget holds across shards too.
+
+Shards whose store is Redis keep their seats and spend there instead (`_ledger_redis`),
+so that shards on several nodes share them (`open_ledger` chooses).
 """
 
 from __future__ import annotations
@@ -24,6 +27,7 @@ from typing import Protocol
 from urllib.parse import urlsplit
 
 from swarm_ray.core.model._errors import StateStoreError
+from swarm_ray.core.model._subtask import TokenUsage
 
 __all__: list[str] = []
 
@@ -34,7 +38,20 @@ CREATE TABLE IF NOT EXISTS seats (
     shard INTEGER NOT NULL
 );
 CREATE INDEX IF NOT EXISTS seats_owner ON seats (owner);
+CREATE TABLE IF NOT EXISTS spend (
+    task_id TEXT PRIMARY KEY,
+    owner TEXT NOT NULL,
+    day TEXT NOT NULL,
+    prompt_tokens INTEGER NOT NULL,
+    completion_tokens INTEGER NOT NULL,
+    calls INTEGER NOT NULL,
+    seconds REAL NOT NULL,
+    cost REAL NOT NULL
+);
+CREATE INDEX IF NOT EXISTS spend_owner_day ON spend (owner, day);
 """
+_KEEP_DAYS = 2
+"""Days of spend kept before the current one (a day's budget reads only its own)."""
 
 
 class Ledger(Protocol):
@@ -44,6 +61,8 @@ class Ledger(Protocol):
     def give_back(self, task_id: str) -> None: ...
     def reseat(self, open_tasks: Iterable[tuple[str, str]]) -> None: ...
     def held(self, owner: str) -> int: ...
+    def post_spend(self, owner: str, day: str, task_id: str, usage: TokenUsage) -> None: ...
+    def spent(self, owner: str, day: str) -> TokenUsage: ...
 
 
 def open_ledger(state_url: str | None, state_dir: Path, shard: int) -> Ledger:
@@ -63,6 +82,7 @@ class OpenTaskLedger:
         self.path = path
         self.shard = shard
         self._lock = threading.Lock()
+        self._swept = ""
         try:
             self._conn = sqlite3.connect(
                 path, timeout=10.0, isolation_level=None, check_same_thread=False
@@ -113,6 +133,33 @@ class OpenTaskLedger:
             ).fetchone()
         return int(held)
 
+    def post_spend(self, owner: str, day: str, task_id: str, usage: TokenUsage) -> None:
+        """Set `task_id`'s line of spend, on `day` (`_spend.SpendBook`)."""
+        row = (task_id, owner, day, usage.prompt_tokens, usage.completion_tokens,
+               usage.calls, usage.seconds, usage.cost)  # fmt: skip
+        with self._lock, self._transaction():
+            self._conn.execute("INSERT OR REPLACE INTO spend VALUES (?, ?, ?, ?, ?, ?, ?, ?)", row)
+            if day != self._swept:  # once a day: lines of days no budget reads again
+                self._conn.execute("DELETE FROM spend WHERE day < ?", (_days_before(day),))
+                self._swept = day
+
+    def spent(self, owner: str, day: str) -> TokenUsage:
+        """The sum of `owner`'s lines on `day`, over every shard."""
+        with self._lock:
+            try:
+                prompt, completion, calls, seconds, cost = self._conn.execute(
+                    "SELECT COALESCE(SUM(prompt_tokens), 0), COALESCE(SUM(completion_tokens), 0),"
+                    " COALESCE(SUM(calls), 0), COALESCE(SUM(seconds), 0), COALESCE(SUM(cost), 0)"
+                    " FROM spend WHERE owner = ? AND day = ?",
+                    (owner, day),
+                ).fetchone()
+            except sqlite3.Error as exc:
+                raise StateStoreError(f"the ledger `{self.path}` cannot be read: {exc}") from exc
+        return TokenUsage(
+            prompt_tokens=int(prompt), completion_tokens=int(completion), calls=int(calls),
+            seconds=float(seconds), cost=float(cost),
+        )  # fmt: skip
+
     def _transaction(self) -> _Immediate:
         return _Immediate(self._conn, self.path)
 
@@ -140,3 +187,10 @@ class _Immediate:
                 raise StateStoreError(
                     f"the ledger of open tasks `{self._path}` did not commit: {exc}"
                 ) from exc
+
+
+def _days_before(day: str) -> str:
+    """The first day still kept when `day` is today (`_KEEP_DAYS` before it)."""
+    from datetime import date, timedelta
+
+    return (date.fromisoformat(day) - timedelta(days=_KEEP_DAYS)).isoformat()

@@ -4,6 +4,11 @@ A cluster's shards keep their tasks in Redis so that a shard restarted on anothe
 finds them; their shared count of each owner's open tasks lives in the same server,
 beside the shards' own key namespaces (`swarm-ray:seats`). Taking a seat is one Lua
 script: count the owner's seats, refuse past the limit, or take one, atomically.
+
+Each owner's spend per day (`_spend`) lives there too: a hash of one line per task
+(`swarm-ray:spend:{owner}:{day}:lines`) and a hash of their sums (`...:sums`), which one
+Lua script keeps in step as a line is set, so reading a day's spend is one `HGETALL`
+however many tasks it had. They expire a few days after their day's last line.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ from collections.abc import Iterable
 import redis
 
 from swarm_ray.core.model._errors import StateStoreError
+from swarm_ray.core.model._subtask import TokenUsage
 
 __all__: list[str] = []
 
@@ -28,6 +34,41 @@ return -1
 """
 
 
+_FIELDS = ("prompt_tokens", "completion_tokens", "calls", "seconds", "cost")
+
+# KEYS: the task's day key. ARGV: task id, day, line (tab-separated fields), seconds to
+# keep, the owner's key prefix, then the fields' names. The task's old line comes off the
+# sums of the day it was on (a task open past midnight moves to the new day).
+_POST = """
+local function take(day)
+  local lines = ARGV[5] .. day .. ':lines'
+  local old = redis.call('HGET', lines, ARGV[1])
+  if not old then return end
+  local i = 6
+  for part in string.gmatch(old, '[^\t]+') do
+    redis.call('HINCRBYFLOAT', ARGV[5] .. day .. ':sums', ARGV[i], -tonumber(part))
+    i = i + 1
+  end
+  redis.call('HDEL', lines, ARGV[1])
+end
+take(redis.call('GET', KEYS[1]) or ARGV[2])
+local lines = ARGV[5] .. ARGV[2] .. ':lines'
+local sums = ARGV[5] .. ARGV[2] .. ':sums'
+local i = 6
+for part in string.gmatch(ARGV[3], '[^\t]+') do
+  redis.call('HINCRBYFLOAT', sums, ARGV[i], tonumber(part))
+  i = i + 1
+end
+redis.call('HSET', lines, ARGV[1], ARGV[3])
+redis.call('EXPIRE', lines, ARGV[4])
+redis.call('EXPIRE', sums, ARGV[4])
+redis.call('SET', KEYS[1], ARGV[2], 'EX', ARGV[4])
+return 1
+"""
+_KEEP_S = 3 * 86_400
+"""How long a day's spend is kept after its last line (a day's budget reads only its own)."""
+
+
 class RedisOpenTaskLedger:
     """`OpenTaskLedger` with its seats in Redis (see the module docstring)."""
 
@@ -35,11 +76,13 @@ class RedisOpenTaskLedger:
         self.shard = shard
         self._seats = f"{namespace}:seats"
         self._owner_prefix = f"{namespace}:seats:owner:"
+        self._spend_prefix = f"{namespace}:spend:"
         try:
             self._client: redis.Redis[str] = redis.Redis.from_url(
                 url, decode_responses=True, socket_timeout=5.0, socket_connect_timeout=5.0
             )
             self._take = self._client.register_script(_TAKE)
+            self._post = self._client.register_script(_POST)
         except (redis.RedisError, OSError) as exc:
             raise StateStoreError(f"the ledger of open tasks cannot reach Redis: {exc}") from exc
 
@@ -89,6 +132,32 @@ class RedisOpenTaskLedger:
             return int(self._client.scard(self._owner(owner)))
         except (redis.RedisError, OSError) as exc:
             raise StateStoreError(f"the ledger of open tasks failed: {exc}") from exc
+
+    def post_spend(self, owner: str, day: str, task_id: str, usage: TokenUsage) -> None:
+        """As `OpenTaskLedger.post_spend`."""
+        line = "\t".join(repr(float(getattr(usage, f))) for f in _FIELDS)
+        try:
+            self._post(
+                keys=[f"{self._spend_prefix}task:{task_id}"],
+                args=[task_id, day, line, _KEEP_S, f"{self._spend_prefix}{owner}:", *_FIELDS],
+            )
+        except (redis.RedisError, OSError) as exc:
+            raise StateStoreError(f"the ledger of spend failed: {exc}") from exc
+
+    def spent(self, owner: str, day: str) -> TokenUsage:
+        """As `OpenTaskLedger.spent`."""
+        try:
+            sums = self._client.hgetall(f"{self._spend_prefix}{owner}:{day}:sums")
+        except (redis.RedisError, OSError) as exc:
+            raise StateStoreError(f"the ledger of spend failed: {exc}") from exc
+        number = {f: max(float(sums.get(f, 0.0)), 0.0) for f in _FIELDS}
+        return TokenUsage(
+            prompt_tokens=round(number["prompt_tokens"]),
+            completion_tokens=round(number["completion_tokens"]),
+            calls=round(number["calls"]),
+            seconds=number["seconds"],
+            cost=number["cost"],
+        )
 
     def _owner(self, owner: str) -> str:
         return f"{self._owner_prefix}{owner}"

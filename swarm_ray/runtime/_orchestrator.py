@@ -133,13 +133,14 @@ class Orchestrator:
         self._key = watermark_key(state_dir)
         self._drivers = TaskTable(int(os.environ.get("SWARM_RAY_KEEP_FINISHED", "1000")))
         self._listing = Listing(self._read_back)
+        # Shards share one count of each owner's open tasks and spend (`_ledger`).
+        ledger = open_ledger(state_url, home, shard) if sharded else None
         self._owners = Owners(
             self._drivers,
             self._limits,
-            DailySpend.from_env(self._store),
+            DailySpend.from_env(self._store, book=ledger),
             self._layout.uploads,
-            # Shards share one count of each owner's open tasks (`_ledger`).
-            open_ledger(state_url, home, shard) if sharded else None,
+            ledger,
         )
         self._metrics = SwarmMetrics()
         self._health = HealthBook(self._registry)

@@ -10,8 +10,9 @@ have none). Per owner the orchestrator keeps:
   (`in_use`), and a task that asked (`free_uploads`) deletes those it named when it ends
   (`free`).
 
-Sharded orchestrators count open tasks in one place every shard shares (`_ledger`), so
-the limit holds exactly across shards; one orchestrator counts its own drivers.
+Sharded orchestrators count open tasks, and each owner's spend, in one place every shard
+shares (`_ledger`), so the limit and the daily budget hold across shards; one
+orchestrator counts its own drivers.
 """
 
 from __future__ import annotations
@@ -99,7 +100,12 @@ class Owners:
         owner = driver.record.owner
         if owner is None:
             return None
-        return self._spend.over(owner, self._drivers.open_usage(owner))
+        try:
+            self._spend.running(owner, driver.task_id, driver.usage())  # shards: shared book
+            return self._spend.over(owner, self._drivers.open_usage(owner))
+        except StateStoreError as exc:  # the shared book is away: the next result checks
+            _log.warning("task %s: daily spend not checked: %s", driver.task_id, exc)
+            return None
 
     def count(self, driver: TaskDriver) -> None:
         """Put an ended task's spend on its owner's tally for today (see `_spend`)."""

@@ -14,8 +14,15 @@ sub-tasks stopped, as for a task's own `budget`.
 
 Durable: each ended task's spend is appended to a log of its own in the state store
 (`~spend/{principal}/{day}`, deduplicated by task id, so a task is counted once however
-often its end is replayed), which a restarted orchestrator reads back on first use. One
-orchestrator drives all of a swarm's tasks, so the tally is the cluster's.
+often its end is replayed), which a restarted orchestrator reads back on first use.
+
+Orchestrator shards (`_shards`) each drive part of a principal's tasks, so they keep the
+tally in one book every shard shares instead (a `SpendBook`: the open-task ledger's
+`owners.db`, or its Redis). Each task has one line in it, set (not added to) as the
+task's results arrive and when it ends: an open task's spend so far, then its final
+spend on the day it ended. A principal's spend today is the sum of its lines of today
+over every shard; a budget holds across shards as on one orchestrator, up to each open
+task's latest result.
 """
 
 from __future__ import annotations
@@ -25,7 +32,7 @@ import os
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any
+from typing import Any, Protocol
 
 from pydantic import TypeAdapter, ValidationError
 
@@ -68,6 +75,18 @@ def parse_daily_budgets(text: str) -> dict[str, Budget]:
         ) from None
 
 
+class SpendBook(Protocol):
+    """One line per task of each principal's spend per day, shared by every shard."""
+
+    def post_spend(self, owner: str, day: str, task_id: str, usage: TokenUsage) -> None:
+        """Set `task_id`'s line to `usage`, counted on `day` (moved there if it was not)."""
+        ...
+
+    def spent(self, owner: str, day: str) -> TokenUsage:
+        """The sum of `owner`'s lines on `day`."""
+        ...
+
+
 class DailySpend:
     """Each principal's spend per UTC day, and its daily budget (see the module docstring)."""
 
@@ -76,18 +95,21 @@ class DailySpend:
         limits: dict[str, Budget],
         store: StateStore,
         clock: Callable[[], float] = time.time,
+        book: SpendBook | None = None,
     ) -> None:
         self.limits = limits
         self._store = store
         self._clock = clock
+        self._book_shared = book
+        """Shards: the book every shard shares (then the store keeps no spend)."""
         self._ended: dict[tuple[str, str], dict[str, TokenUsage]] = {}
         """(principal, day) -> task id -> what that ended task spent (as stored)."""
 
     @classmethod
-    def from_env(cls, store: StateStore) -> DailySpend:
-        """Budgets from `SWARM_RAY_DAILY_BUDGETS` (none when unset)."""
+    def from_env(cls, store: StateStore, book: SpendBook | None = None) -> DailySpend:
+        """Budgets from `SWARM_RAY_DAILY_BUDGETS` (none when unset); `book` for shards."""
         text = os.environ.get(ENV, "")
-        return cls(parse_daily_budgets(text) if text.strip() else {}, store)
+        return cls(parse_daily_budgets(text) if text.strip() else {}, store, book=book)
 
     def limit_of(self, owner: str | None) -> Budget | None:
         """The daily budget of `owner` (its own, else `*`); None for trusted callers."""
@@ -116,6 +138,9 @@ class DailySpend:
         if owner is None or not self.limits:
             return
         day = day_of(self._clock())
+        if self._book_shared is not None:
+            self._book_shared.post_spend(owner, day, task_id, usage)
+            return
         book = self._book(owner, day)
         if task_id in book:
             return
@@ -123,8 +148,21 @@ class DailySpend:
         self._store.append(_log_id(owner, day), "spend", payload, dedupe_key=task_id)
         book[task_id] = usage
 
+    def running(self, owner: str | None, task_id: str, usage: TokenUsage) -> None:
+        """Shards: set an open task's line in the shared book to what it spent so far.
+
+        One orchestrator sums its open tasks itself (`open_usage`), so this does nothing.
+        """
+        if self._book_shared is not None and owner is not None and self.limit_of(owner):
+            self._book_shared.post_spend(owner, day_of(self._clock()), task_id, usage)
+
     def today(self, owner: str, open_usage: Iterable[TokenUsage] = ()) -> TokenUsage:
-        """What `owner` spent today: its ended tasks', plus `open_usage` (its open ones)."""
+        """What `owner` spent today: its ended tasks', plus `open_usage` (its open ones).
+
+        With a shared book, every shard's tasks' lines (`open_usage` is in them).
+        """
+        if self._book_shared is not None:
+            return self._book_shared.spent(owner, day_of(self._clock()))
         total = TokenUsage()
         for usage in (*self._book(owner, day_of(self._clock())).values(), *open_usage):
             total = total + usage
