@@ -27,6 +27,7 @@ from swarm_ray.documents._accuracy import (
     same_value,
     score_extraction,
 )
+from swarm_ray.documents._bert import BertEncoder
 from swarm_ray.documents._capabilities import documents_catalog
 from swarm_ray.documents._compare import (
     CellStatus,
@@ -126,6 +127,7 @@ from swarm_ray.testing.sample_documents import (
 __all__ = [
     "LLM_CONFIDENCE",
     "RULES_CONFIDENCE_THRESHOLD",
+    "BertEncoder",
     "CellStatus",
     "ChromaStore",
     "Chunk",
