@@ -15,12 +15,16 @@ Every gold fact is also traced to where it was lost, for both extractors:
 - **choice**: a candidate existed, and another won (or none cleared the threshold).
 
 Candidate coverage is the share of gold facts with a matching candidate: what a perfect
-chooser could reach.
+chooser could reach. The issue's goal counts the facts whose value stands on the cited
+page (`on page`: its number, in any decimal multiple, or its term, is in the page's text
+layer); a value printed only in a drawing, or spelled only by a part number (`79L05` for
+-5 V), is beyond any reader of text, and `cover on page` leaves it out.
 """
 
 from __future__ import annotations
 
 import pickle
+import re
 import time
 from collections import defaultdict
 from collections.abc import Sequence
@@ -66,6 +70,8 @@ class Read:
     gold: tuple[GoldFact, ...]
     pages: int
     seconds: float
+    texts: tuple[str, ...] = ()
+    """Each page's text layer, for `on_page`."""
 
 
 def _row(field: str, source: str, page: int, statistic: str | None, unit: str,
@@ -142,6 +148,7 @@ def read_family(family: str, cache: Path | None = None) -> list[Read]:
                 mine,
                 len(document.pages),
                 time.perf_counter() - started,
+                tuple(page.text for page in document.pages),
             )
         )
     if cached is not None:
@@ -232,6 +239,9 @@ class Trace:
     parsing: int
     linking: int
     choice: int
+    on_page: int = 0
+    """Gold facts whose value stands on the cited page (`on_page`)."""
+    covered_on_page: int = 0
 
 
 def _row_matches(row: dict[str, Any], gold: GoldFact) -> bool:
@@ -252,7 +262,7 @@ def trace(
     rules: bool,
 ) -> Trace:
     """Per gold fact: read, a candidate, found; counted by the first stage that lost it."""
-    gold = covered = parsing = linking = choice = 0
+    gold = covered = parsing = linking = choice = printed = printed_covered = 0
     for index, (read, _document) in enumerate(zip(reads, documents, strict=True)):
         specs = {f.key: f for f in read.fields}
         rows = rows_of[index]
@@ -268,6 +278,9 @@ def trace(
             else:
                 candidate = any(matches(c, target) for c in mine)
             covered += candidate
+            if on_page(fact, read.texts):
+                printed += 1
+                printed_covered += candidate
             # Found: the gold's own unit, as the rows carry the declared unit or normalised.
             found = any(_row_matches(r, _in_unit_of_rows(target, r)) for r in rows)
             if found:
@@ -278,7 +291,45 @@ def trace(
                 linking += 1
             else:
                 choice += 1
-    return Trace(gold, covered, parsing, linking, choice)
+    return Trace(gold, covered, parsing, linking, choice, printed, printed_covered)
+
+
+_NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
+"""A number standing on its own: not the `05` of `79L05`, which names a part."""
+_DASHES = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"))
+
+
+def on_page(fact: GoldFact, texts: Sequence[str]) -> bool:
+    """Whether the page `fact` cites states one of its values in its text layer.
+
+    A number counts standing on its own (a table's `5`, not the `05` of `79L05`), in
+    any decimal multiple (`1 W` as `1000 mW`) and either sign; a term counts anywhere in
+    the page, case and dashes aside. A fact citing no page looks at every page.
+    """
+    pages = [texts[fact.page - 1]] if fact.page and fact.page <= len(texts) else list(texts)
+    text = " ".join(pages).translate(_DASHES)
+    numbers: set[float] = set()
+    for token in _NUMBER.findall(text):
+        for reading in {token.replace(",", ""), token.replace(",", ".")}:
+            try:
+                numbers.add(float(reading))
+            except ValueError:
+                continue
+    folded = " ".join(text.casefold().split())
+    for value in fact.values:
+        try:
+            number = abs(float(value))
+        except ValueError:
+            if " ".join(value.translate(_DASHES).casefold().split()) in folded:
+                return True
+            continue
+        if any(
+            abs(n - number * 10.0**k) <= 1e-6 * max(abs(n), 1e-12)
+            for n in numbers
+            for k in (-9, -6, -3, 0, 3, 6, 9)
+        ):
+            return True
+    return False
 
 
 def _in_unit_of_rows(target: GoldFact, row: dict[str, Any]) -> GoldFact:
@@ -306,7 +357,7 @@ def lofo(
     totals: dict[str, list[int]] = defaultdict(lambda: [0, 0, 0, 0])
     print(
         f"\n{'family':18s} {'LOFO R':>7s} {'LOFO P':>7s} {'in R':>6s} {'in P':>6s} "
-        f"{'rules R':>7s} {'rules P':>7s} {'gold':>5s} {'cover':>6s}  "
+        f"{'rules R':>7s} {'rules P':>7s} {'gold':>5s} {'cover':>6s} {'on pg':>6s}  "
         f"lost parse/link/choice: learned | rules"
     )
     for family in families:
@@ -327,10 +378,11 @@ def lofo(
         t_learned = trace(reads[family], mine, lofo_rows, rules=False)
         t_rules = trace(reads[family], mine, rule_rows, rules=True)
         cover = t_learned.covered / max(t_learned.gold, 1)
+        cover_on_page = t_learned.covered_on_page / max(t_learned.on_page, 1)
         print(
             f"{family:18s} {s_lofo.recall:7.3f} {s_lofo.precision:7.3f} {s_in.recall:6.3f} "
             f"{s_in.precision:6.3f} {s_rules.recall:7.3f} {s_rules.precision:7.3f} "
-            f"{t_learned.gold:5d} {cover:6.3f}  "
+            f"{t_learned.gold:5d} {cover:6.3f} {cover_on_page:6.3f}  "
             f"{t_learned.parsing}/{t_learned.linking}/{t_learned.choice} | "
             f"{t_rules.parsing}/{t_rules.linking}/{t_rules.choice} "
             f"(rules cover {t_rules.covered / max(t_rules.gold, 1):.3f})",
@@ -344,6 +396,11 @@ def lofo(
                 print(f"    missed: {line}")
             for line in s_lofo.wrong:
                 print(f"    wrong:  {line}")
+            for read in reads[family]:
+                for fact in read.gold:
+                    if not on_page(fact, read.texts):
+                        print(f"    not on its page: {fact.source} {fact.key} = "
+                              f"{'|'.join(fact.values)} {fact.unit} p{fact.page}")  # fmt: skip
         for name, s in scores:
             totals[name] = [a + b for a, b in zip(totals[name],
                             (s.found, s.gold, s.correct, s.facts), strict=True)]  # fmt: skip

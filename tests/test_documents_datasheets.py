@@ -151,3 +151,23 @@ def test_a_column_for_a_run_of_parts_is_the_files_part() -> None:
     assert file_part("uf4002.pdf", ["UF4001-03"]) == "UF4001-03"  # the run's last digits
     assert file_part("uf4008.pdf", runs) is None  # past every run
     assert file_part("lm7805.pdf", ["LM7805", "LM7812"]) == "LM7805"  # a part by name first
+
+
+def test_the_lofo_bench_counts_a_fact_on_its_page_in_any_decimal_multiple() -> None:
+    sys.path.insert(0, str(_ROOT / "bench"))
+    try:
+        from _lofo import on_page
+    finally:
+        sys.path.remove(str(_ROOT / "bench"))
+    from swarm_ray.documents._training import GoldFact
+
+    def fact(*values: str, page: int | None = 1) -> GoldFact:
+        return GoldFact("x.pdf", "f", None, values, "W", page=page)
+
+    pages = ("Total dissipation 1,000 mW for the XQ7905", "Output -5 V; package TO\u2013220AB")
+    assert on_page(fact("1"), pages)  # 1 W printed as 1,000 mW
+    assert not on_page(fact("5"), pages)  # on page 2, not the cited one (not `XQ7905`)
+    assert on_page(fact("5", page=2), pages) and on_page(fact("-5", page=2), pages)
+    assert on_page(fact("TO-220AB", page=2), pages)  # a dash is a hyphen
+    assert on_page(fact("DO-41", "5", page=None), pages)  # any value, any page
+    assert not on_page(fact("DO-41"), pages)  # a drawing's label, not in the text layer

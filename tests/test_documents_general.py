@@ -298,3 +298,14 @@ def test_a_case_number_is_a_package_where_no_outline_code_is_named() -> None:
     assert shaped_value("outline", "in case 17 of them") is None  # prose, not a number
     named = _placed([[(60, "CASE 221A-09")], [(60, "TO-220AB")], [(60, "CASE 221A-09")]], "x.pdf")
     assert [m.term for m in term_mentions("outline", named)] == ["TO-220AB", "CASE 221A-09"]
+
+
+def test_a_package_said_to_be_another_parts_is_not_the_files() -> None:
+    from swarm_ray.documents._terms import term_mentions
+
+    text = "NPN transistors in Jedec TO-39 (for XQ2219A) and in Jedec TO-18 (for XQ2222A)"
+    rows = [[(60, text)], [(60, "TO-39 outline")], [(60, "SOT-23 for XQ2219A only")]]
+    ours = [m.term for m in term_mentions("outline", _placed(rows, "xq2222a_vendor.pdf"))]
+    assert ours == ["TO-18", "TO-39"]  # the file's part's first; no other part's mention
+    theirs = [m.term for m in term_mentions("outline", _placed(rows, "xq2219a_vendor.pdf"))]
+    assert theirs[0] == "TO-39" and "TO-18" not in theirs and "SOT-23" in theirs

@@ -13,8 +13,10 @@ every kind of electronic part, and their values are drawn from public vocabulari
 
 For such a field a value must have the shape (a label's neighbour that does not, such as
 `Ordering Code`, is no value), and the document's own mentions are candidates too: the
-term it names most often wins, the earliest on a tie. Fields of other names are read by
-their labels alone.
+term it names most often wins, the earliest on a tie. A mention said to be another
+part's (`TO-39 (for 2N2219A)` in a file about the 2N2222A) is not this file's; one said
+to be the file's own part's ranks first. Fields of other names are read by their labels
+alone.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ import re
 from collections import Counter
 from dataclasses import dataclass
 
+from swarm_ray.documents._choice import file_part
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._parse import ParsedDocument
 
@@ -84,21 +87,38 @@ def shaped_value(shape: str, text: str) -> str | None:
     return min(found)[1] if found else None
 
 
+_FOR_PART = re.compile(r"\s*\(?\s*for\s+(?:the\s+)?([A-Z0-9][A-Za-z0-9]*\d[A-Za-z0-9-]*)")
+"""What follows a term said to be one part's: `TO-18 (for 2N2222A)`, `SOT-23 for BC847`."""
+
+
 def term_mentions(shape: str, document: ParsedDocument) -> list[TermMention]:
-    """Every term of `shape` the document names, most named first (then the earliest)."""
+    """Every term of `shape` the document names, most named first (then the earliest).
+
+    A term said to be another part's is left out; one said to be the file's own
+    part's comes first.
+    """
     counts: Counter[str] = Counter()
     first: dict[str, tuple[int, int, str]] = {}
+    own: set[str] = set()
     order = 0
     for page in document.pages:
         flat = page.text.replace("\n", " ").translate(_HYPHENS)
         for term, start in _mentions(shape, flat):
+            after = _FOR_PART.match(flat, start + len(term))
+            if after is not None:
+                if file_part(document.file_name, [after.group(1)]) is None:
+                    continue  # another part's
+                own.add(term)
             counts[term] += 1
             if term not in first:
                 left = max(0, start - 60)
                 first[term] = (order, page.number, " ".join(flat[left : start + 60].split()))
                 order += 1
     # A case number ranks after every standard outline code the document names.
-    ranked = sorted(counts, key=lambda t: (_CASE.match(t) is not None, -counts[t], first[t][0]))
+    ranked = sorted(
+        counts,
+        key=lambda t: (t not in own, _CASE.match(t) is not None, -counts[t], first[t][0]),
+    )
     return [TermMention(t, first[t][1], first[t][2], counts[t]) for t in ranked]
 
 
