@@ -30,7 +30,11 @@ killed, its agents with it, and the Redis one runs part 1):
 4. the stores' own ceilings for one writer: 2 KB log appends a second from this process
    on one connection, straight into a SQLite file (32 to a commit) and into the Redis
    server (each append its own round trip, as the orchestrator's are). A shard is one
-   such writer; a Redis server serves many at once, so its own limit is higher;
+   such writer; a Redis server serves many at once, so its own limit is higher. Beside
+   them, the ceiling of the one place every shard shares (`_ledger`), from two threads
+   with a ledger each, as two shards: admissions a second (a seat taken and given back,
+   what each principal's task costs it) and spend lines a second (a task's line set and
+   the day's sum read, what each result of a task under a daily budget costs it);
 
 5. shards: for each N of `--shards`, a fresh set of N shards (SQLite, one store part
    each), warm; N tasks of `--n` no-op sub-tasks at once, one a shard; total
@@ -134,6 +138,47 @@ def store_ceiling(url: str | None, folder: Path, seconds: float) -> float:
     return done / (time.perf_counter() - started)
 
 
+def ledger_ceiling(url: str | None, folder: Path, seconds: float, shards: int = 2) -> Any:
+    """Part 4, the shared ledger: admissions and spend lines a second from `shards`
+    threads, each with a ledger of its own as each shard has (see the module docstring)."""
+    import threading
+
+    from swarm_ray.core.model._subtask import TokenUsage
+    from swarm_ray.runtime._ledger import open_ledger
+
+    home = folder / f"ledger-{'redis' if url else 'sqlite'}"
+    home.mkdir(parents=True, exist_ok=True)
+    ledgers = [open_ledger(url, home, k) for k in range(shards)]
+    usage = TokenUsage(prompt_tokens=100, completion_tokens=20, calls=1, cost=0.001)
+
+    def seat(ledger: Any, k: int, n: int) -> None:
+        ledger.take(f"p{n % 8}", f"t{k}-{n}", 1 << 30)
+        ledger.give_back(f"t{k}-{n}")
+
+    def line(ledger: Any, k: int, n: int) -> None:
+        ledger.post_spend(f"p{n % 8}", "2026-12-06", f"t{k}-{n % 64}", usage)
+        ledger.spent(f"p{n % 8}", "2026-12-06")
+
+    found = {}
+    for kind, step in (("admissions", seat), ("spend lines", line)):
+        counts: list[int] = []
+
+        def run(k: int, step: Any = step, counts: list[int] = counts) -> None:
+            n, end = 0, time.perf_counter() + seconds
+            while time.perf_counter() < end:
+                step(ledgers[k], k, n)
+                n += 1
+            counts.append(n)
+
+        threads = [threading.Thread(target=run, args=(k,)) for k in range(shards)]
+        for thread in threads:
+            thread.start()
+        for thread in threads:
+            thread.join()
+        found[kind] = sum(counts) / seconds
+    return found
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--n", type=int, default=2000, help="sub-tasks per settlement run")
@@ -184,6 +229,7 @@ def main() -> None:
             found.update(settlements(args, client, "bench-scale-redis", stores[-1]))
             client.shutdown()
         ceilings = {s.name: store_ceiling(s.url, folder, args.store_s) for s in stores}
+        found["ledgers"] = {s.name: ledger_ceiling(s.url, folder, args.store_s) for s in stores}
     report(args, found, ceilings)
     ray.shutdown()
 
@@ -306,6 +352,14 @@ def report(args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, 
         "32 to a commit; a Redis server takes more from many connections): "
         + ", ".join(f"{name} {rate:,.0f}" for name, rate in ceilings.items())
     )
+    http_rate = found["http"]["rate"]
+    for name, ledger in found["ledgers"].items():
+        print(
+            f"shared ledger on {name}, two shards' threads: {ledger['admissions']:,.0f} "
+            f"admissions/s (a seat taken and given back: one a principal's task) = "
+            f"{ledger['admissions'] / http_rate:.0f} x one shard's HTTP tasks/s; "
+            f"{ledger['spend lines']:,.0f} spend lines/s (one a result, under a daily budget)"
+        )
     report_shards(args, found["shards"])
     project(args, found, ceilings, per_task_kib)
 
