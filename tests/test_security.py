@@ -41,6 +41,8 @@ pytestmark = [pytest.mark.timeout(300), pytest.mark.ray]
 TERMINAL = ("completed", "failed", "cancelled")
 VIDEO_MAX_MEMORY = 1 << 30
 """The video workload's memory cap in this gateway's swarm (`SWARM_RAY_VIDEO_MAX_MEMORY`)."""
+DOCUMENT_MAX_MEMORY = 512 << 20
+"""The parse's memory cap in this gateway's swarm (`SWARM_RAY_DOCUMENT_MAX_MEMORY`)."""
 
 
 @dataclass(frozen=True)
@@ -104,6 +106,9 @@ def tenants(
         # two frame-sized allocations and half a minute of inflating; a lower cap is the
         # same guard on a bomb that fails in a second (`_video_bomb`).
         "SWARM_RAY_VIDEO_MAX_MEMORY": str(VIDEO_MAX_MEMORY),
+        # Likewise a PDF bomb over half the default parse cap (1 GiB) inflates in half
+        # the time (`_pdf_bomb`).
+        "SWARM_RAY_DOCUMENT_MAX_MEMORY": str(DOCUMENT_MAX_MEMORY),
     }
     swarm = swarm_ray.connect(catalogs=catalogs, state_dir=state, name="swarm-sec", env=env)
     config = GatewayConfig(
@@ -855,7 +860,7 @@ class _Batch:
 def upload_batch(tenants: Tenants) -> _Batch:
     """Three brochures, a broken PDF and a PDF bomb, uploaded by one tenant and compared in
     one task (a run of the whole job costs 20-30 s here; three probes read this one)."""
-    bomb = _pdf_bomb()
+    bomb = _pdf_bomb(int(DOCUMENT_MAX_MEMORY * 1.2))
     assert len(bomb) < 2 * 1024 * 1024
     with tenants.http("alice") as http:
         brochures = tuple(_upload(http, f"brochure-{n}.pdf", _pdf_bytes(n)) for n in range(3))
@@ -1015,7 +1020,8 @@ def _deflated(chunk: bytes, count: int) -> bytes:
 
 
 def _pdf_bomb(decompressed: int = 1_200_000_000) -> bytes:
-    """A 1.8 MB PDF whose one page's content stream inflates to 1.2 GB (pdfium reads it)."""
+    """A PDF of about 1.5 KB a MB whose one page's content stream inflates to
+    `decompressed` bytes (pdfium reads it)."""
     chunk = b"0 0 m " * (16 * 1024 * 1024 // 6)
     stream = _deflated(chunk, decompressed // len(chunk) + 1)
     objects = [
