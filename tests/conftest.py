@@ -54,6 +54,8 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         address="local",
         # Logical CPUs: several orchestrators' agent pools live side by side in one session.
         num_cpus=12,
+        # The node group an operator may name for the orchestrators (`test_shards.py`).
+        resources={"orchestrators": 4},
         include_dashboard=False,
         namespace="swarm-ray",
         log_to_driver=False,

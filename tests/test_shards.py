@@ -23,6 +23,7 @@ from swarm_ray import SwarmClient, connect
 from swarm_ray.core.guards._principal import Principal
 from swarm_ray.core.model._errors import (
     AnswerRefusedError,
+    InvalidSpecError,
     LimitExceededError,
     OrchestratorUnavailableError,
     TaskNotFoundError,
@@ -273,3 +274,28 @@ def test_changing_n_keeps_every_task_with_its_shard(ray_cluster: None, tmp_path:
         assert len(LOOP.run(quick.submit(TaskRequest(template="echo_fanout", items=("z",))))) > 0
     finally:
         after.shutdown()
+
+
+def test_shards_live_on_the_node_group_the_operator_names(
+    ray_cluster: None, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`SWARM_RAY_ORCHESTRATOR_RESOURCE`: each shard takes 0.001 of that resource, and a
+    resource no node declares is refused at once by name, not left pending for ever."""
+    options = {"catalogs": _CATALOG, "orchestrators": 2}
+    monkeypatch.setenv("SWARM_RAY_ORCHESTRATOR_RESOURCE", "no-such-group")
+    with pytest.raises(InvalidSpecError, match="`no-such-group`"):
+        connect(**options, state_dir=tmp_path / "none", name="swarm-nowhere")
+    monkeypatch.setenv("SWARM_RAY_ORCHESTRATOR_RESOURCE", "orchestrators")
+    before = ray.available_resources().get("orchestrators", 0.0)
+    client = connect(**options, state_dir=tmp_path / "placed", name="swarm-placed")
+    try:
+        handle = client.start(template="echo_fanout", items=["p"])
+        assert handle.wait(timeout_s=60).machine.state == "completed"
+        wait_until(
+            lambda: (
+                abs(before - ray.available_resources().get("orchestrators", 0.0) - 0.002) < 1e-6
+            ),
+            what="two shards holding 0.001 of `orchestrators` each",
+        )
+    finally:
+        client.shutdown()

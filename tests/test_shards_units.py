@@ -210,3 +210,18 @@ def test_a_chosen_id_may_name_only_a_shard_that_runs() -> None:
     assert lone._new_shard(chosen("job-7")) == 0
     with pytest.raises(InvalidSpecError, match="shard 1"):
         lone._new_shard(chosen("job--s1"))
+
+
+def test_the_orchestrators_node_group_is_named_by_a_custom_resource(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from swarm_ray.runtime._config import orchestrator_resource
+
+    monkeypatch.delenv("SWARM_RAY_ORCHESTRATOR_RESOURCE", raising=False)
+    assert orchestrator_resource() is None  # the head node
+    monkeypatch.setenv("SWARM_RAY_ORCHESTRATOR_RESOURCE", " orchestrators ")
+    assert orchestrator_resource() == "orchestrators"
+    for bad in ("CPU", "GPU", "memory", "a b", "{}", "x" * 80):
+        monkeypatch.setenv("SWARM_RAY_ORCHESTRATOR_RESOURCE", bad)
+        with pytest.raises(InvalidSpecError, match="SWARM_RAY_ORCHESTRATOR_RESOURCE"):
+            orchestrator_resource()

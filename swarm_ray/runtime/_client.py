@@ -28,9 +28,11 @@ from swarm_ray.core.model._record import TaskRecord
 from swarm_ray.core.model._task import TaskEvent, TaskRequest
 from swarm_ray.core.views._views import TaskStatus
 from swarm_ray.runtime._aclient import AsyncSwarmClient
+from swarm_ray.runtime._config import ORCHESTRATOR_RESOURCE, orchestrator_resource
 from swarm_ray.runtime._config import state_dir as default_state_dir
 from swarm_ray.runtime._loop import LOOP as _LOOP
 from swarm_ray.runtime._orchestrator import Orchestrator
+from swarm_ray.runtime._placement import autoscaling
 from swarm_ray.runtime._shards import retired, shard_name, shards_from_env
 
 __all__ = ["SwarmClient", "TaskHandle", "connect"]
@@ -264,7 +266,7 @@ def _orchestrator(
     shard: int,
     sharded: bool,
 ) -> Any:
-    """Get or create one orchestrator (shard) actor: detached, on the head node."""
+    """Get or create one orchestrator (shard) actor, detached (`_orchestrator_nodes`)."""
     shard_args = {"shard": shard, "sharded": True} if sharded else {}
     return (
         ray.remote(Orchestrator)
@@ -276,14 +278,35 @@ def _orchestrator(
             max_restarts=-1,
             max_task_retries=-1,
             num_cpus=0,
-            # On the head node: the one node an autoscaler never takes away, while
-            # workers (spot instances, scale-down) may vanish mid-job.
-            resources={HEAD_NODE_RESOURCE_NAME: 0.001},
+            resources=_orchestrator_nodes(),
             max_concurrency=1000,
             **({"runtime_env": {"env_vars": dict(env)}} if env else {}),
         )
         .remote(*args, **shard_args)
     )
+
+
+def _orchestrator_nodes() -> dict[str, float]:
+    """Where the orchestrator shards live, as the resource each takes 0.001 of.
+
+    On the head node, the one node an autoscaler never takes away while workers (spot
+    instances, scale-down) may vanish mid-job; or on the nodes of the operator's own
+    group (`SWARM_RAY_ORCHESTRATOR_RESOURCE`).
+
+    Raises:
+        InvalidSpecError: the named resource is on no node, and no autoscaler may add one
+            (the shards would wait to be placed for ever).
+    """
+    name = orchestrator_resource()
+    if name is None:
+        return {HEAD_NODE_RESOURCE_NAME: 0.001}
+    if name not in ray.cluster_resources() and not autoscaling():  # type: ignore[no-untyped-call]
+        raise InvalidSpecError(
+            f"no node declares the resource `{name}` that `{ORCHESTRATOR_RESOURCE}` names for "
+            "the orchestrators (start their nodes with `ray start --resources "
+            f"'{{\"{name}\": 8}}'`, or set `SWARM_RAY_AUTOSCALING=1` if an autoscaler adds them)"
+        )
+    return {name: 0.001}
 
 
 class SwarmClient:

@@ -9,6 +9,7 @@
 | `SWARM_RAY_AGENT_IDLE_S` | `60` | pooled agents idle this long are released |
 | `SWARM_RAY_PLACEMENT_S` | `600` | an agent or stage unplaced this long fails "no resources for" |
 | `SWARM_RAY_AUTOSCALING` | `0` | `1`: an autoscaler adds nodes, so no request is refused at once |
+| `SWARM_RAY_ORCHESTRATOR_RESOURCE` | (head node) | a resource the orchestrators' nodes declare |
 | `SWARM_RAY_WATERMARK_KEY_FILE` | (unset) | a file holding the watermark secret |
 | `SWARM_RAY_HEALTH_INTERVAL_S` | `10` | seconds between health checks of Serve capabilities |
 | `SWARM_RAY_AUDIT` | `1` | `0` turns the audit trail (`audit/` in the state dir) off |
@@ -24,6 +25,7 @@ from __future__ import annotations
 
 import gc
 import os
+import re
 import secrets
 from pathlib import Path
 
@@ -124,3 +126,28 @@ def compute_prices() -> dict[str, float]:
     if negative:
         raise InvalidSpecError(f"`compute_prices` of {negative[0]!r} is negative")
     return found
+
+
+ORCHESTRATOR_RESOURCE = "SWARM_RAY_ORCHESTRATOR_RESOURCE"
+_RESOURCE_NAME = re.compile(r"^[A-Za-z][A-Za-z0-9_.-]{0,63}$")
+
+
+def orchestrator_resource() -> str | None:
+    """The custom resource whose nodes hold the orchestrator shards, if the operator names one.
+
+    Unset, they live on the head node. Named, they go to nodes that declare it (`ray start
+    --resources '{"orchestrators": 8}'`, or a KubeRay worker group's `rayStartParams`),
+    each taking 0.001 of it.
+
+    Raises:
+        InvalidSpecError: not a resource name.
+    """
+    name = os.environ.get(ORCHESTRATOR_RESOURCE, "").strip()
+    if not name:
+        return None
+    if not _RESOURCE_NAME.match(name) or name in ("CPU", "GPU", "memory", "object_store_memory"):
+        raise InvalidSpecError(
+            f"`{ORCHESTRATOR_RESOURCE}` must name a custom resource the orchestrators' nodes "
+            f"declare (letters, digits, `_.-`), not {name!r}"
+        )
+    return name
