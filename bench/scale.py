@@ -39,6 +39,11 @@ killed, its agents with it, and the Redis one runs part 1):
 5. shards: for each N of `--shards`, a fresh set of N shards (SQLite, one store part
    each), warm; N tasks of `--n` no-op sub-tasks at once, one a shard; total
    settlements a second, and each shard's CPU per settlement and busy fraction;
+6. a killed shard: two shards each settle a task of 20 x `--n` no-op sub-tasks, once
+   as they are and once with shard 1 killed (Ray restarts it) a quarter of the way in;
+   shard 0's settlements a second (its task's own start to end) in the second run
+   against the first, and how long shard 1 took to answer again (a status call that
+   rides out the restart);
 
 then how many shards, Redis servers and nodes a rate needs: `--concurrent` tasks (10,000)
 each settling `--task-subtasks` sub-tasks over `--task-minutes`, and `--per-hour`
@@ -216,6 +221,7 @@ def main() -> None:
         found = measure(args, gateway)
         gateway.swarm.shutdown()  # its agents go with it: the Redis side gets the cores
         found["shards"] = [shard_scaling(args, n, folder / f"shards-{n}", env) for n in args.shards]
+        found["kill"] = shard_kill(args, folder / "shard-kill", env)
         stores = [Store(None, gateway.state)]
         if redis_url is not None:
             client = swarm_ray.connect(
@@ -281,6 +287,44 @@ def shard_scaling(args: argparse.Namespace, n: int, state: Path, env: dict[str, 
         "cpu_ms": [1000 * u / args.n for u in used],
         "busy": [u / wall for u in used],
     }
+
+
+def shard_kill(args: argparse.Namespace, state: Path, env: dict[str, str]) -> dict[str, float]:
+    """Part 6: shard 0's rate while shard 1 is killed, and shard 1's time to answer."""
+    name = "bench-shard-kill"
+    client = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=state,
+        name=name,
+        orchestrators=2,
+        env=env,
+    )
+    items = tuple(range(20 * args.n))
+
+    def run(kill: bool) -> tuple[float, float]:
+        handles = [client.start(template="noop_fanout", items=items) for _ in range(2)]
+        need([shard_of(h.id) for h in handles] == [0, 1] or None, "one task a shard")
+        answered = 0.0
+        if kill:
+            while (handles[1].status().progress or 0.0) < 0.25:
+                time.sleep(0.02)
+            killed = time.perf_counter()
+            ray.kill(client.aio.shards[1], no_restart=False)
+            handles[1].status()  # rides out the restart: answers once shard 1 is back
+            answered = time.perf_counter() - killed
+        record = handles[0].wait()
+        assert record.machine.state is swarm_ray.TaskState.COMPLETED, record.error
+        ended = handles[0].status()  # its own start and end, whatever shard 1 did
+        wall = ended.updated_at - ended.created_at
+        last = handles[1].wait()
+        assert last.machine.state is swarm_ray.TaskState.COMPLETED, last.error
+        return len(items) / wall, answered
+
+    run(False)  # warm
+    calm, _ = run(False)
+    hit, answered = run(True)
+    client.shutdown()
+    return {"calm": calm, "hit": hit, "answered_s": answered}
 
 
 def measure(args: argparse.Namespace, gateway: Any) -> dict[Any, Any]:
@@ -361,6 +405,13 @@ def report(args: argparse.Namespace, found: dict[str, Any], ceilings: dict[str, 
             f"{ledger['spend lines']:,.0f} spend lines/s (one a result, under a daily budget)"
         )
     report_shards(args, found["shards"])
+    kill = found["kill"]
+    print(
+        f"a killed shard (2 shards, {20 * args.n} no-op sub-tasks each, shard 1 killed a "
+        f"quarter of the way in): shard 0 settled {kill['hit']:,.0f}/s against "
+        f"{kill['calm']:,.0f}/s undisturbed = {kill['hit'] / kill['calm']:.2f} (goal >= 0.80); "
+        f"shard 1 answered again {kill['answered_s']:.1f} s after the kill (goal < 10 s)"
+    )
     project(args, found, ceilings, per_task_kib)
 
 
