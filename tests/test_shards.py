@@ -29,8 +29,9 @@ from swarm_ray.core.model._errors import (
     TaskNotFoundError,
 )
 from swarm_ray.core.model._task import TaskRequest
+from swarm_ray.runtime._client import NAMESPACE
 from swarm_ray.runtime._loop import LOOP
-from swarm_ray.runtime._shards import shard_of
+from swarm_ray.runtime._shards import shard_name, shard_of
 from swarm_ray.testing import count_executions
 from tests.support import wait_until
 
@@ -242,6 +243,9 @@ def test_changing_n_keeps_every_task_with_its_shard(ray_cluster: None, tmp_path:
         before.task(task_id).wait(timeout_s=60)
     assert {shard_of(t) for t in asked} == {0, 1}
     before.shutdown()  # every shard killed; their stores stay
+    for shard in (0, 1):  # and their names free: a connect() now makes fresh ones
+        with pytest.raises(ValueError):
+            ray.get_actor(shard_name("swarm-reshard", shard), namespace=NAMESPACE)
 
     after = connect(**options, orchestrators=1)
     try:

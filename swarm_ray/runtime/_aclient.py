@@ -67,6 +67,8 @@ _WAIT_STEP_S = 5.0
 """Longest single wait call: a restart in between is ridden out, not waited through."""
 _ABSENT_S = 5.0
 """How long a shard an id named and the GCS did not know is taken to be absent."""
+_FREED_S = 10.0
+"""Longest `shutdown` waits for the GCS to free the shards' names."""
 
 
 class AsyncSwarmClient:
@@ -83,7 +85,8 @@ class AsyncSwarmClient:
             is the one orchestrator.
         spread: How many shards (the first ones) take new tasks.
         name: The orchestrator's actor name and Ray namespace (`NAMESPACE/NAME`), for
-            finding a shard an id names that this client was not given.
+            finding a shard an id names that this client was not given, and for
+            `shutdown` to wait until the names are free.
     """
 
     def __init__(
@@ -548,13 +551,27 @@ class AsyncSwarmClient:
     async def shutdown(self) -> None:
         """Kill the orchestrator for good (its state stays in the store).
 
-        Rollouts of tasks that just ended are written first (waiting up to 10 s).
+        Rollouts of tasks that just ended are written first (waiting up to 10 s). It
+        returns once each shard's name is free (up to 10 s): a `connect()` right after
+        then starts a fresh orchestrator, where it could have been handed the dying one,
+        whose calls would wait for a restart that never comes.
         """
         for actor in self.shards.values():
             with contextlib.suppress(Exception):  # gone, restarting or stuck: kill it anyway
                 await asyncio.wait_for(actor.flush_rollouts.remote(), 10)
             with contextlib.suppress(ValueError):  # already gone
                 ray.kill(actor, no_restart=True)
+        if self.name is None:
+            return
+        namespace, _, name = self.name.partition("/")
+        deadline = time.monotonic() + _FREED_S
+        for shard in sorted(self.shards):
+            while time.monotonic() < deadline:
+                try:
+                    ray.get_actor(shard_name(name, shard), namespace=namespace)
+                except ValueError:
+                    break  # the name is free
+                await asyncio.sleep(0.05)
 
 
 def _rebuild(actor: Any, options: dict[str, Any]) -> AsyncSwarmClient:

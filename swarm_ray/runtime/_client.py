@@ -252,9 +252,7 @@ def connect(
         )
         for k in indices
     }
-    aio = AsyncSwarmClient(
-        actors[0], shards=actors, spread=spread, name=f"{namespace}/{name}" if sharded else None
-    )
+    aio = AsyncSwarmClient(actors[0], shards=actors, spread=spread, name=f"{namespace}/{name}")
     return SwarmClient(aio)
 
 
