@@ -11,6 +11,7 @@ are found so that they are not read as content.
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field, replace
 
@@ -182,7 +183,9 @@ def _split_headings(row: Row) -> Row:
 _SPLIT_ROLES = frozenset({"min", "typ", "max", "unit"})
 
 
+@functools.lru_cache(maxsize=8192)
 def role(text: str) -> str | None:
+    """What a cell's words are in a table (`min`, `max`, `unit`, a value's label), if any."""
     clean = " ".join(strip_footnotes(text).lower().split()).strip(" :")
     clean = re.sub(r"\s*[(\[][^()\[\]]*[)\]]$", "", clean)  # `Max (°C)`
     return _ROLE_OF.get(clean)

@@ -124,6 +124,8 @@ def read_quantities(document: ParsedDocument) -> DocumentQuantities:
 def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     """Bare numbers of a table's cells, with their column's header words and row label."""
     rows = page_rows(page)
+    # Each row's cells that are not bare numbers: only those can start a column's header.
+    worded = [[c for c in r.cells if not _BARE.match(strip_footnotes(c.text))] for r in rows]
     out: list[Quantity] = []
     for index, row in enumerate(rows):
         bare = [c for c in row.cells[1:] if _BARE.match(strip_footnotes(c.text))]
@@ -134,7 +136,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         at = next((i for i, line in enumerate(lines) if label in line), 0)
         units = [c for c in row.cells[1:] if _unit_cell(c.text)]
         for cell in bare:
-            header = _header(rows, index, cell)
+            header = _header(rows, index, cell, worded)
             if not header:
                 continue
             # A row's unit column (`Total dissipation | 625 | 350 | mW`): the nearest to the right.
@@ -197,10 +199,17 @@ def _states(cells: list[TextBox]) -> bool:
     )
 
 
-def _header(rows: list[Row], index: int, cell: TextBox) -> str:
-    """The words above `cell` in its column, nearest last, past rows of numbers."""
+def _header(rows: list[Row], index: int, cell: TextBox, worded: list[list[TextBox]]) -> str:
+    """The words above `cell` in its column, nearest last, past rows of numbers.
+
+    `worded` holds each row's cells that are not bare numbers: until the first words are
+    found, a row with none over the cell is passed at once (a series table's rows of
+    numbers, read for every cell under them).
+    """
     words: list[str] = []
     for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
+        if not words and not any(_over(c, cell) for c in worded[back]):
+            continue  # nothing over the cell, or numbers only: no header yet
         above = [c for c in rows[back].cells if _over(c, cell)]
         if not above:
             continue
