@@ -156,8 +156,9 @@ def test_the_open_task_limit_is_exact_across_shards(shards: SwarmClient) -> None
     opened = [a for a in answers if isinstance(a, str)]
     refused = [a for a in answers if isinstance(a, LimitExceededError)]
     try:
+        # The submits alternate between the shards, 25 each: a count per shard would have
+        # opened up to 2 x `_LIMIT`. Which shard's submits took the seats is a race.
         assert len(opened) == _LIMIT and len(refused) == 50 - _LIMIT, answers[:3]
-        assert {shard_of(t) for t in opened} == {0, 1}
         # An ended task frees its seat, whichever shard it was on.
         LOOP.run(shards.aio.cancel(opened.pop(), principal=who))
         opened.append(LOOP.run(shards.aio.submit(slow, principal=who)))
