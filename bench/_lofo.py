@@ -42,6 +42,7 @@ from swarm_ray.documents._parse import parse_pdf
 from swarm_ray.documents._quantities import focus_of
 from swarm_ray.documents._scorer import Scorer, choose_scored
 from swarm_ray.documents._table import chosen_facts, names_a_field, table_links
+from swarm_ray.documents._terms import _HYPHENS
 from swarm_ray.documents._training import (
     GoldFact,
     LabeledDocument,
@@ -296,7 +297,6 @@ def trace(
 
 _NUMBER = re.compile(r"(?<![\w.])\d+(?:[.,]\d+)*")
 """A number standing on its own: not the `05` of `79L05`, which names a part."""
-_DASHES = str.maketrans(dict.fromkeys("\u2010\u2011\u2012\u2013\u2212", "-"))
 
 
 def on_page(fact: GoldFact, texts: Sequence[str]) -> bool:
@@ -307,7 +307,7 @@ def on_page(fact: GoldFact, texts: Sequence[str]) -> bool:
     the page, case and dashes aside. A fact citing no page looks at every page.
     """
     pages = [texts[fact.page - 1]] if fact.page and fact.page <= len(texts) else list(texts)
-    text = " ".join(pages).translate(_DASHES)
+    text = " ".join(pages).translate(_HYPHENS)
     numbers: set[float] = set()
     for token in _NUMBER.findall(text):
         for reading in {token.replace(",", ""), token.replace(",", ".")}:
@@ -320,7 +320,7 @@ def on_page(fact: GoldFact, texts: Sequence[str]) -> bool:
         try:
             number = abs(float(value))
         except ValueError:
-            if " ".join(value.translate(_DASHES).casefold().split()) in folded:
+            if " ".join(value.translate(_HYPHENS).casefold().split()) in folded:
                 return True
             continue
         if any(

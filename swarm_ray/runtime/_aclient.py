@@ -140,15 +140,20 @@ class AsyncSwarmClient:
         if actor is None and self.name is not None and not recently:
             # A blocking lookup in the GCS: ids naming shards that do not run (a caller
             # can write any) cost one lookup per shard per `_ABSENT_S`, not one a request.
-            namespace, _, name = self.name.partition("/")
             try:
-                actor = ray.get_actor(shard_name(name, shard), namespace=namespace)
+                actor = self._lookup(shard)
                 self.shards[shard] = actor
             except ValueError:  # no such shard runs
                 self._absent[shard] = time.monotonic()
         if actor is None:
             raise TaskNotFoundError(f"task `{task_id}` is not known", task_id=task_id)
         return actor
+
+    def _lookup(self, shard: int) -> Any:
+        """Shard `shard`'s actor by its name in the GCS (blocking); `ValueError` if none runs."""
+        assert self.name is not None
+        namespace, _, name = self.name.partition("/")
+        return ray.get_actor(shard_name(name, shard), namespace=namespace)
 
     def _new_shard(self, request: TaskRequest) -> int:
         """The shard a new task goes to: its parent's, its chosen id's, or the next.
@@ -563,12 +568,11 @@ class AsyncSwarmClient:
                 ray.kill(actor, no_restart=True)
         if self.name is None:
             return
-        namespace, _, name = self.name.partition("/")
         deadline = time.monotonic() + _FREED_S
         for shard in sorted(self.shards):
             while time.monotonic() < deadline:
                 try:
-                    ray.get_actor(shard_name(name, shard), namespace=namespace)
+                    self._lookup(shard)
                 except ValueError:
                     break  # the name is free
                 await asyncio.sleep(0.05)
