@@ -1,12 +1,12 @@
 """Hard limits for agents that run untrusted work: memory, CPU time, processes.
 
 A capability whose `Resources` set `max_memory_bytes`, `max_cpu_s` or `max_processes`
-runs each attempt in a fresh child process of its pooled agent or Ray Data row
-(`python -m swarm_ray.runtime._rlimits`), with `resource.setrlimit` applied in that
-child only:
+runs each attempt in a child process of its pooled agent or Ray Data row, forked from a
+zygote that imported the capability's modules once (`_zygote`), with
+`resource.setrlimit` applied in that child only:
 
 - `RLIMIT_AS`: the child's address space may grow by `max_memory_bytes` past what the
-  interpreter and the capability's imports took; a runaway allocation gets a
+  interpreter and the capability's imports took at the fork; a runaway allocation gets a
   `MemoryError` (the attempt fails with `resource_limit`);
 - `RLIMIT_CPU`: `max_cpu_s` seconds of CPU past start-up; then the kernel stops it
   (`SIGXCPU`, then `SIGKILL`);
@@ -14,26 +14,24 @@ child only:
   user; a fork bomb's `fork` fails. Root ignores this limit, so a child of a root
   agent first becomes `nobody`.
 
-The child leads its own process group and dies with its agent (`PR_SET_PDEATHSIG`);
-when it ends, the whole group is killed, so nothing it started outlives the attempt.
+The child leads its own process group and dies with its zygote, which dies with its
+agent; when it ends, the whole group is killed, so nothing it started outlives the
+attempt.
 Only that attempt fails: the agent, its other sub-tasks and the rest of the swarm go on;
 a failure names the files the attempt was reading (its input's `ReadPath` fields).
 The document and video workloads declare limits by default for untrusted principals'
 tasks (`declared_limits`): a PDF or decompression bomb in a tenant's upload fails its
 own sub-task with `resource_limit`.
-A fresh interpreter per attempt costs about half a second: limits are for untrusted
+A fork from a warm zygote costs milliseconds (a zygote's first attempt of a capability
+pays its imports, as a fresh interpreter did every time); limits are still for untrusted
 work, not for every capability.
 """
 
 from __future__ import annotations
 
-import contextlib
 import math
 import os
-import pickle
 import signal
-import subprocess
-import sys
 import time
 from typing import Any
 
@@ -41,6 +39,7 @@ from swarm_ray.core.guards._access import read_paths
 from swarm_ray.core.model._capability import CapabilitySpec, Resources
 from swarm_ray.core.model._errors import ErrorCode
 from swarm_ray.core.model._subtask import SubTask, SubTaskResult
+from swarm_ray.runtime._zygote import ZygoteLost, run_forked
 
 __all__: list[str] = []
 
@@ -93,13 +92,6 @@ def apply_limits(resources: Resources) -> None:
             os.setuid(NOBODY)
 
 
-def _die_with_parent() -> None:
-    with contextlib.suppress(Exception):  # Linux only; elsewhere the group kill must do
-        import ctypes
-
-        ctypes.CDLL(None).prctl(1, signal.SIGKILL)  # PR_SET_PDEATHSIG
-
-
 def _naming_files(message: str, spec: CapabilitySpec, subtask: SubTask) -> str:
     """`message`, saying which files the attempt was reading.
 
@@ -132,31 +124,26 @@ def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) ->
     """Run one attempt in a limited child process; never raises."""
     started = time.time()
     limits = spec.resources
-    child = subprocess.Popen(
-        [sys.executable, "-m", "swarm_ray.runtime._rlimits"],
-        stdin=subprocess.PIPE,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        start_new_session=True,
-    )
+    modules = (spec.entrypoint.partition(":")[0],) if spec.entrypoint is not None else ()
     try:
-        out, err = child.communicate(
-            pickle.dumps((spec, subtask, agent)), timeout=subtask.timeout_s * 0.95
+        ended = run_forked(
+            "swarm_ray.runtime._rlimits:attempt",
+            (spec, subtask, agent),
+            modules=("swarm_ray.runtime._agent", *modules),
+            timeout_s=subtask.timeout_s * 0.95,
         )
-    except subprocess.TimeoutExpired:
-        child.kill()
-        child.wait()
+    except ZygoteLost as exc:
+        message = f"attempt of `{spec.id}` lost its limited process: {exc}"
+        return _failed(spec, subtask, agent, started, message, ErrorCode.AGENT_UNAVAILABLE)
+    if ended.code is None:
         message = (
             f"sub-task `{subtask.subtask_id}` ran past its {subtask.timeout_s} s deadline "
             "in its limited process"
         )
         return _failed(spec, subtask, agent, started, message, ErrorCode.TIMEOUT)
-    finally:
-        with contextlib.suppress(ProcessLookupError, PermissionError):
-            os.killpg(child.pid, signal.SIGKILL)  # whatever it started goes with it
-    if child.returncode == 0 and out:
-        return SubTaskResult.model_validate_json(out)
-    code = child.returncode
+    if ended.code == 0 and ended.result:
+        return SubTaskResult.model_validate_json(ended.result)
+    code = ended.code
     if code in (-signal.SIGXCPU, -signal.SIGKILL) and limits.max_cpu_s is not None:
         why = f"used its {limits.max_cpu_s} s of CPU time and was stopped"
     elif code == -signal.SIGABRT and limits.max_memory_bytes is not None:
@@ -165,26 +152,18 @@ def run_limited(spec: CapabilitySpec, subtask: SubTask, *, agent: str | None) ->
             f"was aborted (SIGABRT) by native code, most likely an allocation past its "
             f"memory limit of {limits.max_memory_bytes} bytes"
         )
-    elif code is not None and code < 0:
+    elif code < 0:
         why = f"was killed by {signal.Signals(-code).name}"
     else:
-        tail = err.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
+        tail = ended.output.decode(errors="replace").strip().splitlines()[-1:] or ["no output"]
         why = f"ended with status {code}: {tail[0][:300]}"
     return _failed(spec, subtask, agent, started, f"attempt of `{spec.id}` {why}")
 
 
-def _main() -> None:
-    """The child: read the attempt, import, limit, run, write the result, exit."""
-    _die_with_parent()
-    spec, subtask, agent = pickle.loads(sys.stdin.buffer.read())
-    from swarm_ray.core.planning._catalog import load_entrypoint
+def attempt(spec: CapabilitySpec, subtask: SubTask, agent: str | None, result_fd: int) -> None:
+    """The forked child (`_zygote`): limit, run, write the result to `result_fd`, exit."""
     from swarm_ray.runtime._agent import run_subtask
 
-    if spec.entrypoint is not None:
-        with contextlib.suppress(Exception):  # errors are reported by `run_subtask`
-            load_entrypoint(spec.entrypoint)  # imports count as start-up, not as the attempt
-    result_fd = os.dup(1)
-    os.dup2(2, 1)  # what the capability prints goes to stderr, not into the result
     me = os.getpid()
     apply_limits(spec.resources)
     result = run_subtask(spec, subtask, agent=agent)
@@ -232,7 +211,3 @@ def limited(resources: Resources, subtask: SubTask | None = None) -> bool:
         v is not None
         for v in (resources.max_memory_bytes, resources.max_cpu_s, resources.max_processes)
     )
-
-
-if __name__ == "__main__":
-    _main()

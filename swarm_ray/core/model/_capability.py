@@ -51,8 +51,8 @@ class Resources(BaseModel):
     max_memory_bytes: int | None = Field(default=None, gt=0)
     """Hard cap on what one attempt may allocate (`RLIMIT_AS`, past the interpreter's own
     start-up); past it the attempt gets a `MemoryError` and fails with `resource_limit`.
-    Any `max_*` runs each attempt in a fresh, limited child process of its pooled agent
-    or Ray Data row (not Serve; about half a second per attempt)."""
+    Any `max_*` runs each attempt in a limited child process of its pooled agent or Ray
+    Data row (not Serve), forked from a zygote that imported the capability once."""
     max_cpu_s: float | None = Field(default=None, gt=0)
     """Hard cap on one attempt's CPU seconds (`RLIMIT_CPU`); past it the kernel stops it."""
     max_processes: int | None = Field(default=None, ge=0)
@@ -60,8 +60,8 @@ class Resources(BaseModel):
     `fork` fails. Everything the attempt started is killed when it ends."""
     limits_untrusted_only: bool = False
     """Apply the `max_*` limits only to sub-tasks of untrusted principals' tasks (HTTP
-    callers' uploads): trusted batch jobs keep running in-process, without the half
-    second a limited child costs per attempt."""
+    callers' uploads): trusted batch jobs keep running in-process, without the fork
+    and the copy of input and result a limited child costs per attempt."""
     background: bool = False
     """Bulk work off the critical path: its pooled sub-agents run at a lower OS priority
     (nice 10), so agents of other capabilities sharing the cores go first. Ray's
