@@ -25,6 +25,7 @@ killing a running attempt's group first: nothing outlives its agent.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import importlib
 import os
@@ -189,6 +190,16 @@ def _kill_group(pid: int) -> None:
 
 _idle: list[_Zygote] = []
 _idle_lock = threading.Lock()
+
+
+@atexit.register
+def _close_idle() -> None:
+    """At the agent's exit, its idle zygotes go first (they would see its end close)."""
+    with _idle_lock:
+        closing = list(_idle)
+        _idle.clear()
+    for zygote in closing:
+        zygote.close()
 
 
 def run_forked(
