@@ -152,7 +152,7 @@ def document_candidates(
 ) -> DocumentCandidates:
     """Every candidate of `document` for `fields` (label fields: no synonyms or patterns)."""
     quantities = quantities if quantities is not None else read_quantities(document)
-    tables = table_links(document, fields, document.file_name)
+    tables = table_links(document, fields, document.file_name, quantities)
     title = " ".join(quantities.pages[0].lines[:4]) if quantities.pages else ""
     count = len(quantities.pages)
     per_field: dict[str, tuple[FieldCandidate, ...]] = {}

@@ -23,7 +23,12 @@ from swarm_ray.documents._grid import PART_NUMBER, STAT_ROLES, role
 from swarm_ray.documents._labels import LabelPattern, labels_regex
 from swarm_ray.documents._links import Candidate
 from swarm_ray.documents._parse import ParsedDocument
-from swarm_ray.documents._quantities import of_field, read_quantities, series_page
+from swarm_ray.documents._quantities import (
+    DocumentQuantities,
+    of_field,
+    read_quantities,
+    series_page,
+)
 from swarm_ray.documents._symbols import label_forms
 from swarm_ray.documents._units import COUNT, TEXT
 
@@ -49,9 +54,15 @@ def _naming(names: LabelPattern) -> Callable[[str], bool]:
 
 
 def own_row_links(
-    document: ParsedDocument, fields: Sequence[FieldSpec], source: str
+    document: ParsedDocument,
+    fields: Sequence[FieldSpec],
+    source: str,
+    quantities: DocumentQuantities | None = None,
 ) -> dict[str, list[Candidate]]:
-    """Per field key, the links of the file's own row in its tables of parts."""
+    """Per field key, the links of the file's own row in its tables of parts.
+
+    `quantities`: the document's reading, if already made (else its pages are read).
+    """
     focus = set(document.focus_pages)
     pages = tuple(
         p
@@ -61,7 +72,11 @@ def own_row_links(
     numeric = [s for s in fields if s.kind not in (TEXT, COUNT)]
     if not pages or not numeric:
         return {}
-    quantities = read_quantities(document.model_copy(update={"pages": pages}))
+    quantities = (
+        quantities.of_pages([p.number for p in pages])
+        if quantities is not None
+        else read_quantities(document.model_copy(update={"pages": pages}))
+    )
     own = {
         q.label
         for q in quantities.quantities

@@ -13,7 +13,7 @@ per-field filter `of_field` is cheap.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Collection
 from dataclasses import dataclass, replace
 
 from swarm_ray.documents._cells import fits
@@ -85,6 +85,18 @@ class DocumentQuantities:
 
     pages: tuple[PageLines, ...]
     quantities: tuple[Quantity, ...]
+
+    def of_pages(self, numbers: Collection[int]) -> DocumentQuantities:
+        """The same reading of the pages numbered `numbers` alone.
+
+        Each page is read on its own, so this is what `read_quantities` gives for those
+        pages.
+        """
+        wanted = set(numbers)
+        return DocumentQuantities(
+            tuple(p for p in self.pages if p.number in wanted),
+            tuple(q for q in self.quantities if q.page in wanted),
+        )
 
 
 _AFTER = re.compile(r"\s?(?P<w>[^\s\d,;:()\[\]=]{1,12})")
@@ -208,7 +220,9 @@ def _header(rows: list[Row], index: int, cell: TextBox, worded: list[list[TextBo
     """
     words: list[str] = []
     for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
-        if not words and not any(_over(c, cell) for c in worded[back]):
+        if not words and not any(
+            c.x0 < cell.x1 and cell.x0 < c.x1 and _over(c, cell) for c in worded[back]
+        ):
             continue  # nothing over the cell, or numbers only: no header yet
         above = [c for c in rows[back].cells if _over(c, cell)]
         if not above:
@@ -265,10 +279,15 @@ def of_field(
     if spec.kind in (TEXT, COUNT):
         return []  # terms and counts come from their own readers (`_links`)
     out: list[Quantity] = []
+    named: dict[str, bool] = {}  # a table's cells share their column's header
     for quantity in quantities.quantities:
         unit = _unit_of(quantity, spec.kind)
-        if unit is None and names is not None and _unitless(quantity) and names(quantity.header):
-            unit = lookup_unit(spec.unit, spec.kind)
+        if unit is None and names is not None and _unitless(quantity):
+            header = quantity.header
+            if header not in named:
+                named[header] = bool(names(header))
+            if named[header]:
+                unit = lookup_unit(spec.unit, spec.kind)
         if unit is None or not fits(spec, unit, quantity.raw):
             continue
         out.append(quantity if unit is quantity.unit else replace(quantity, unit=unit))

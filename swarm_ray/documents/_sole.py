@@ -22,7 +22,13 @@ from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._links import Candidate, weak_scale
 from swarm_ray.documents._parse import ParsedDocument
-from swarm_ray.documents._quantities import Quantity, in_unit, of_field, read_quantities
+from swarm_ray.documents._quantities import (
+    DocumentQuantities,
+    Quantity,
+    in_unit,
+    of_field,
+    read_quantities,
+)
 from swarm_ray.documents._symbols import implied_statistics
 from swarm_ray.documents._units import COUNT, TEXT
 from swarm_ray.documents._values import read_values
@@ -69,6 +75,7 @@ def sole_links(
     fields: Sequence[FieldSpec],
     linked: dict[str, list[Candidate]],
     chosen: dict[str, list[Candidate]],
+    quantities: DocumentQuantities | None = None,
 ) -> dict[str, list[Candidate]]:
     """Links for the numeric fields no label links at all, where the unit says which field.
 
@@ -81,8 +88,10 @@ def sole_links(
     empty = [s for s in fields if not linked.get(s.key) and s.kind not in (TEXT, COUNT)]
     if not empty or not document.pages:
         return {}
-    first = document.model_copy(update={"pages": document.pages[:1]})
-    quantities = read_quantities(first)
+    if quantities is not None:
+        quantities = quantities.of_pages([document.pages[0].number])
+    else:
+        quantities = read_quantities(document.model_copy(update={"pages": document.pages[:1]}))
     lines = quantities.pages[0].lines
     out: dict[str, list[Candidate]] = {}
     for spec in empty:

@@ -89,6 +89,7 @@ from swarm_ray.documents._links import (
 )
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._part_rows import own_row_links
+from swarm_ray.documents._quantities import DocumentQuantities
 from swarm_ray.documents._rows import BRACKETED_CONDITION, RowReader
 from swarm_ray.documents._sole import sole_links
 from swarm_ray.documents._symbols import (
@@ -470,13 +471,19 @@ class TableLinks:
     """Per field key: the links `_choice.choose` keeps."""
 
 
-def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: str) -> TableLinks:
+def table_links(
+    document: ParsedDocument,
+    fields: Sequence[FieldSpec],
+    source: str,
+    quantities: DocumentQuantities | None = None,
+) -> TableLinks:
     """The links of `fields` (declared by labels) in `document`, and the rules' choice.
 
     Args:
         document: A parsed document (boxes used where pages have them).
         fields: Label fields (no synonyms, patterns or vocabulary).
         source: The document's file name, which may name its part among a series'.
+        quantities: The document's reading (`read_quantities`), if already made.
     """
     reader = _Reader(fields, source)
     running = running_rows(document)
@@ -487,7 +494,7 @@ def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: s
     for page in document.pages:
         if not focus or page.number in focus:
             found.extend(reader.page(page, running, body))
-    for extra in own_row_links(document, fields, source).values():
+    for extra in own_row_links(document, fields, source, quantities).values():
         found.extend(extra)
     for spec in fields:
         found.extend(count_links(spec, document))
@@ -514,7 +521,7 @@ def table_links(document: ParsedDocument, fields: Sequence[FieldSpec], source: s
             mine = conditioned(links[spec.key], reader.fields, reader.regexes, spec, chosen)
             chosen[spec.key] = chosen_of(spec, mine)
     by_key = {spec.key: spec for spec in fields}
-    for key, sole in sole_links(document, fields, links, chosen).items():
+    for key, sole in sole_links(document, fields, links, chosen, quantities).items():
         links[key].extend(sole)
         chosen[key] = chosen_of(by_key[key], sole)
     return TableLinks(links=links, chosen=chosen)

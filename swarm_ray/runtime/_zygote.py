@@ -321,4 +321,3 @@ def main() -> None:
     sock = socket.socket(fileno=int(sys.argv[1]))
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the agent ends it, by closing its end
     _serve(sock)
-
