@@ -54,7 +54,35 @@ def test_shards_past_n_with_stored_tasks_are_found(tmp_path: Path) -> None:
         (tmp_path / name).touch()
     assert retired(tmp_path, None, 1) == [1, 3]
     assert retired(tmp_path, None, 2) == [3]
-    assert retired(tmp_path, "redis://h/0", 1) == []
+    named = tmp_path / "named"
+    named.mkdir()
+    for name in ("tasks.db", "tasks-s2.db", "tasks-s7.db", "state-s4.db", "tasks-s2.db-wal"):
+        (named / name).touch()
+    assert retired(tmp_path, str(named / "tasks.db"), 1) == [2, 7]
+    assert retired(tmp_path, f"sqlite://{named / 'tasks.db'}", 3) == [7]
+    assert retired(tmp_path, str(tmp_path / "absent" / "tasks.db"), 1) == []
+
+
+@pytest.mark.redis
+def test_shards_past_n_with_tasks_in_redis_are_found(tmp_path: Path) -> None:
+    import redis
+
+    from swarm_ray import StateStoreError
+    from tests.conftest_redis import free_port, running_redis_server
+
+    with running_redis_server(tmp_path) as url:
+        assert retired(tmp_path, url, 1) == []
+        client = redis.Redis.from_url(url)
+        client.zadd("swarm-ray-s3:tasks", {"t--s3": 1.0})
+        client.zadd("swarm-ray-s5:tasks", {"t--s5": 1.0})
+        client.set("swarm-ray-s4:other", "1")  # a key, but no task
+        assert retired(tmp_path, url, 1) == [3, 5]
+        assert retired(tmp_path, url, 4) == [5]
+        client.close()
+    dead = f"redis://:secret@127.0.0.1:{free_port()}/0"
+    with pytest.raises(StateStoreError) as refused:
+        retired(tmp_path, dead, 1)
+    assert "shards past 1" in str(refused.value) and "secret" not in str(refused.value)
 
 
 def test_the_shard_count_comes_from_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

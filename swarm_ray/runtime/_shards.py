@@ -12,7 +12,7 @@ A caller that chooses its task id gets the shard a stable hash of that id names
 (`chosen_shard`), so sending the same request again reaches the same shard while N is
 unchanged; the id handed back names its shard in any case.
 
-Nothing here does I/O but `retired`, which looks for the SQLite files of shards past N.
+Nothing here does I/O but `retired`, which looks for the stores of shards past N.
 """
 
 from __future__ import annotations
@@ -21,9 +21,9 @@ import hashlib
 import os
 import re
 from pathlib import Path
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
-from swarm_ray.core.model._errors import InvalidSpecError
+from swarm_ray.core.model._errors import InvalidSpecError, StateStoreError
 
 __all__: list[str] = []
 
@@ -100,16 +100,49 @@ def shard_store_url(url: str | None, shard: int) -> tuple[str | None, str | None
 
 
 def retired(state_dir: Path, url: str | None, shards: int) -> list[int]:
-    """Shards at or past `shards` whose default SQLite store exists: they hold tasks.
+    """Shards at or past `shards` whose store holds tasks: they are started again.
 
-    Only the default store under `state_dir` is looked for; shards kept in Redis or
-    elsewhere are started again by naming them (`connect(orchestrators=...)`).
+    Each store kind is looked for where `shard_store_url` puts it: `state-s{k}.db` under
+    `state_dir` (the default store), `NAME-s{k}.db` beside a SQLite file a URL or path
+    names, and the Redis namespace `swarm-ray-s{k}` with a task in it (one round trip for
+    every shard an id can name). Raises `StateStoreError` when Redis cannot be reached.
     """
-    if url is not None or not state_dir.is_dir():
+    if url is None:
+        return _files(state_dir, "state", ".db", shards)
+    scheme = urlsplit(url).scheme.lower() if "://" in url else ""
+    if scheme in ("redis", "rediss", "unix"):
+        return _namespaces(url, shards)
+    if scheme not in ("", "sqlite"):
+        return []  # no store: opening it says so
+    path = Path(unquote(urlsplit(url).path)) if scheme else Path(url).expanduser()
+    return _files(path.parent, path.stem, path.suffix, shards)
+
+
+def _files(folder: Path, stem: str, suffix: str, shards: int) -> list[int]:
+    if not folder.is_dir():
         return []
     found: list[int] = []
-    for file in state_dir.glob("state-s*.db"):
-        digits = file.stem.removeprefix("state-s")
+    for file in folder.glob(f"{stem}-s*{suffix}"):
+        digits = file.name[len(stem) + 2 : len(file.name) - len(suffix) or None]
         if digits.isdigit() and shards <= int(digits) < MAX_SHARDS:
             found.append(int(digits))
     return sorted(found)
+
+
+def _namespaces(url: str, shards: int) -> list[int]:
+    import redis
+
+    wanted = range(max(shards, 1), MAX_SHARDS)
+    try:
+        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5) as client:
+            pipe = client.pipeline(transaction=False)
+            for k in wanted:
+                pipe.exists(f"swarm-ray-s{k}:tasks")
+            held = pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        location = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
+        raise StateStoreError(
+            f"cannot look for shards past {shards} in the Redis store at "
+            f"{location.geturl()}: {type(exc).__name__}: {exc}"
+        ) from None
+    return [k for k, count in zip(wanted, held, strict=True) if count]
