@@ -88,6 +88,7 @@ bench: $(VENV)/.installed
 	$(PY) bench/llm.py --engine openai
 	$(PY) bench/llm_budget.py
 	$(PY) bench/noisy.py
+	$(PY) bench/limits.py
 
 # Every benchmark in its small mode (each about a minute: the real path, less work), as CI
 # runs them after the tests: a bench that can no longer produce its figures fails the run
@@ -107,6 +108,7 @@ bench-quick: $(VENV)/.installed
 	@$(call quick,bench/llm.py --engine openai)
 	@$(call quick,bench/llm_budget.py)
 	@$(call quick,bench/noisy.py)
+	@$(call quick,bench/limits.py)
 	@$(call quick,bench/scale.py)
 	@$(call quick,bench/datasheets.py -q)
 	@$(call quick,bench/datasheets.py --lofo -q)
