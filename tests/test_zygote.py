@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from swarm_ray.runtime._zygote import run_forked
 
 HERE = "tests.test_zygote"
@@ -117,3 +119,16 @@ def test_overlapping_attempts_each_get_a_zygote() -> None:
     assert [e.result.decode().split(":")[0] for e in ended] == [
         str(n) for n in range(concurrent * 2)
     ]
+
+
+def test_an_idle_zygote_is_closed_after_the_agents_idle_time(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    from swarm_ray.runtime import _zygote
+
+    monkeypatch.setenv("SWARM_RAY_AGENT_IDLE_S", "0.5")
+    ended = run_forked(f"{HERE}:answer", ("idle",), modules=(), timeout_s=60)
+    zygote = int(ended.result.decode().split(":")[1])
+    assert _gone(zygote, within_s=10)
+    assert not _zygote._idle
+    assert run_forked(f"{HERE}:answer", ("again",), modules=(), timeout_s=60).code == 0
