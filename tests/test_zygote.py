@@ -121,12 +121,12 @@ def test_overlapping_attempts_each_get_a_zygote() -> None:
     ]
 
 
-def test_an_idle_zygote_is_closed_after_the_agents_idle_time(
+def test_an_idle_zygote_is_closed_after_its_idle_time(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     from swarm_ray.runtime import _zygote
 
-    monkeypatch.setenv("SWARM_RAY_AGENT_IDLE_S", "0.5")
+    monkeypatch.setenv("SWARM_RAY_ZYGOTE_IDLE_S", "0.5")
     ended = run_forked(f"{HERE}:answer", ("idle",), modules=(), timeout_s=60)
     zygote = int(ended.result.decode().split(":")[1])
     assert _gone(zygote, within_s=10)

@@ -7,6 +7,7 @@
 | `SWARM_RAY_RESULTS_URI` | `results/` in the state dir | any `pyarrow.fs` URI (`s3://...`) |
 | `SWARM_RAY_WATERMARK_KEY` | (unset) | the watermark secret itself |
 | `SWARM_RAY_AGENT_IDLE_S` | `60` | pooled agents idle this long are released |
+| `SWARM_RAY_ZYGOTE_IDLE_S` | `60` | idle zygotes (parents of limited attempts) close after this |
 | `SWARM_RAY_PLACEMENT_S` | `600` | an agent or stage unplaced this long fails "no resources for" |
 | `SWARM_RAY_AUTOSCALING` | `0` | `1`: an autoscaler adds nodes, so no request is refused at once |
 | `SWARM_RAY_ORCHESTRATOR_RESOURCE` | (head node) | a resource the orchestrators' nodes declare |

@@ -7,7 +7,7 @@ small PDF. Each agent process keeps idle *zygotes* instead: child interpreters t
 import a capability's modules the first time they serve it and then `fork` one process
 per attempt. The fork starts with those imports done and holds nothing of any other
 attempt, since a zygote runs no attempt itself. A zygote idle for
-`SWARM_RAY_AGENT_IDLE_S` (60 s) is closed, as an idle pooled agent is released.
+`SWARM_RAY_ZYGOTE_IDLE_S` (60 s) is closed, as an idle pooled agent is released.
 
 The zygote speaks to its agent over a Unix socket pair, its only link:
 
@@ -196,12 +196,12 @@ _reaper: threading.Thread | None = None
 
 
 def idle_s() -> float:
-    """How long a zygote may sit idle before it exits.
+    """How long a zygote may sit idle before it exits (`SWARM_RAY_ZYGOTE_IDLE_S`, 60 s).
 
-    `SWARM_RAY_AGENT_IDLE_S`, as for pooled agents: an idle documents zygote holds about
-    140 MB.
+    An idle documents zygote holds about 140 MB and no Ray resource; an agent released
+    for being idle takes its zygotes with it whatever this says.
     """
-    return float(os.environ.get("SWARM_RAY_AGENT_IDLE_S", "60"))
+    return float(os.environ.get("SWARM_RAY_ZYGOTE_IDLE_S", "60"))
 
 
 def _reap() -> None:
