@@ -309,3 +309,33 @@ def test_a_package_said_to_be_another_parts_is_not_the_files() -> None:
     assert ours == ["TO-18", "TO-39"]  # the file's part's first; no other part's mention
     theirs = [m.term for m in term_mentions("outline", _placed(rows, "xq2219a_vendor.pdf"))]
     assert theirs[0] == "TO-39" and "TO-18" not in theirs and "SOT-23" in theirs
+
+
+def test_a_label_and_unit_drawn_once_over_sub_rows_describe_each_of_them() -> None:
+    # `Bias current` and `mA` span the 25 °C and 125 °C sub-rows, drawn once between them.
+    def box(x: float, top: float, text: str) -> TextBox:
+        return TextBox(x0=x, top=top, x1=x + 5.0 * len(text), bottom=top + 8, size=8, text=text)
+
+    boxes = (
+        box(76, 0, "PARAMETER"), box(318, 0, "TJ"), box(440, 0, "MIN"), box(480, 0, "TYP"),
+        box(520, 0, "MAX"), box(560, 0, "UNIT"),
+        box(76, 12, "Dropout voltage"), box(318, 12, "25°C"), box(480, 12, "1.7"),
+        box(560, 12, "V"),
+        box(318, 24, "25°C"), box(480, 24, "6"),
+        box(76, 31, "Bias current"), box(560, 31, "mA"),
+        box(316, 38, "125°C"), box(480, 38, "5.5"),
+    )  # fmt: skip
+    text = "\n".join(
+        ["PARAMETER TJ MIN TYP MAX UNIT", "Dropout voltage 25°C 1.7 V", "25°C 6",
+         "Bias current mA", "125°C 5.5"]
+    )  # fmt: skip
+    document = _doc(file_name="xr79.pdf").model_copy(
+        update={"pages": (PageText(number=1, text=text, boxes=boxes),)}
+    )
+    found = document_candidates(document, [parse_field_arg("quiescent current:mA")])
+    cells = {c.scaled: c for c in found.per_field["quiescent current"] if c.header}
+    assert set(cells) == {6.0, 5.5}
+    assert all("TYP" in c.header for c in cells.values())
+    # The dropout row has a label and a unit of its own: nothing of it is a current.
+    voltages = document_candidates(document, [parse_field_arg("dropout voltage:V")])
+    assert {c.scaled for c in voltages.per_field["dropout voltage"] if c.header} == {1.7}

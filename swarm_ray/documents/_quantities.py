@@ -145,8 +145,11 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
             continue
         joined = " | ".join(c.text for c in row.cells)
         label = _MARKS.sub("", row.cells[0].text)
-        at = next((i for i, line in enumerate(lines) if label in line), 0)
         units = [c for c in row.cells[1:] if _unit_cell(c.text)]
+        hung = _hung_from(rows, index) if not units else None
+        if hung is not None:
+            units = [c for c in hung.cells[1:] if _unit_cell(c.text)]
+        at = next((i for i, line in enumerate(lines) if label in line), 0)
         for cell in bare:
             header = _header(rows, index, cell, worded)
             if not header:
@@ -164,6 +167,35 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
                     )
                 )  # fmt: skip
     return out
+
+
+def _hung_from(rows: list[Row], index: int) -> Row | None:
+    """The row whose merged label and unit cells a sub-row of values hangs from, if any.
+
+    A parameter measured under several conditions often has its label and unit drawn
+    once, centred over the sub-rows that hold the values: a row of its own with a label, a
+    unit and no number, touching a sub-row above and below that has a condition and
+    values but no label (`25°C | 6`, `Bias current | mA`, `125°C | 5.5`). A sub-row whose
+    first cell starts right of that row's label, with no unit of its own, takes its unit,
+    so its values are read in their dimension. Its own first cell stays its label: taking
+    the merged label too (often the first of its lines only) moved the learned choice on
+    other families' sub-rows and gained nothing (`bench/datasheets.py --lofo`).
+    """
+    row = rows[index]
+    height = row.bottom - row.top
+    for near in (index + 1, index - 1):
+        if not 0 <= near < len(rows):
+            continue
+        other = rows[near]
+        if other.cells[0].x1 >= row.cells[0].x0:
+            continue  # the sub-row has a label of its own, or the other row has none
+        if any(_BARE.match(strip_footnotes(c.text)) for c in other.cells):
+            continue  # a row of values itself
+        if not any(_unit_cell(c.text) for c in other.cells[1:]):
+            continue
+        if max(other.top - row.bottom, row.top - other.bottom) <= 0.5 * height:
+            return other
+    return None
 
 
 _UNIT_CELL = 10
