@@ -1215,3 +1215,29 @@ def test_a_listing_reads_tasks_back_off_the_loop_and_keeps_ended_ones() -> None:
     reads.clear()
     assert asyncio.run(views(BOB)) == ["b1"]
     assert sorted(t for t, _ in reads) == ["broken", "gone"]  # ended ones were kept
+
+
+def open_descriptors(result_fd: int) -> None:
+    """In a forked attempt: the descriptors it holds beside stdin, stdout and stderr."""
+    held = sorted(int(fd) for fd in os.listdir("/proc/self/fd") if int(fd) > 2)
+    kinds = {
+        fd: os.readlink(f"/proc/self/fd/{fd}")
+        for fd in held
+        if os.path.exists(f"/proc/self/fd/{fd}")
+    }
+    os.write(result_fd, json.dumps({"result": result_fd, "held": kinds}).encode())
+
+
+def test_a_forked_attempt_holds_nothing_of_its_zygote_or_other_attempts() -> None:
+    """A tenant's attempt is forked from a zygote that serves the next tenant's: it must
+    not keep the zygote's socket (to speak for it, or read another attempt's input) nor
+    another attempt's pipes. It holds its own result pipe and nothing else of theirs."""
+    from swarm_ray.runtime._zygote import run_forked
+
+    seen = [
+        json.loads(run_forked(f"{__name__}:open_descriptors", (), modules=(), timeout_s=60).result)
+        for _ in range(2)
+    ]
+    for found in seen:
+        others = {fd: kind for fd, kind in found["held"].items() if int(fd) != found["result"]}
+        assert not [k for k in others.values() if k.startswith(("socket:", "pipe:"))], found

@@ -123,26 +123,18 @@ def _files(folder: Path, stem: str, suffix: str, shards: int) -> list[int]:
         return []
     found: list[int] = []
     for file in folder.glob(f"{stem}-s*{suffix}"):
-        digits = file.name[len(stem) + 2 : len(file.name) - len(suffix) or None]
+        digits = file.name.removeprefix(f"{stem}-s").removesuffix(suffix)
         if digits.isdigit() and shards <= int(digits) < MAX_SHARDS:
             found.append(int(digits))
     return sorted(found)
 
 
 def _namespaces(url: str, shards: int) -> list[int]:
-    import redis
+    from swarm_ray.runtime._store_redis import namespaces_with_tasks
 
-    wanted = range(max(shards, 1), MAX_SHARDS)
+    named = {shard_store_url(url, k)[1]: k for k in range(max(shards, 1), MAX_SHARDS)}
     try:
-        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5) as client:
-            pipe = client.pipeline(transaction=False)
-            for k in wanted:
-                pipe.exists(f"swarm-ray-s{k}:tasks")
-            held = pipe.execute()
-    except (redis.RedisError, OSError) as exc:
-        location = urlsplit(url)._replace(netloc=urlsplit(url).netloc.rpartition("@")[2])
-        raise StateStoreError(
-            f"cannot look for shards past {shards} in the Redis store at "
-            f"{location.geturl()}: {type(exc).__name__}: {exc}"
-        ) from None
-    return [k for k, count in zip(wanted, held, strict=True) if count]
+        held = namespaces_with_tasks(url, [n for n in named if n])
+    except StateStoreError as exc:
+        raise StateStoreError(f"cannot look for shards past {shards}: {exc}") from None
+    return [named[n] for n in held]

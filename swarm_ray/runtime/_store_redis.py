@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import time
+from collections.abc import Sequence
 from urllib.parse import urlsplit
 
 import redis
@@ -11,6 +12,7 @@ from redis.backoff import ExponentialBackoff
 from redis.retry import Retry
 
 from swarm_ray.core.durability._journal import LogEntry, StateStore, StoredTask
+from swarm_ray.core.model._errors import StateStoreError
 from swarm_ray.core.model._record import SCHEMA_VERSION
 from swarm_ray.runtime._migrations import MIGRATIONS
 
@@ -46,6 +48,31 @@ return 1
 """
 
 
+def redacted(url: str) -> str:
+    """`url` without its password: the location messages name."""
+    parts = urlsplit(url)
+    return parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
+
+
+def namespaces_with_tasks(url: str, namespaces: Sequence[str]) -> list[str]:
+    """Those of `namespaces` whose store holds a task, in one round trip to `url`.
+
+    Raises:
+        StateStoreError: Redis cannot be reached (its URL named without the password).
+    """
+    try:
+        with redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=5) as client:
+            pipe = client.pipeline(transaction=False)
+            for namespace in namespaces:
+                pipe.exists(f"{namespace}:tasks")  # `RedisStateStore._key("tasks")`
+            held = pipe.execute()
+    except (redis.RedisError, OSError) as exc:
+        raise StateStoreError(
+            f"cannot read the Redis store at {redacted(url)}: {type(exc).__name__}: {exc}"
+        ) from None
+    return [n for n, count in zip(namespaces, held, strict=True) if count]
+
+
 class RedisStateStore(StateStore):
     """State in Redis, for clusters where the orchestrator may restart on another node.
 
@@ -78,10 +105,8 @@ class RedisStateStore(StateStore):
         socket_timeout_s: float = 5.0,
         retries: int = 2,
     ) -> None:
-        parts = urlsplit(url)  # the location in messages leaves out any password
-        location = parts._replace(netloc=parts.netloc.rpartition("@")[2]).geturl()
         super().__init__(
-            location, supported_schema_version=supported_schema_version, migrations=MIGRATIONS
+            redacted(url), supported_schema_version=supported_schema_version, migrations=MIGRATIONS
         )
         self._ns = namespace
         with self._guard("open"):
