@@ -192,6 +192,8 @@ def _kill_group(pid: int) -> None:
 _idle: list[tuple[_Zygote, float]] = []
 """Idle zygotes, each with the monotonic time it went idle."""
 _idle_lock = threading.Lock()
+_went_idle = threading.Condition(_idle_lock)
+"""Told each time a zygote goes idle (the reaper's next close may be sooner)."""
 _reaper: threading.Thread | None = None
 
 
@@ -205,14 +207,19 @@ def idle_s() -> float:
 
 
 def _reap() -> None:
-    """Close the zygotes idle longer than `idle_s`, for as long as the agent lives."""
+    """Close each zygote once it has been idle `idle_s`, for as long as the agent lives.
+
+    It sleeps until the oldest idle zygote's time is up, or until one more goes idle.
+    """
     while True:
-        limit = idle_s()
-        time.sleep(min(max(limit / 2, 0.25), 5.0))
-        now = time.monotonic()
-        with _idle_lock:
+        with _went_idle:
+            limit, now = idle_s(), time.monotonic()
             stale = [z for z, since in _idle if now - since >= limit]
             _idle[:] = [(z, since) for z, since in _idle if now - since < limit]
+            if not stale:
+                oldest = min((since for _, since in _idle), default=None)
+                _went_idle.wait(None if oldest is None else oldest + limit - now)
+                continue
         for zygote in stale:
             zygote.close()
 
@@ -260,6 +267,7 @@ def run_forked(
             keep = healthy and zygote.alive() and len(_idle) < _MAX_IDLE
             if keep:
                 _idle.append((zygote, time.monotonic()))
+                _went_idle.notify()
         if not keep:
             zygote.close()
 
