@@ -480,6 +480,13 @@ def test_the_file_names_its_part_among_several() -> None:
     assert file_part("1n4007_fairchild.pdf", ["1N4001", "1N4004", "1N4007"]) == "1N4007"
     assert file_part("uf5408_vishay.pdf", ["UF5400-E3", "UF5408-E3"]) == "UF5408-E3"
     assert file_part("report.pdf", ["1N4001", "1N4007"]) is None
+    # An ordering table's grades and packages extend the base part the file is named
+    # after: the closest extension is the file's, whatever the order of the rows.
+    grades = ["CA3306CE", "CA3306E", "CA3306CM", "CA3306M"]
+    assert file_part("ca3306.pdf", grades) == "CA3306E"
+    assert file_part("ca3306.pdf", grades[::-1]) == "CA3306M"
+    # A part the stem names whole beats any extension, and the longest of those wins.
+    assert file_part("1n4742a_philips.pdf", ["1N4742", "1N4742A", "1N4742AT"]) == "1N4742A"
     rows = [
         (1.0, None, "1N4001", 1, 1, 50.0),
         (1.0, None, "1N4007", 1, 1, 1000.0),

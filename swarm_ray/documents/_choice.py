@@ -65,19 +65,29 @@ def file_part(file_name: str, entities: Sequence[str]) -> str | None:
 
     A part matches when its letters and digits appear in the file's stem, or the stem's
     first word (before `_`, `-`, space) is a prefix of the part (`uf5408` for `UF5408-E3`).
+    A part the stem names whole comes first, the longest of them (`1N4742A` before
+    `1N4742`); otherwise the part that adds the fewest characters to the stem's word: an
+    ordering table's grades and packages extend the base part (`CA3306E` before
+    `CA3306CE` for `ca3306.pdf`), and the file is named after the base.
     """
     stem = re.sub(r"\.[A-Za-z0-9]{2,4}$", "", file_name)
     flat = _letters(stem)
     first = _letters(re.split(r"[_\s-]", stem, maxsplit=1)[0])
-    best: str | None = None
+    named: list[tuple[int, str]] = []
+    extended: list[tuple[int, str]] = []
     for entity in entities:
         letters = _letters(entity)
-        named = letters in flat or (len(first) >= 4 and letters.startswith(first))
-        if len(letters) >= 4 and named and (best is None or len(_letters(best)) < len(letters)):
-            best = entity
-    if best is None:  # a column for a run of parts: `UF4005-4007` covers `uf4007`
-        best = next((e for e in entities if _in_run(e, first)), None)
-    return best
+        if len(letters) < 4:
+            continue
+        if letters in flat:
+            named.append((-len(letters), entity))
+        elif len(first) >= 4 and letters.startswith(first):
+            extended.append((len(letters), entity))
+    for found in (named, extended):
+        if found:
+            return min(found, key=lambda pair: pair[0])[1]
+    # a column for a run of parts: `UF4005-4007` covers `uf4007`
+    return next((e for e in entities if _in_run(e, first)), None)
 
 
 _RUN = re.compile(
