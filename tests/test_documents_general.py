@@ -339,3 +339,34 @@ def test_a_label_and_unit_drawn_once_over_sub_rows_describe_each_of_them() -> No
     # The dropout row has a label and a unit of its own: nothing of it is a current.
     voltages = document_candidates(document, [parse_field_arg("dropout voltage:V")])
     assert {c.scaled for c in voltages.per_field["dropout voltage"] if c.header} == {1.7}
+
+
+_BODY = "".join(f"General description line {i} of the body text.\n" for i in range(14))
+
+
+@pytest.mark.parametrize(
+    "line",
+    ["Supply range: 2.7 V to 5.5 V", "Supply voltage range 2.7 V to 5.5 V", "Supply: 2.7 to 5.5 V"],
+)
+def test_a_range_after_its_label_keeps_both_ends(line: str) -> None:
+    facts = _facts(["supply voltage:V:min,max"], "XQ9000\nDatasheet\n" + _BODY + line + "\n")
+    assert {("supply voltage", "min", 2.7), ("supply voltage", "max", 5.5)} <= facts
+
+
+def test_a_label_in_words_compared_to_a_value_states_a_bound_a_symbol_a_condition() -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY
+    assert ("lifetime", "min", 50.0) in _facts(["lifetime:years:min"], page + "Lifetime > 50 years")
+    current = _facts(["supply current:uA:max"], page + "Supply current < 5 µA")
+    assert ("supply current", "max", 5.0) in current
+    # `VO ≤ 5 V` heads other rows' condition: it is no statement of the output voltage.
+    rows = "VO ≤ 5 V\nLine regulation 3 mV\n"
+    assert not any(f[0] == "output voltage" for f in _facts(["output voltage:V"], page + rows))
+
+
+def test_a_name_made_only_of_its_quantity_is_named_by_its_last_word() -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY
+    facts = _facts(["power dissipation:W:max"], page + "Total dissipation: 0.5 W\n")
+    assert ("power dissipation", "max", 0.5) in facts
+    assert _names("power dissipation", "Total dissipation")
+    # A qualifier that says which one stays needed: `Total power` names no output power.
+    assert not _names("output power", "Total power")

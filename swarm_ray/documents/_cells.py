@@ -133,6 +133,10 @@ def listed(text: str, values: Sequence[Value]) -> bool:
 _COMPARED = re.compile(r"\s*(?:≤|≥|<|>|=<|>=|<=)\s*[-+\u2212]?\d")
 """`VO ≤ 5 V`: a symbol compared to a value is a test condition, not its statement."""
 
+_SPOKEN = re.compile(r"[A-Za-z][a-z]{4,}|[A-Za-z]{3,}\s+[A-Za-z]{3,}")
+"""A label in words (`Lifetime > 50 years`, `Supply current < 5 µA`) states a bound of
+its own quantity; a symbol compared to a value (`VO ≤ 5 V`) is another row's condition."""
+
 _DANGLING = re.compile(r"\s*(?:=|≤|≥|<|>)\s*$")
 
 _UNLESS = re.compile(r"\bunless\s+otherwise\b", re.IGNORECASE)
@@ -155,7 +159,10 @@ def conditional(spec: FieldSpec, row: Row, hit: Hit, before: str, after: str) ->
     `Input Voltage (unless otherwise specified)` gives the conditions of a table; `ΔIQ`
     is the change of a quiescent current with line or load, `VI - VO` a differential.
     """
-    if _COMPARED.match(after) or _UNLESS.search(row.cells[hit.cell].text):
+    label = row.cells[hit.cell].text[hit.span[0] : hit.span[1]]
+    if _COMPARED.match(after) and not _SPOKEN.search(label):
+        return True
+    if _UNLESS.search(row.cells[hit.cell].text):
         return True
     if _DIFFERENCE_BEFORE.search(before) or _DIFFERENCE_AFTER.match(after):
         return True

@@ -258,6 +258,9 @@ def _forms(name: str) -> tuple[str, ...]:
     words = (plain or name).split()
     if len(words) == 2 and all(w.isalpha() for w in words):
         out.append(f"{words[1]} {words[0]}")  # `Voltage Supply`, `Current Output`
+    symbols = {_QUANTITY.get(w.lower()) for w in words}
+    if len(words) >= 2 and len(symbols) == 1 and None not in symbols:
+        out.append(words[-1])  # `Total dissipation`: `power` only says again what it is
     if (connected := _connected(name)) is not None:
         out.append("re:" + connected)
     if (symbol := _symbol(plain or name)) is not None:

@@ -407,6 +407,8 @@ class _Reader(RowReader):
         stop = SENTENCE_END.search(text, span[1])
         window_end = min(len(text), span[1] + _PHRASE_AFTER, stop.start() if stop else len(text))
         after = [v for v in read_values(text[span[1] : window_end]) if fits(spec, v.unit, v)]
+        if range_ends(after):  # `Supply range: 2.7 V to 5.5 V`: one range, both its ends
+            return self._values(spec, after[:2], None, None, 2, base, first_only=False)
         return self._values(spec, after, None, None, 2, base, first_only=True)
 
     def _text(
