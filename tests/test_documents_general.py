@@ -19,6 +19,7 @@ import pytest
 from swarm_ray.documents import Dimension, ParsedDocument, extract_facts, parse_field_arg
 from swarm_ray.documents._candidates import document_candidates
 from swarm_ray.documents._cells import sentence_bounds
+from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._features import _words
 from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText
@@ -370,3 +371,16 @@ def test_a_name_made_only_of_its_quantity_is_named_by_its_last_word() -> None:
     assert _names("power dissipation", "Total dissipation")
     # A qualifier that says which one stays needed: `Total power` names no output power.
     assert not _names("output power", "Total power")
+
+
+@pytest.mark.parametrize(
+    ("line", "statistic"),
+    [("3 µA typical", "typ"), ("3 µA typ.", "typ"), ("3 µA (max)", "max"), ("3 µA minimum", "min")],
+)
+def test_a_statistic_written_after_the_unit_is_the_values(line: str, statistic: str) -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY + f"Supply current: {line}\n"
+    assert _facts(["supply current:uA:min,typ,max"], page) == {("supply current", statistic, 3.0)}
+    # A word that heads the next value is that one's: `typ 3 µA, max 5 µA`.
+    [low, high] = read_values("3 µA max 5 µA")
+    assert (low.statistic, high.statistic) == (None, Statistic.MAX)
+    assert read_values("10 minutes")[0].statistic is None

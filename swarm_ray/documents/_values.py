@@ -48,6 +48,13 @@ _MIN_WORDS = re.compile(
     re.I,
 )
 _TYP_WORDS = re.compile(r"(?:\btyp(?:ical(?:ly)?)?\.?|\bnom(?:inal)?\.?)\s*:?\s*$", re.I)
+_STAT_AFTER = re.compile(
+    r"[ \t]*\(?[ \t]*(?:(?P<typ>typ(?:ical)?|nom(?:inal)?)|(?P<max>max(?:imum)?)"
+    r"|(?P<min>min(?:imum)?))\b\.?\)?(?![ \t]*[-+±\u2212]?\d)",
+    re.I,
+)
+"""`3 µA typical`, `5 mV max.`, `2 mA (min)`: the statistic written after a value's unit
+(not `typ 3 µA, max 5 µA`, where the word heads the next value)."""
 
 
 @dataclass(frozen=True)
@@ -161,6 +168,13 @@ def _limit(text: str, start: int) -> Statistic | None:
     return None
 
 
+def _stated_after(text: str, end: int) -> Statistic | None:
+    after = _STAT_AFTER.match(text, end)
+    if after is None:
+        return None
+    return Statistic.TYP if after["typ"] else Statistic.MAX if after["max"] else Statistic.MIN
+
+
 def read_values(text: str) -> list[Value]:
     """Every number `text` states, as `Value`s in text order (see the module docstring)."""
     numbers = _numbers(text)
@@ -212,6 +226,8 @@ def read_values(text: str) -> list[Value]:
                 stat: Statistic | None = _limit(text, first.start) if number is first else None
                 if number.plus and stat is None:
                     stat = Statistic.MIN
+                if stat is None and kind == "single" and number.unit is not None:
+                    stat = _stated_after(text, number.unit_end)
                 values.append(_value(text, number, number_unit, stat, condition))
         index += len(group)
     return values
