@@ -384,3 +384,45 @@ def test_a_statistic_written_after_the_unit_is_the_values(line: str, statistic: 
     [low, high] = read_values("3 µA max 5 µA")
     assert (low.statistic, high.statistic) == (None, Statistic.MAX)
     assert read_values("10 minutes")[0].statistic is None
+
+
+@pytest.mark.parametrize(
+    ("field", "line", "term"),
+    [
+        ("form factor", "SFP+ form factor, hot-pluggable", "SFP+"),
+        ("form factor", "Compact QSFP28 form factor", "QSFP28"),
+        ("connector", "Duplex LC connector", "LC"),
+    ],
+)
+def test_a_term_written_before_its_label_is_its_value(field: str, line: str, term: str) -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY + line + "\n"
+    assert _facts([field], page) == {(field, None, term)}
+    # A word of the sentence is no term: `a small form factor` states none.
+    assert _facts([field], "XQ9000\nDatasheet\n" + _BODY + f"in a small {field}\n") == set()
+
+
+def test_a_part_number_no_label_names_is_the_part_the_title_names() -> None:
+    page = "XQ9000-25SR\n25 Gb/s SFP28 transceiver\n" + _BODY + "Order XQ9000-25SR.\n"
+    assert _facts(["part number"], page) == {("part number", None, "XQ9000-25SR")}
+    assert _facts(["ordering code"], page) == {("ordering code", None, "XQ9000-25SR")}
+    # A labelled one is read from its label; a field of another name is not the part.
+    labelled = page + "Part number: XQ9000-25SR-C\n"
+    assert _facts(["part number"], labelled) == {("part number", None, "XQ9000-25SR-C")}
+    assert _facts(["form factor"], page) == set()
+
+
+@pytest.mark.parametrize(
+    ("text", "rate", "unit"),
+    [
+        ("Compliant with 25GBASE-SR", 25.0, "Gb/s"),
+        ("1000BASE-LX transceiver", 1000.0, "Mb/s"),
+        ("10 Gigabit Ethernet", 10.0, "Gb/s"),
+        ("Fast Ethernet transceiver", 100.0, "Mb/s"),
+    ],
+)
+def test_a_standards_name_carries_its_data_rate(text: str, rate: float, unit: str) -> None:
+    [value] = read_values(text)
+    assert (value.value, value.unit.text if value.unit else None) == (rate, unit)
+    page = "XQ25 transceiver\nDatasheet\n" + _BODY + f"• {text}\n"
+    [fact] = _facts([f"data rate:{unit}"], page)
+    assert fact[2] == rate

@@ -162,7 +162,7 @@ def _block_name(document: ParsedDocument) -> str | None:
     return None
 
 
-def _prominent_part(document: ParsedDocument) -> str | None:
+def prominent_part(document: ParsedDocument) -> str | None:
     """The part number in the largest type on page 1, else the most repeated one."""
     if not document.pages:
         return None
@@ -218,7 +218,7 @@ def detect_entity(document: ParsedDocument) -> tuple[str, EntitySource]:
             return name, EntitySource.TITLE
     if block is not None:
         return block, EntitySource.TITLE_BLOCK
-    part = _prominent_part(document)
+    part = prominent_part(document)
     if part is not None:
         return part, EntitySource.PART_NUMBER
     if document.pages:

@@ -23,7 +23,7 @@ from swarm_ray.documents._grid import page_rows
 from swarm_ray.documents._layout import Row, TextBox
 from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._units import COUNT, TEXT, Unit, convert, lookup_unit
-from swarm_ray.documents._values import Value, read_values, strip_footnotes
+from swarm_ray.documents._values import Value, read_values, states_values, strip_footnotes
 
 __all__ = [
     "DocumentQuantities",
@@ -116,7 +116,7 @@ def read_quantities(document: ParsedDocument) -> DocumentQuantities:
         pages.append(PageLines(page.number, lines))
         for index, line in enumerate(lines):
             text = strip_footnotes(line[:_LONG_LINE])
-            if not any(ch.isdigit() for ch in text):
+            if not states_values(text):
                 continue
             for value in read_values(text):
                 after = _AFTER.match(text, value.end) if value.unit is None else None

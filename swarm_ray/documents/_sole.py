@@ -19,6 +19,7 @@ import re
 from collections.abc import Sequence
 
 from swarm_ray.documents._dimensions import FieldSpec
+from swarm_ray.documents._entity import prominent_part
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._links import Candidate, weak_scale
 from swarm_ray.documents._parse import ParsedDocument
@@ -33,7 +34,7 @@ from swarm_ray.documents._symbols import implied_statistics
 from swarm_ray.documents._units import COUNT, TEXT
 from swarm_ray.documents._values import read_values
 
-__all__ = ["SOLE_TIER", "sole_links"]
+__all__ = ["SOLE_TIER", "part_number_links", "sole_links"]
 
 SOLE_TIER = 10
 """The link tier of a first page's sole value of a field's dimension (`_links.CONFIDENCE`)."""
@@ -127,6 +128,47 @@ def sole_links(
             for q in sole
         ]  # fmt: skip
     return out
+
+
+_PART_FIELD = re.compile(
+    r"(?:part|model|type|ordering|order|product)(?:[\s_-]*(?:number|no\.?|#|code|name))?",
+    re.IGNORECASE,
+)
+"""A text field whose value is the part itself: `part number`, `model`, `ordering code`."""
+
+
+def part_number_links(
+    document: ParsedDocument, fields: Sequence[FieldSpec], linked: dict[str, list[Candidate]]
+) -> dict[str, list[Candidate]]:
+    """A part-number field no label names: the part number the title sets largest.
+
+    A datasheet states its part in its title and rarely labels it (`Part number:` is an
+    ordering table's column, if anything). The part is the one `_entity` finds most
+    prominent: in the largest type on page 1, else named most often on the first pages.
+    """
+    wanted = [
+        s for s in fields
+        if s.kind == TEXT and not linked.get(s.key) and _PART_FIELD.fullmatch(s.name.strip())
+    ]  # fmt: skip
+    part = prominent_part(document) if wanted and document.pages else None
+    if part is None:
+        return {}
+    found = next(
+        ((page, i, line) for page in document.pages[:3]
+         for i, line in enumerate(page.text.splitlines()) if part in line),
+        (document.pages[0], 0, part),
+    )  # fmt: skip
+    page, row, line = found
+    quote = " ".join(line.split())[:240]
+    return {
+        s.key: [
+            Candidate(
+                key=s.key, tier=SOLE_TIER, value=part, unit="", statistic=None,
+                value_text=part, page=page.number, row=row, quote=quote,
+            )
+        ]
+        for s in wanted
+    }  # fmt: skip
 
 
 _TITLE_LINES = 4

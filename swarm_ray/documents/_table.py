@@ -91,7 +91,7 @@ from swarm_ray.documents._parse import PageText, ParsedDocument
 from swarm_ray.documents._part_rows import own_row_links
 from swarm_ray.documents._quantities import DocumentQuantities
 from swarm_ray.documents._rows import BRACKETED_CONDITION, RowReader
-from swarm_ray.documents._sole import sole_links
+from swarm_ray.documents._sole import part_number_links, sole_links
 from swarm_ray.documents._symbols import (
     head_word,
     implied_statistics,
@@ -124,6 +124,13 @@ _CONTINUES = re.compile(r"\s*(?:and|or|with|of|for|to|in|plus|as)\s", re.ASCII)
 """A line that starts with a lower-case joining word continues the sentence above it."""
 _SPAN = re.compile(r"\s*(?:adjust(?:able|ment)\s+)?range\b", re.IGNORECASE)
 """`Output voltage range`: the span the quantity takes, for a field asking one value."""
+_TERM_BEFORE = re.compile(
+    r"(?<![\w+/-])((?=[A-Za-z0-9+./-]*(?:\d|[A-Z]{2}))[A-Za-z0-9][A-Za-z0-9+./-]*[A-Za-z0-9+])\s+$"
+)
+"""A term written right before its label (`SFP+ form factor`, `a TO-92 package`): one
+word with a digit or two capitals, not a word of the sentence (`a small form factor`)."""
+_TERM_BEFORE_TIER = 4
+"""The tier of a term before its label: under any label followed by its value (0 to 3)."""
 _HOT_COST = 0.05
 """What a value holding over the whole temperature range loses: less than a label's tier,
 more than a page, so the same row at 25 °C wins (`over_temperature`)."""
@@ -438,6 +445,12 @@ class _Reader(RowReader):
                 if not is_dash(cell.text):
                     value = strip_footnotes(cell.text)
                     break
+        term = _TERM_BEFORE.search(cell_text[:start]) if not value.strip() else None
+        if term is not None and term_shape(spec) is None:
+            # `SFP+ form factor`; a field of known shape (a package's outline code) has
+            # readers of its own that know its terms wherever they stand. A label with its
+            # value after it says more (`Lens mount: M12 x 0.5` over `M12 lens mount`).
+            value, tier = term.group(1), _TERM_BEFORE_TIER
         value = " ".join(value.split()).strip(" .;:")
         if not value or len(value) > 120 or re.match(r"(?:https?://|www\.)|\S+@\S+\.", value):
             return []  # a link or an address is where to read more, not the value
@@ -526,6 +539,9 @@ def table_links(
     for key, sole in sole_links(document, fields, links, chosen, quantities).items():
         links[key].extend(sole)
         chosen[key] = chosen_of(by_key[key], sole)
+    for key, part in part_number_links(document, fields, links).items():
+        links[key].extend(part)
+        chosen[key] = part
     return TableLinks(links=links, chosen=chosen)
 
 

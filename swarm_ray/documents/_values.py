@@ -17,9 +17,9 @@ from dataclasses import dataclass
 
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._mentions import SPACED_THOUSANDS, parse_number, read_unit
-from swarm_ray.documents._units import Unit
+from swarm_ray.documents._units import Unit, lookup_unit
 
-__all__ = ["Value", "read_values", "strip_footnotes"]
+__all__ = ["Value", "read_values", "states_values", "strip_footnotes"]
 
 _FOOTNOTES = re.compile(
     r"\s?[(\[]\s?(?:\d{1,2}|[a-h]|[ivx]{1,3})\s?[)\]](?!\s*[A-Za-z°µΩ%])"
@@ -100,6 +100,14 @@ _WORDS = re.compile(
     r"(?<![\w.])(\d+)\s?([KkM])?\s*[x\u00d7]\s*(\d+)(?=[-\u2011\s]?[A-Za-z])[-\u2011]?"
 )
 """A memory's organisation, words by width: `128 x 8-bit`, `32K x 8 bits`."""
+
+_STANDARDS = (
+    (re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)(G?)BASE-?[A-Z0-9]+\b"), None),
+    (re.compile(r"(?<![\w.-])(?:(\d+(?:\.\d+)?)[ -]?)?(G)igabit\s+Ethernet\b", re.I), None),
+    (re.compile(r"\bFast\s+Ethernet\b", re.I), 100.0),
+)
+"""Standards whose names carry a data rate: IEEE 802.3's `25GBASE-SR` (25 Gb/s),
+`1000BASE-T` (1000 Mb/s), `10 Gigabit Ethernet`, `Fast Ethernet` (100 Mb/s)."""
 _WORD_COUNT = {"K": 1024.0, "k": 1024.0, "M": 1024.0 * 1024.0}
 """What a count of memory words multiplies by: `4K x 8` is 4,096 words of 8 bits."""
 
@@ -117,6 +125,13 @@ def _numbers(text: str) -> list[_Number]:
             words = float(match.group(1)) * _WORD_COUNT.get(match.group(2) or "", 1.0)
             count = words * float(match.group(3))
             found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
+    for regex, fixed_rate in _STANDARDS:  # `25GBASE-SR`: a data rate by its standard's name
+        for match in regex.finditer(text):
+            giga = bool(match.lastindex and match.group(2))
+            rate = fixed_rate if fixed_rate is not None else float(match.group(1) or 1)
+            unit = lookup_unit("Gb/s" if giga else "Mb/s")
+            if unit is not None:
+                found.append(_Number(rate, match.start(), match.end(), unit, match.end(), False))
     taken = [(n.start, n.unit_end) for n in found]
     for match in _NUMBER.finditer(text):
         if any(a <= match.start() < b for a, b in taken):
@@ -166,6 +181,15 @@ def _limit(text: str, start: int) -> Statistic | None:
     if _TYP_WORDS.search(before):
         return Statistic.TYP
     return None
+
+
+_NAMED_RATE = re.compile(r"ethernet", re.IGNORECASE)
+"""Words that state a value with no digit (`Fast Ethernet`): see `_STANDARDS`."""
+
+
+def states_values(text: str) -> bool:
+    """Whether `text` may state a value at all (a cheap test before `read_values`)."""
+    return any(ch.isdigit() for ch in text) or _NAMED_RATE.search(text) is not None
 
 
 def _stated_after(text: str, end: int) -> Statistic | None:
