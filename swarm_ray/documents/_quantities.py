@@ -139,6 +139,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     # Each row's cells that are not bare numbers: only those can start a column's header.
     worded = [[c for c in r.cells if not _BARE.match(strip_footnotes(c.text))] for r in rows]
     out: list[Quantity] = []
+    memo: dict[object, _Above] = {}
     for index, row in enumerate(rows):
         bare = [c for c in row.cells[1:] if _BARE.match(strip_footnotes(c.text))]
         if not bare:
@@ -151,7 +152,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
             units = [c for c in hung.cells[1:] if _unit_cell(c.text)]
         at = next((i for i, line in enumerate(lines) if label in line), 0)
         for cell in bare:
-            header = _header(rows, index, cell, worded)
+            header = _header(rows, index, cell, worded, memo)
             if not header:
                 continue
             # A row's unit column (`Total dissipation | 625 | 350 | mW`): the nearest to the right.
@@ -243,33 +244,72 @@ def _states(cells: list[TextBox]) -> bool:
     )
 
 
-def _header(rows: list[Row], index: int, cell: TextBox, worded: list[list[TextBox]]) -> str:
+@dataclass
+class _Above:
+    """What one row holds over one column (`_header`'s reading of it, kept per page)."""
+
+    cells: list[TextBox]
+    text: str
+    bare: bool
+    titled: bool
+    states: bool | None = None
+    """`_states(cells)`, read the first time it is asked."""
+
+
+def _above(rows: list[Row], back: int, cell: TextBox, memo: dict[object, _Above]) -> _Above:
+    """Row `back`'s cells over `cell`'s column, read once per page and column."""
+    key = (back, cell.x0, cell.x1)
+    found = memo.get(key)
+    if found is None:
+        over = [c for c in rows[back].cells if _over(c, cell)]
+        kept = [c for c in over if len(c.text) <= _TITLE]
+        found = memo[key] = _Above(
+            cells=over,
+            text=" ".join(dict.fromkeys(_MARKS.sub("", c.text) for c in kept)),
+            bare=all(_BARE.match(strip_footnotes(c.text)) for c in kept),
+            titled=len(kept) < len(over),
+        )
+    return found
+
+
+def _header(
+    rows: list[Row],
+    index: int,
+    cell: TextBox,
+    worded: list[list[TextBox]],
+    memo: dict[object, _Above] | None = None,
+) -> str:
     """The words above `cell` in its column, nearest last, past rows of numbers.
 
     `worded` holds each row's cells that are not bare numbers: until the first words are
     found, a row with none over the cell is passed at once (a series table's rows of
-    numbers, read for every cell under them).
+    numbers, read for every cell under them). `memo` keeps each row's reading over each
+    column for the page's other cells (every cell of a column walks the same rows).
     """
+    memo = {} if memo is None else memo
     words: list[str] = []
     for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
         if not words and not any(
             c.x0 < cell.x1 and cell.x0 < c.x1 and _over(c, cell) for c in worded[back]
         ):
             continue  # nothing over the cell, or numbers only: no header yet
-        above = [c for c in rows[back].cells if _over(c, cell)]
-        if not above:
+        above = _above(rows, back, cell, memo)
+        if not above.cells:
             continue
-        if words and (any(len(c.text) > _TITLE for c in above) or _states(above)):
-            break  # a title, or a line of text that states values: no header of this column
-        above = [c for c in above if len(c.text) <= _TITLE]
-        text = " ".join(dict.fromkeys(_MARKS.sub("", c.text) for c in above))
-        if all(_BARE.match(strip_footnotes(c.text)) for c in above):
+        if words:
+            if above.titled:
+                break  # a title: no header of this column
+            if above.states is None:
+                above.states = _states(above.cells)
+            if above.states:
+                break  # a line of text that states values: no header of this column
+        if above.bare:
             if words:
                 break  # the table above this one
             continue
-        if not text.strip():
+        if not above.text.strip():
             continue
-        words.insert(0, text)
+        words.insert(0, above.text)
         if len(words) >= _HEADER_ROWS:
             break
     return " ".join(words)

@@ -220,13 +220,24 @@ class _Reader(RowReader):
             if running_key(row) in running and not (page.number == 1 and _larger(row, body)):
                 continue  # a running header repeats the title, which the first page states
             header = header_of(info, index)
-            for spec, regex in zip(self.fields, self.regexes, strict=True):
+            # A cell under a conditions column states another row's test condition
+            # (`VDD = 3.3 V`); the row's text tells at once which fields it may name.
+            columns = [column_of(header, c) if header is not None else None for c in row.cells]
+            conditions = [c is not None and role(c.text) == "conditions" for c in columns]
+            joined = "\n".join(c.text for c in row.cells)
+            for spec, regex, partials in zip(self.fields, self.regexes, self.partials, strict=True):
+                partial, head, limit = partials
+                strong = regex.search(joined) is not None
+                if not strong and (
+                    spec.kind == TEXT
+                    or not any(r is not None and r.search(joined) for r in (limit, partial))
+                ):
+                    continue  # no label of the field, whole or weak, in any cell
                 for cell_index, cell in enumerate(row.cells):
-                    column = column_of(header, cell) if header is not None else None
-                    if column is not None and role(column.text) == "conditions":
-                        continue  # `VDD = 3.3 V` there is another row's test condition
+                    if conditions[cell_index]:
+                        continue
                     named = False
-                    for match in regex.finditer(cell.text):
+                    for match in regex.finditer(cell.text) if strong else ():
                         named = True
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
@@ -240,7 +251,6 @@ class _Reader(RowReader):
                         )
                     if named or spec.kind == TEXT:
                         continue
-                    partial, head, limit = self.partials[self.fields.index(spec)]
                     weak = [] if limit is None else list(limit.finditer(cell.text))
                     if not weak and partial is not None and not head.search(cell.text):
                         weak = list(partial.finditer(cell.text))

@@ -125,7 +125,8 @@ def _numbers(text: str) -> list[_Number]:
             words = float(match.group(1)) * _WORD_COUNT.get(match.group(2) or "", 1.0)
             count = words * float(match.group(3))
             found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
-    for regex, fixed_rate in _STANDARDS:  # `25GBASE-SR`: a data rate by its standard's name
+    named = "BASE" in text or "thernet" in text or "THERNET" in text
+    for regex, fixed_rate in _STANDARDS if named else ():  # `25GBASE-SR`: a standard's rate
         for match in regex.finditer(text):
             giga = bool(match.lastindex and match.group(2))
             rate = fixed_rate if fixed_rate is not None else float(match.group(1) or 1)
