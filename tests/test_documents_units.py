@@ -366,3 +366,17 @@ def test_spaced_thousands_are_one_number_where_nothing_else_can_be_meant(
     assert [(v.value, v.unit.text if v.unit else None) for v in read_values(text)] == read
     if read[0][1] is not None:
         assert [(m.value, m.unit) for m in find_mentions(text)] == read
+
+
+def test_a_compared_value_keeps_the_precision_its_source_wrote() -> None:
+    def shown(*facts: Fact) -> list[float | str]:
+        table = compare_facts(normalise_facts(list(facts)).facts)
+        return [g.value for c in table.cells for g in c.values]
+
+    # 294 mi is 473.147 km: a conversion adds no precision the document did not state.
+    assert shown(_fact(294, "mi", qualifier="EPA")) == [473.0]
+    assert shown(_fact(1, "in", field="size.length", field_unit="mm")) == [25.4]  # 3 at least
+    # A value in the field's own unit is shown as written; the facts keep the exact one.
+    assert shown(_fact(473.147, "km", qualifier="EPA")) == [473.147]
+    [miles] = normalise_facts([_fact(294, "mi")]).facts
+    assert miles.value == pytest.approx(294 * MILE_KM)

@@ -12,6 +12,7 @@ never meet, and neither do prices in two currencies (the unit is part of the key
 
 from __future__ import annotations
 
+import re
 from collections import Counter, defaultdict
 from collections.abc import Iterable
 from enum import StrEnum
@@ -151,7 +152,26 @@ def _group(facts: list[NormalisedFact]) -> ValueGroup:
     sources = sorted(
         (_source(f) for f in facts), key=lambda s: (s.source, s.page, s.document_id, s.quote)
     )
-    return ValueGroup(value=best.value, sources=tuple(sources))
+    return ValueGroup(value=_as_precise_as_written(best), sources=tuple(sources))
+
+
+_DIGITS = re.compile(r"\d[\d,]*(?:\.\d+)?|\.\d+")
+
+
+def _as_precise_as_written(fact: NormalisedFact) -> float | str:
+    """A converted value to the significant digits its source wrote, no more.
+
+    `294 mi` is 473 km, not 473.147: a conversion adds no precision the document did
+    not state. Values stated in the field's own unit stay as they are (the facts keep the
+    exact conversion; this is the value a comparison shows).
+    """
+    value = fact.value
+    written = _DIGITS.search(fact.fact.value_text)
+    if fact.conversion is None or isinstance(value, str) or not value or written is None:
+        return value
+    digits = written.group().replace(",", "").replace(".", "").lstrip("0")
+    figures = max(3, len(digits))  # `1 in` is 25.4 mm: a round number is no estimate
+    return float(f"{value:.{figures}g}")
 
 
 _CellKey = tuple[str, Statistic | None, str | None, str]
