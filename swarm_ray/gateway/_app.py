@@ -410,6 +410,13 @@ class Gateway:
                 if not batch:
                     status = await self._call(self._swarm.status(task_id, principal=caller))
                     if status.ended:
+                        # It may have ended after the poll came back empty: its last events
+                        # (the end's own among them) are sent before the close.
+                        rest = await self._call(
+                            self._swarm.events(task_id, seq, 0.0, principal=caller)
+                        )
+                        for event in rest:
+                            await websocket.send_text(names.text(caller, event.model_dump_json()))
                         await websocket.close(code=1000, reason=f"task {status.state}")
                         return
         except WebSocketDisconnect:
