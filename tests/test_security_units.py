@@ -1241,3 +1241,31 @@ def test_a_forked_attempt_holds_nothing_of_its_zygote_or_other_attempts() -> Non
     for found in seen:
         others = {fd: kind for fd, kind in found["held"].items() if int(fd) != found["result"]}
         assert not [k for k in others.values() if k.startswith(("socket:", "pipe:"))], found
+
+
+@pytest.mark.parametrize(
+    "shape", ["a.", "a.1.", "10GBASE", "Gigabit ", "Lifetime > 5 ", "3 µA typ "]
+)
+def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None:
+    """Every reader of an uploaded document's text reads it in time linear in its length:
+    a cell shaped to make a backtracking pattern retry at each character (a term before
+    its label, a standard's name, a bound, a statistic after a unit) four times as long
+    costs about four times as much, not sixteen. A quadratic reader of terms took 4 s on
+    32 KB of `a.1.`."""
+    import time
+
+    from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
+    from tests.test_documents_linking import _doc
+
+    fields = ["form factor", "part number", "data rate:Gb/s", "supply current:uA:typ,max"]
+    dimension = Dimension(name="f", fields=tuple(parse_field_arg(f) for f in fields))
+
+    def took(size: int) -> float:
+        cell = (shape * (size // len(shape) + 1))[:size]
+        started = time.perf_counter()
+        extract_facts(_doc(f"XQ9000\nDatasheet\n{cell}! form factor supply current\n"), [dimension])
+        return time.perf_counter() - started
+
+    took(1_000)  # warm: the readers' patterns compiled
+    short, long = took(20_000), took(80_000)
+    assert long < 8 * short + 0.5, (short, long)

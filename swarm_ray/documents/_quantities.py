@@ -277,7 +277,7 @@ def _header(
     index: int,
     cell: TextBox,
     worded: list[list[TextBox]],
-    memo: dict[object, _Above] | None = None,
+    memo: dict[object, _Above],
 ) -> str:
     """The words above `cell` in its column, nearest last, past rows of numbers.
 
@@ -286,7 +286,6 @@ def _header(
     numbers, read for every cell under them). `memo` keeps each row's reading over each
     column for the page's other cells (every cell of a column walks the same rows).
     """
-    memo = {} if memo is None else memo
     words: list[str] = []
     for back in range(index - 1, max(-1, index - _LOOKBACK), -1):
         if not words and not any(

@@ -124,11 +124,8 @@ _CONTINUES = re.compile(r"\s*(?:and|or|with|of|for|to|in|plus|as)\s", re.ASCII)
 """A line that starts with a lower-case joining word continues the sentence above it."""
 _SPAN = re.compile(r"\s*(?:adjust(?:able|ment)\s+)?range\b", re.IGNORECASE)
 """`Output voltage range`: the span the quantity takes, for a field asking one value."""
-_TERM_BEFORE = re.compile(
-    r"(?<![\w+/-])((?=[A-Za-z0-9+./-]*(?:\d|[A-Z]{2}))[A-Za-z0-9][A-Za-z0-9+./-]*[A-Za-z0-9+])\s+$"
-)
-"""A term written right before its label (`SFP+ form factor`, `a TO-92 package`): one
-word with a digit or two capitals, not a word of the sentence (`a small form factor`)."""
+_TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9+./-]{0,38}[A-Za-z0-9+]")
+"""One word shaped like a term (`SFP+`, `TO-92`, `QSFP28`), at most 40 characters."""
 _TERM_BEFORE_TIER = 4
 """The tier of a term before its label: under any label followed by its value (0 to 3)."""
 _HOT_COST = 0.05
@@ -455,12 +452,12 @@ class _Reader(RowReader):
                 if not is_dash(cell.text):
                     value = strip_footnotes(cell.text)
                     break
-        term = _TERM_BEFORE.search(cell_text[:start]) if not value.strip() else None
+        term = _term_before(cell_text[:start]) if not value.strip() else None
         if term is not None and term_shape(spec) is None:
             # `SFP+ form factor`; a field of known shape (a package's outline code) has
             # readers of its own that know its terms wherever they stand. A label with its
             # value after it says more (`Lens mount: M12 x 0.5` over `M12 lens mount`).
-            value, tier = term.group(1), _TERM_BEFORE_TIER
+            value, tier = term, _TERM_BEFORE_TIER
         value = " ".join(value.split()).strip(" .;:")
         if not value or len(value) > 120 or re.match(r"(?:https?://|www\.)|\S+@\S+\.", value):
             return []  # a link or an address is where to read more, not the value
@@ -470,6 +467,25 @@ class _Reader(RowReader):
                 **base,  # type: ignore[arg-type]
             )
         ]  # fmt: skip
+
+
+def _term_before(text: str) -> str | None:
+    """The term written right before a label (`SFP+ form factor`, `a TO-92 package`).
+
+    The last word before the label's space, looked at alone (so a tenant's long cell
+    costs one pass): a word with a digit or two capitals, not a word of the sentence
+    (`a small form factor`).
+    """
+    head = text.rstrip()
+    if len(head) == len(text) or not head:
+        return None  # the label does not follow a space
+    word = head[-41:].split()[-1]
+    start = len(head) - len(word)
+    if start > 0 and not head[start - 1].isspace():
+        return None  # a word longer than any term
+    if _TERM.fullmatch(word) is None or re.search(r"\d|[A-Z]{2}", word) is None:
+        return None
+    return word
 
 
 def _larger(row: Row, size: float) -> bool:

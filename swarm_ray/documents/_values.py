@@ -125,7 +125,7 @@ def _numbers(text: str) -> list[_Number]:
             words = float(match.group(1)) * _WORD_COUNT.get(match.group(2) or "", 1.0)
             count = words * float(match.group(3))
             found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
-    named = "BASE" in text or "thernet" in text or "THERNET" in text
+    named = "BASE" in text or _NAMED_RATE.search(text) is not None
     for regex, fixed_rate in _STANDARDS if named else ():  # `25GBASE-SR`: a standard's rate
         for match in regex.finditer(text):
             giga = bool(match.lastindex and match.group(2))
