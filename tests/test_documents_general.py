@@ -426,3 +426,31 @@ def test_a_standards_name_carries_its_data_rate(text: str, rate: float, unit: st
     page = "XQ25 transceiver\nDatasheet\n" + _BODY + f"• {text}\n"
     [fact] = _facts([f"data rate:{unit}"], page)
     assert fact[2] == rate
+
+
+@pytest.mark.parametrize(
+    ("declared", "unit", "kind"),
+    [
+        ("case temperature:C:min,max", "°C", "temperature"),
+        ("junction temperature:F", "°F", "temperature"),
+        ("rise time:nS:max", "ns", "time"),
+        ("propagation delay:uS", "us", "time"),
+        # A name that says no such kind keeps the unit's own reading.
+        ("gate charge:C", "C", "charge"),
+        ("output capacitance:F", "F", "capacitance"),
+        ("transconductance:S", "S", "conductance"),
+    ],
+)
+def test_a_declared_unit_is_read_by_what_the_fields_name_measures(
+    declared: str, unit: str, kind: str
+) -> None:
+    spec = parse_field_arg(declared)
+    assert (spec.unit, spec.kind) == (unit, kind)
+
+
+def test_a_temperature_declared_in_c_and_an_endurance_in_cycles_are_read() -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY
+    facts = _facts(["case temperature:C:min,max"], page + "Operating case temperature: 0 to 70 C")
+    assert facts == {("case temperature", "min", 0.0), ("case temperature", "max", 70.0)}
+    cycles = _facts(["endurance:cycles:min"], page + "Endurance: 100,000 cycles\n")
+    assert cycles == {("endurance", "min", 100000.0)}

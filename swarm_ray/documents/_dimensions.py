@@ -38,7 +38,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_valida
 
 from swarm_ray.core import Bounded, InvalidSpecError, Label, Pattern
 from swarm_ray.documents._facts import Statistic
-from swarm_ray.documents._units import COUNT, MONEY, TEXT, parse_unit
+from swarm_ray.documents._units import COUNT, MONEY, TEXT, lookup_unit, parse_unit
 
 __all__ = [
     "FIELDS_GROUP",
@@ -87,6 +87,38 @@ def _check_regexes(patterns: Iterable[str]) -> None:
             raise ValueError(f"invalid regex {pattern!r}: {error}") from None
 
 
+_NAMED_KINDS = {
+    "temperature": "temperature",
+    "time": "time",
+    "delay": "time",
+    "duration": "time",
+    "period": "time",
+}
+"""A field name's word -> the kind it measures, for reading a declared unit that has two
+readings (`case temperature:C` is in degrees Celsius, not coulombs; `rise time:nS` in
+nanoseconds, not nanosiemens)."""
+_SHOWN_UNITS = {"degC": "°C", "degF": "°F"}
+
+
+def _unit_for_name(name: str, unit: str) -> str:
+    """`unit` as the field `name` reads it.
+
+    An ambiguous spelling takes the reading of the kind the name says it measures (see
+    `_units._READINGS`), and is then written plainly.
+    """
+    kinds = {_NAMED_KINDS[w] for w in re.findall(r"[a-z]+", name.lower()) if w in _NAMED_KINDS}
+    if len(kinds) != 1 or not unit.strip():
+        return unit
+    [kind] = kinds
+    plain = lookup_unit(unit)
+    if plain is not None and plain.kind == kind:
+        return unit
+    reading = lookup_unit(unit, kind)
+    if reading is None or reading.kind != kind:
+        return unit
+    return _SHOWN_UNITS.get(reading.expr, reading.expr)
+
+
 class FieldSpec(BaseModel):
     """One field to extract, and how documents name it."""
 
@@ -119,6 +151,14 @@ class FieldSpec(BaseModel):
     """Qualifier label -> case-insensitive regexes found near a value (`WLTP`: [`WLTP`])."""
     exclusions: tuple[Pattern, ...] = ()
     """Regexes that, near a value, say it is not this field (`adds 200 km of range`)."""
+
+    @model_validator(mode="before")
+    @classmethod
+    def _unit_read_by_name(cls, data: Any) -> Any:
+        named = isinstance(data, dict) and isinstance(data.get("name"), str)
+        if named and isinstance(unit := data.get("unit"), str):
+            return {**data, "unit": _unit_for_name(data["name"], unit)}
+        return data
 
     @field_validator("unit")
     @classmethod

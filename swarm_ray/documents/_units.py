@@ -134,7 +134,11 @@ _PHRASES: tuple[tuple[re.Pattern[str], str], ...] = tuple(
         (r"^(?:k|K)\s?(?:px|pix|pixels?)$", "kilopixel", False),
         (r"^([mµμunk]?)V\s?(?:pp|p-p|rms|RMS|r\.m\.s\.?|dc|DC|ac|AC|pk)$", r"\1V", False),
         (r"^([mµμun]?)A\s?(?:rms|RMS|dc|DC|pk)$", r"\1A", False),
-        (r"^(?:pcs|pieces?|pins?|channels?|lanes?|ports?|I/Os?|GPIOs?|units?)$", "count", True),
+        (
+            r"^(?:pcs|pieces?|pins?|channels?|lanes?|ports?|I/Os?|GPIOs?|units?|cycles?)$",
+            "count",
+            True,
+        ),
         (r"^%\s?RH$", "percent", False),
         (r"^([kMm]?)(?:Ohm|OHM|ohm)s?$", r"\1ohm", False),
     )
