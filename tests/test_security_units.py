@@ -1244,20 +1244,32 @@ def test_a_forked_attempt_holds_nothing_of_its_zygote_or_other_attempts() -> Non
 
 
 @pytest.mark.parametrize(
-    "shape", ["a.", "a.1.", "10GBASE", "Gigabit ", "Lifetime > 5 ", "3 µA typ "]
+    "shape",
+    [
+        "a.",
+        "a.1.",
+        "10GBASE",
+        "Gigabit ",
+        "Lifetime > 5 ",
+        "3 µA typ ",
+        "supply current 5 µA ",  # a label named in the cell thousands of times
+        "two interrupt sources ",  # a count, each with its sentence
+    ],
 )
 def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None:
     """Every reader of an uploaded document's text reads it in time linear in its length:
     a cell shaped to make a backtracking pattern retry at each character (a term before
-    its label, a standard's name, a bound, a statistic after a unit) four times as long
-    costs about four times as much, not sixteen. A quadratic reader of terms took 4 s on
-    32 KB of `a.1.`."""
+    its label, a standard's name, a bound, a statistic after a unit), or naming a field or
+    a count thousands of times, four times as long costs about four times as much, not
+    sixteen. A quadratic reader of terms took 4 s on 32 KB of `a.1.`; the label reader took
+    94 s on 20 KB of `supply voltage 5 V `, reading the rest of the cell at each label."""
     import time
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
     from tests.test_documents_linking import _doc
 
     fields = ["form factor", "part number", "data rate:Gb/s", "supply current:uA:typ,max"]
+    fields += ["interrupt sources:count"]
     dimension = Dimension(name="f", fields=tuple(parse_field_arg(f) for f in fields))
 
     def took(size: int) -> float:

@@ -48,15 +48,24 @@ the point of `0.5` or of `typ.` inside a sentence), `;`, a bullet, or a blank li
 definition of a sentence every reader uses (`sentence_bounds`)."""
 
 
+SENTENCE_REACH = 1000
+"""Characters a sentence reaches either side of what it holds, at most: a datasheet's
+sentences are shorter, and a tenant's page of one endless sentence is then read in time
+linear in its length, however many values it holds (each one's sentence is a window)."""
+
+
 def sentence_bounds(text: str, start: int, end: int) -> tuple[int, int]:
     """The sentence of `text` around `[start, end)`, as `(first, past_last)` offsets.
 
     It ends after its closing punctuation; a bullet or blank line that ends it is left out.
+    It reaches at most `SENTENCE_REACH` characters before `start` and after `end`.
     """
-    left = max((m.end() for m in SENTENCE_END.finditer(text, 0, start)), default=0)
-    stop = SENTENCE_END.search(text, end)
+    first = max(0, start - SENTENCE_REACH)
+    left = max((m.end() for m in SENTENCE_END.finditer(text, first, start)), default=first)
+    last = min(len(text), end + SENTENCE_REACH)
+    stop = SENTENCE_END.search(text, end, last)
     if stop is None:
-        return left, len(text)
+        return left, last
     return left, stop.start() + (1 if stop.group() in ".!?;" else 0)
 
 

@@ -32,6 +32,7 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
+from itertools import islice
 
 from swarm_ray.documents._cells import (
     SENTENCE_END,
@@ -128,6 +129,10 @@ _TERM = re.compile(r"[A-Za-z0-9][A-Za-z0-9+./-]{0,38}[A-Za-z0-9+]")
 """One word shaped like a term (`SFP+`, `TO-92`, `QSFP28`), at most 40 characters."""
 _TERM_BEFORE_TIER = 4
 """The tier of a term before its label: under any label followed by its value (0 to 3)."""
+_HITS = 8
+"""A field's labels read in one cell, at most: a datasheet's cell names a field once or
+twice, and each reading looks at the rest of the cell, so a tenant's cell naming it
+thousands of times would cost time quadratic in its length."""
 _HOT_COST = 0.05
 """What a value holding over the whole temperature range loses: less than a label's tier,
 more than a page, so the same row at 25 °C wins (`over_temperature`)."""
@@ -234,7 +239,7 @@ class _Reader(RowReader):
                     if conditions[cell_index]:
                         continue
                     named = False
-                    for match in regex.finditer(cell.text) if strong else ():
+                    for match in islice(regex.finditer(cell.text) if strong else (), _HITS):
                         named = True
                         if self._longer_label_elsewhere(spec, cell.text, match.span()):
                             continue
@@ -248,9 +253,9 @@ class _Reader(RowReader):
                         )
                     if named or spec.kind == TEXT:
                         continue
-                    weak = [] if limit is None else list(limit.finditer(cell.text))
+                    weak = [] if limit is None else list(islice(limit.finditer(cell.text), _HITS))
                     if not weak and partial is not None and not head.search(cell.text):
-                        weak = list(partial.finditer(cell.text))
+                        weak = list(islice(partial.finditer(cell.text), _HITS))
                     for match in weak:
                         hit = Hit(cell_index, match.span())
                         found.extend(
