@@ -454,3 +454,28 @@ def test_a_temperature_declared_in_c_and_an_endurance_in_cycles_are_read() -> No
     assert facts == {("case temperature", "min", 0.0), ("case temperature", "max", 70.0)}
     cycles = _facts(["endurance:cycles:min"], page + "Endurance: 100,000 cycles\n")
     assert cycles == {("endurance", "min", 100000.0)}
+
+
+@pytest.mark.parametrize(
+    ("field", "line", "count"),
+    [
+        ("timers:count", "• Three 16-bit Timer/Counters", 3.0),
+        ("interrupt sources:count", "• Eight Interrupt Sources", 8.0),
+        ("UARTs:count", "• Two full-duplex UARTs", 2.0),
+        ("serial ports:count", "• Two Programmable Serial Ports", 2.0),
+        ("ADC channels:count", "• 8-channel 10-bit ADC", 8.0),
+        ("ADC channels:count", "• Two 12-bit ADCs with 16 channels", 16.0),
+    ],
+)
+def test_a_count_field_named_in_the_plural_counts_its_last_word(
+    field: str, line: str, count: float
+) -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY + line + "\n"
+    name = field.split(":")[0]
+    assert _facts([field], page) == {(name, None, count)}
+
+
+def test_a_plural_names_count_needs_its_qualifiers_and_agrees_in_number() -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY
+    assert _facts(["interrupt sources:count"], page + "• Two power sources\n") == set()
+    assert _facts(["timers:count"], page + "• Three modes; the watchdog timer resets it\n") == set()

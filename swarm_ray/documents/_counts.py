@@ -14,7 +14,7 @@ import functools
 import re
 from dataclasses import dataclass
 
-__all__ = ["CountMention", "count_mentions", "counted_noun", "unit_counts"]
+__all__ = ["CountMention", "count_mentions", "counted_noun", "qualifiers", "unit_counts"]
 
 _NUMBER_WORDS = {
     "one": 1, "single": 1, "two": 2, "dual": 2, "twin": 2, "double": 2, "three": 3,
@@ -47,15 +47,43 @@ class CountMention:
 
 
 def counted_noun(name: str) -> str | None:
-    """What a count field counts: `gate` of `number of gates`, `input` of `inputs per gate`."""
+    """What a count field counts: `gate` of `number of gates`, `input` of `inputs per gate`.
+
+    A name in the plural counts its last word: `timer` of `timers`, `source` of
+    `interrupt sources` (`qualifiers` gives the words before it).
+    """
     words = [w for w in re.findall(r"[a-z/]+", name.lower()) if w]
     if len(words) >= 3 and words[0] == "number" and words[1] == "of":
         noun = words[2]
     elif (len(words) >= 3 and words[1] == "per") or (len(words) == 2 and words[1] == "count"):
         noun = words[0]
+    elif words and _PLURAL.search(words[-1]) and "per" not in words and "of" not in words:
+        noun = words[-1]
     else:
         return None
     return re.sub(r"(?<=[^s])s$", "", noun) if len(noun) > 3 else noun
+
+
+_PLURAL = re.compile(r"^[a-z/]{2,}[^s]s$")
+"""A plural noun (`timers`, `UARTs`, `lines`), not a word ending in `ss` or a unit (`bus`)."""
+
+
+def qualifiers(name: str) -> tuple[str, ...] | None:
+    """The words a name in the plural puts before what it counts, or `None`.
+
+    `interrupt` of `interrupt sources`; `None` for a name of another form (`number of
+    gates`).
+
+    A count of `sources` states the field's only where those words qualify it, and
+    `8-channel ADC` counts the channels of `ADC channels` (the count glued to the noun
+    it qualifies is one of the field's own, not a count per something else).
+    """
+    words = [w for w in re.findall(r"[a-z/]+", name.lower()) if w]
+    if not words or not _PLURAL.search(words[-1]) or "per" in words or "of" in words:
+        return None
+    if len(words) == 2 and words[1] == "count":
+        return None
+    return tuple(words[:-1])
 
 
 def _value(token: str) -> int:
@@ -64,7 +92,8 @@ def _value(token: str) -> int:
 
 @functools.cache
 def _regexes(noun: str) -> tuple[re.Pattern[str], re.Pattern[str]]:
-    body = re.escape(noun) + r"(?:e?s)?"
+    # `Timer/Counters`: a noun paired with another by a slash, in their number.
+    body = re.escape(noun) + r"(?:e?s)?(?:/[A-Za-z-]+)?"
     spaced = re.compile(
         rf"(?<![\w.-])(?P<n>{_NUMBER})(?P<gap>,?(?:\s+[\w/]+(?:-[\w/]+)?){{0,{_BETWEEN}}}?)\s+"
         rf"(?P<noun>{body})\b",
@@ -100,7 +129,9 @@ def count_mentions(noun: str, text: str) -> list[CountMention]:
         if re.search(r"[.;:]", gap):
             continue
         value = _value(match["n"])
-        if (value == 1) == (match["noun"].lower() != noun.lower()):
+        written = match["noun"].lower()
+        plural = written != noun.lower() and written.endswith("s")
+        if (value == 1) == plural:
             continue  # `a two input NAND gate`: one gate; the count agrees with its noun
         out.append(CountMention(value, match.start(), match.end(), False))
     for match in glued.finditer(flat):

@@ -14,7 +14,7 @@ from dataclasses import dataclass, replace
 
 from swarm_ray.documents._cells import sentence_bounds
 from swarm_ray.documents._choice import Scored
-from swarm_ray.documents._counts import count_mentions, counted_noun, unit_counts
+from swarm_ray.documents._counts import count_mentions, counted_noun, qualifiers, unit_counts
 from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._parse import ParsedDocument
@@ -177,6 +177,7 @@ def count_links(spec: FieldSpec, document: ParsedDocument) -> list[Candidate]:
     if noun is None:
         return []
     per = " per " in spec.name.lower()
+    qualified = qualifiers(spec.name)
     out: list[Candidate] = []
     counted = False
     """Whether the field's own noun is counted outside a caption: then that is the one."""
@@ -186,9 +187,14 @@ def count_links(spec: FieldSpec, document: ParsedDocument) -> list[Candidate]:
         for page in document.pages:
             found = unit_counts(page.text) if weak else count_mentions(noun, page.text)
             for mention in found:
-                if mention.hyphenated != per:
+                if mention.hyphenated != per and (qualified is None or weak):
                     continue
                 left, right = sentence_bounds(page.text, mention.start, mention.end)
+                said = page.text[left:right].lower()
+                if not weak and any(
+                    not re.search(rf"\b{re.escape(w)}", said) for w in qualified or ()
+                ):
+                    continue  # `two power sources` are no `interrupt sources`
                 quote = " ".join(page.text[left:right].split())[:240]
                 line = page.text[page.text.rfind("\n", 0, mention.start) + 1 : mention.start]
                 caption = _CAPTION.match(line) is not None
