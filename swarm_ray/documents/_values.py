@@ -12,7 +12,10 @@ returned bare (`unit` `None`) for the caller to place: a table's unit column, a 
 
 from __future__ import annotations
 
+import bisect
+import functools
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
 
 from swarm_ray.documents._facts import Statistic
@@ -112,6 +115,27 @@ _WORD_COUNT = {"K": 1024.0, "k": 1024.0, "M": 1024.0 * 1024.0}
 """What a count of memory words multiplies by: `4K x 8` is 4,096 words of 8 bits."""
 
 
+class _Spans:
+    """Spans of a text, asked whether a position lies in one in logarithmic time.
+
+    A cell of thousands of standards' names is then read in time linear in its length.
+    """
+
+    def __init__(self, spans: Iterable[tuple[int, int]]) -> None:
+        merged: list[list[int]] = []
+        for start, end in sorted(spans):
+            if merged and start <= merged[-1][1]:
+                merged[-1][1] = max(merged[-1][1], end)
+            else:
+                merged.append([start, end])
+        self._starts = [a for a, _ in merged]
+        self._ends = [b for _, b in merged]
+
+    def __contains__(self, position: int) -> bool:
+        i = bisect.bisect_right(self._starts, position) - 1
+        return i >= 0 and position < self._ends[i]
+
+
 def _numbers(text: str) -> list[_Number]:
     found: list[_Number] = []
     for match in _PIXELS.finditer(text):  # `320x320 pixels` is 102,400 pixels
@@ -133,9 +157,9 @@ def _numbers(text: str) -> list[_Number]:
             unit = lookup_unit("Gb/s" if giga else "Mb/s")
             if unit is not None:
                 found.append(_Number(rate, match.start(), match.end(), unit, match.end(), False))
-    taken = [(n.start, n.unit_end) for n in found]
+    taken = _Spans((n.start, n.unit_end) for n in found)
     for match in _NUMBER.finditer(text):
-        if any(a <= match.start() < b for a, b in taken):
+        if match.start() in taken:
             continue
         sign = (match["sign"] or "").strip()
         if _OFFSET.search(text[max(0, match.start() - 2) : match.start()]):
@@ -200,8 +224,24 @@ def _stated_after(text: str, end: int) -> Statistic | None:
     return Statistic.TYP if after["typ"] else Statistic.MAX if after["max"] else Statistic.MIN
 
 
+_LONG = 2000
+"""A text this long is read once for every reader that asks (`_read_long`): each field's
+readers ask for the same line's values, and a tenant's line may be very long."""
+
+
 def read_values(text: str) -> list[Value]:
     """Every number `text` states, as `Value`s in text order (see the module docstring)."""
+    if len(text) >= _LONG:
+        return list(_read_long(text))
+    return _read(text)
+
+
+@functools.lru_cache(maxsize=8)
+def _read_long(text: str) -> tuple[Value, ...]:
+    return tuple(_read(text))
+
+
+def _read(text: str) -> list[Value]:
     numbers = _numbers(text)
     values: list[Value] = []
     index = 0
