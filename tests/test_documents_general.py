@@ -479,3 +479,36 @@ def test_a_plural_names_count_needs_its_qualifiers_and_agrees_in_number() -> Non
     page = "XQ9000\nDatasheet\n" + _BODY
     assert _facts(["interrupt sources:count"], page + "• Two power sources\n") == set()
     assert _facts(["timers:count"], page + "• Three modes; the watchdog timer resets it\n") == set()
+
+
+@pytest.mark.parametrize(
+    ("line", "low", "high"),
+    [
+        ("Supply voltage 5 V ± 0.5 V", 4.5, 5.5),  # never a supply from -0.5 V to 0.5 V
+        ("Supply voltage: 5 V ± 10%", 4.5, 5.5),
+        ("Supply voltage 5 V ±250 mV", 4.75, 5.25),
+        ("Supply voltage 5 V ±5%", 4.75, 5.25),
+    ],
+)
+def test_a_tolerance_after_a_value_reaches_either_side_of_it(
+    line: str, low: float, high: float
+) -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY + line + "\n"
+    facts = _facts(["supply voltage:V:min,typ,max"], page)
+    assert facts == {
+        ("supply voltage", "min", low),
+        ("supply voltage", "typ", 5.0),
+        ("supply voltage", "max", high),
+    }
+    # A tolerance of another kind stands alone, and a bare one keeps both signs.
+    other = read_values("5 V ± 2 A")
+    assert [(v.value, v.statistic) for v in other] == [
+        (5.0, None),
+        (-2.0, Statistic.MIN),
+        (2.0, Statistic.MAX),
+    ]
+    assert [v.value for v in read_values("Input offset voltage ±5 mV")] == [-5.0, 5.0]
+    # A temperature's tolerance in another scale is a difference, not a temperature.
+    assert [v.value for v in read_values("25 °C ± 5 K")] == [25.0, -5.0, 5.0]
+    # `=` before it makes it a test condition, like any value after `=`.
+    assert all(v.condition for v in read_values("VCC = 5.0 V ± 20%"))

@@ -2,8 +2,9 @@
 
 `read_values("-40°C to +85°C")` gives two values, -40 °C as the `min` and 85 °C as the
 `max`; so do `-5 to +70 °C`, `0~70℃`, `4.0V to 5.5V` and `3.6-5 V` (a unit written once
-applies to both ends). `±10 %` is a range too. `up to 120 FPS`, `< 50 µA` and `max. 85`
-are maxima, `at least 2`, `> 1 Gb/s` and `30+ FPS` minima, `typ. 3.3 V` a typical value.
+applies to both ends). `±10 %` is a range too, but after a value a tolerance of it:
+`5 V ± 10%` is 5 V typical, from 4.5 V to 5.5 V. `up to 120 FPS`, `< 50 µA` and
+`max. 85` are maxima, `at least 2`, `> 1 Gb/s` and `30+ FPS` minima, `typ. 3.3 V` a typical value.
 `120/240/480 FPS` states three values in one unit; `1. 7 V`, a decimal a text layer
 split after its point, is 1.7 V. A number with no unit of its own is
 returned bare (`unit` `None`) for the caller to place: a table's unit column, a label's
@@ -20,7 +21,7 @@ from dataclasses import dataclass
 
 from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._mentions import SPACED_THOUSANDS, parse_number, read_unit
-from swarm_ray.documents._units import Unit, lookup_unit
+from swarm_ray.documents._units import Unit, convert, lookup_unit
 
 __all__ = ["Value", "read_values", "states_values", "strip_footnotes"]
 
@@ -178,16 +179,27 @@ def _numbers(text: str) -> list[_Number]:
             low = found.pop()
             tolerance = abs(number)
             centre = found[-1] if found else None
-            if centre is not None and centre.unit is None and not text[centre.end : start].strip():
-                # `1310 ± 20 nm`: typically 1310, from 1290 to 1330
+            spread = None
+            if centre is not None and not text[centre.unit_end : start].strip():
+                spread = _spread(centre, tolerance, unit)
+            if centre is not None and spread is not None:
+                # `1310 ± 20 nm`, `5 V ± 10%`: typically the centre, from below to above it
                 found.pop()
                 for value, statistic in (
                     (centre.value, Statistic.TYP),
-                    (centre.value - tolerance, Statistic.MIN),
-                    (centre.value + tolerance, Statistic.MAX),
+                    (centre.value - spread, Statistic.MIN),
+                    (centre.value + spread, Statistic.MAX),
                 ):
                     found.append(
-                        _Number(value, centre.start, end, unit, low.unit_end, False, statistic)
+                        _Number(
+                            value,
+                            centre.start,
+                            end,
+                            centre.unit or unit,
+                            low.unit_end,
+                            False,
+                            statistic,
+                        )
                     )
                 continue
             low.value = -tolerance
@@ -195,6 +207,32 @@ def _numbers(text: str) -> list[_Number]:
             found.append(_Number(tolerance, start, end, unit, low.unit_end, False))
     found.sort(key=lambda n: n.start)
     return found
+
+
+def _spread(centre: _Number, tolerance: float, unit: Unit | None) -> float | None:
+    """How far `centre ± tolerance` reaches either side, in the centre's unit.
+
+    `1310 ± 20 nm` and `5 V ± 0.5` reach the tolerance; `5 V ± 10%` and `10 MHz ± 20 ppm`
+    a share of the centre; `5 V ± 250 mV` the tolerance in volts. `None` where the two
+    measure different things (`5 V ± 2 A`): the tolerance then stands alone.
+    """
+    if centre.fixed is not None:
+        return None
+    if centre.unit is None or unit is None:
+        return tolerance
+    if unit.kind == centre.unit.kind:
+        if unit.kind == "temperature" and unit.expr != centre.unit.expr:
+            return None  # `25 °C ± 5 K`: a difference of temperatures, not one
+        try:
+            return abs(convert(tolerance, unit.text, centre.unit.text))
+        except ValueError:
+            return None
+    if unit.kind == "ratio":
+        try:
+            return abs(centre.value) * convert(tolerance, unit.text, "%") / 100.0
+        except ValueError:
+            return None
+    return None
 
 
 def _limit(text: str, start: int) -> Statistic | None:
@@ -249,8 +287,9 @@ def _read(text: str) -> list[Value]:
         first = numbers[index]
         group = [first]
         kind = "single"
+        condition = bool(re.search(r"[@=]\s*$", text[max(0, first.start - 3) : first.start]))
         if first.fixed is not None:
-            values.append(_value(text, first, first.unit, first.fixed, False))
+            values.append(_value(text, first, first.unit, first.fixed, condition))
             index += 1
             continue
         if index + 1 < len(numbers) and numbers[index + 1].start == first.start:
@@ -278,7 +317,6 @@ def _read(text: str) -> list[Value]:
         group_units: list[Unit | None] = [
             (n.unit or unit) if kind != "single" else n.unit for n in group
         ]
-        condition = bool(re.search(r"[@=]\s*$", text[max(0, first.start - 3) : first.start]))
         if kind in ("range", "plusminus") and len(group) == 2:
             low, high = sorted(zip(group, group_units, strict=True), key=lambda p: p[0].value)
             for number, number_unit, end in (
