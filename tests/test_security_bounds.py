@@ -318,3 +318,15 @@ def test_a_long_text_full_of_labels_is_read_in_linear_time() -> None:
     took(100)
     short, long = took(1_500), took(6_000)
     assert long < 8 * short + 0.2, (short, long)
+
+
+@settings(max_examples=100, deadline=None)
+@given(st.text(alphabet="aµ中𝜇 5", max_size=40), st.lists(st.integers(0, 40), max_size=20))
+def test_offsets_convert_both_ways_in_any_order(text: str, moves: list[int]) -> None:
+    from swarm_ray.documents._labels import _Encoded
+
+    encoded = _Encoded(text)
+    for char in (min(m, len(text)) for m in moves):  # forward and back, as a pass steps
+        byte = encoded.byte(char)
+        assert byte == len(text[:char].encode("utf-8"))
+        assert encoded.char(byte) == char

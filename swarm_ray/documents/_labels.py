@@ -208,25 +208,21 @@ class _Encoded:
 
     def byte(self, char: int) -> int:
         """The byte offset of character offset `char`."""
-        if not self._wide:
-            return char
-        if char >= self._char:
-            byte = self._byte + len(self.text[self._char : char].encode("utf-8"))
-        else:
-            byte = self._byte - len(self.text[char : self._char].encode("utf-8"))
-        self._char, self._byte = char, byte
-        return byte
+        if self._wide:
+            sign, (low, high) = (1 if char >= self._char else -1), sorted((self._char, char))
+            self._byte += sign * len(self.text[low:high].encode("utf-8"))
+            self._char = char
+            return self._byte
+        return char
 
     def char(self, byte: int) -> int:
         """The character offset of byte offset `byte` (a character's first byte)."""
-        if not self._wide:
-            return byte
-        if byte >= self._byte:
-            char = self._char + len(self.data[self._byte : byte].decode("utf-8"))
-        else:
-            char = self._char - len(self.data[byte : self._byte].decode("utf-8"))
-        self._char, self._byte = char, byte
-        return char
+        if self._wide:
+            sign, (low, high) = (1 if byte >= self._byte else -1), sorted((self._byte, byte))
+            self._char += sign * len(self.data[low:high].decode("utf-8"))
+            self._byte = byte
+            return self._char
+        return byte
 
 
 def _body(label: str, separator: str = _SEPARATOR) -> str:
