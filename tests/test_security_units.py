@@ -1282,3 +1282,103 @@ def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None
     took(1_000)  # warm: the readers' patterns compiled
     short, long = took(10_000), took(40_000)
     assert long < 8 * short + 0.5, (short, long)
+
+
+def _laid_out(document: Any) -> Any:
+    """`document` with each page's text boxes, as `parse_pdf` gives them (cells placed as
+    `page_rows` reads the text): the path an uploaded PDF takes."""
+    from swarm_ray.documents._grid import page_rows
+    from swarm_ray.documents._parse import PageText
+
+    pages = tuple(
+        PageText(
+            number=p.number, text=p.text, boxes=tuple(c for r in page_rows(p) for c in r.cells)
+        )
+        for p in document.pages
+    )
+    return document.model_copy(update={"pages": pages})
+
+
+def _marks(n: int) -> Any:  # a footnote pattern split a run of asterisks every way
+    from tests.test_documents_linking import _doc
+
+    return _laid_out(_doc("XQ9000\nDatasheet\n" + "*" * n + "x  5\n"))
+
+
+def _spaced_marks(n: int) -> Any:  # ... and was tried from every one of these
+    from tests.test_documents_linking import _doc
+
+    return _laid_out(_doc("XQ9000\nDatasheet\n" + " *" * n + "x  5\n"))
+
+
+def _one_line_of_boxes(n: int) -> Any:  # each box joining a line re-read the line's boxes
+    from tests.test_documents_linking import _doc
+
+    line = "  ".join(f"q{i % 97}" for i in range(n))
+    return _laid_out(_doc(*(f"XQ9000\nDatasheet\n{line}\n" for _ in range(3))))
+
+
+def _title_parts(n: int) -> Any:  # each part number was compared with every other
+    from swarm_ray.documents._layout import TextBox
+    from swarm_ray.documents._parse import PageText
+    from tests.test_documents_linking import _doc
+
+    boxes = [
+        TextBox(x0=40.0 * (i % 15), top=0.3 * (i // 15), x1=40.0 * (i % 15) + 38,
+                bottom=0.3 * (i // 15) + 0.2, size=12.0, text=f"XQ{9000 + i}A")
+        for i in range(n)
+    ]  # fmt: skip
+    boxes.append(TextBox(x0=0, top=1000.0, x1=50, bottom=1010.0, size=8.0, text="footer"))
+    text = "\n".join(b.text for b in boxes)
+    page = PageText(number=1, text=text, boxes=tuple(boxes))
+    return _doc(text).model_copy(update={"pages": (page,)})
+
+
+def _commas(n: int) -> Any:  # an axis title's words were split at every comma
+    from tests.test_documents_linking import _doc
+
+    return _doc("XQ9000\nDatasheet\nSupply voltage  3.3  V\n" + ("a, " * n)[:n] + "\n")
+
+
+def _title_words(n: int) -> Any:  # a title's trailing words were read from each word on
+    from tests.test_documents_linking import _doc
+
+    document = _doc("XQ9000\nDatasheet\nSupply voltage  3.3  V\n")
+    title = "XQ9000" + " specs" * n + " x"
+    return document.model_copy(
+        update={"metadata": document.metadata.model_copy(update={"title": title})}
+    )
+
+
+@pytest.mark.parametrize(
+    ("build", "short"),
+    [
+        (_marks, 6),
+        (_spaced_marks, 2_000),
+        (_one_line_of_boxes, 1_000),
+        (_title_parts, 2_000),
+        (_commas, 10_000),
+        (_title_words, 2_000),
+    ],
+)
+def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) -> None:
+    """What a PDF's layout and metadata carry is the tenant's too: a row of asterisks, a
+    line of thousands of boxes, a title block of thousands of part numbers, a cell of
+    commas, a title of repeated words. Four times as much costs at most about four times
+    as long (26 asterisks took 8.9 s, doubling with each; 16,000 boxes on a line 29 s)."""
+    import time
+
+    from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
+
+    fields = ["supply voltage:V", "part number", "supply current:uA:typ,max"]
+    dimension = Dimension(name="f", fields=tuple(parse_field_arg(f) for f in fields))
+
+    def took(size: int) -> float:
+        document = build(size)
+        started = time.perf_counter()
+        extract_facts(document, [dimension])
+        return time.perf_counter() - started
+
+    took(short // 4)  # warm
+    small, large = took(short), took(4 * short)
+    assert large < 8 * small + 0.5, (small, large)

@@ -114,9 +114,16 @@ class EntitySource(StrEnum):
     FILE_NAME = "file_name"
 
 
+_LONGEST_TITLE = 200
+"""A title longer than this names no product (`_looks_like_name`), so its trailing words
+are not read: `_TRAILING` is tried from each word, to the end."""
+
+
 def _clean(name: str) -> str:
     name = " ".join(_MARKS.sub("", name).split())
     name = _SEPARATOR.split(name, maxsplit=1)[0]
+    if len(name) > _LONGEST_TITLE:
+        return name
     name = _LEADING.sub("", name)
     name = _TRAILING.sub("", name)
     return name.strip(" \t-\u2013—|:,.!")
@@ -191,13 +198,14 @@ def document_parts(document: ParsedDocument) -> tuple[str, ...]:
     if not block:
         return ()
     largest = block[0].size
-    parts: list[str] = []
+    parts: dict[str, None] = {}  # in order, once each, in time linear in their number
     for box in block:
         if box.size < 0.85 * largest:
             break
         if len(box.text.split()) <= _MAX_NAME_WORDS:
-            parts += [p for p in _part_numbers(box.text) if p not in parts]
-    family = [p for p in parts if sum(q[:3] == p[:3] for q in parts) > 1]
+            parts.update(dict.fromkeys(_part_numbers(box.text)))
+    prefixes = Counter(p[:3] for p in parts)
+    family = [p for p in parts if prefixes[p[:3]] > 1]
     return tuple(family) if len(family) > 1 else ()
 
 

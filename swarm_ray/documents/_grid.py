@@ -91,6 +91,19 @@ class Grid:
     """Header row index -> whether its table lists limits (absolute maximum ratings)."""
     parts: dict[int, Row | None] = field(default_factory=dict)
     """Header row (by id) -> the row above it naming its columns' parts (`parts_above`)."""
+    positions: dict[int, int] = field(default_factory=dict)
+    """Row (by id) -> its index in `rows`, filled on first use (`position`)."""
+
+
+def position(page: Grid, row: Row) -> int | None:
+    """Where `row` stands in `page.rows` (found by identity, in constant time).
+
+    Searched for in the list at each candidate, a header cost a pass over the page, and a
+    page of thousands of rows under repeated headers the square of that.
+    """
+    if not page.positions:
+        page.positions.update((id(r), i) for i, r in enumerate(page.rows))
+    return page.positions.get(id(row))
 
 
 def page_rows(page: PageText) -> list[Row]:
@@ -242,9 +255,9 @@ def _under_statistics(row: Row, header: Row) -> bool:
 def in_limits_table(page: Grid, index: int) -> bool:
     """Whether row `index` sits in a table titled as limits (`Absolute Maximum Ratings`)."""
     header = header_of(page, index)
-    if header is None:
+    start = None if header is None else position(page, header)
+    if header is None or start is None:
         return False
-    start = page.rows.index(header)
     if start not in page.limits:
         page.limits[start] = _titled_limits(page.rows[max(0, start - _TITLE_LOOKBACK) : start])
         page.limits[start] |= bool(_LIMITS_TABLE.search(header.cells[0].text))
@@ -271,9 +284,9 @@ def over_temperature(page: Grid, index: int) -> bool:
     parameters at 25 °C and again, looser, over temperature; the first are the part's.
     """
     header = header_of(page, index)
-    if header is None:
+    start = None if header is None else position(page, header)
+    if start is None:
         return False
-    start = page.rows.index(header)
     above = page.rows[max(0, start - _CONDITION_LOOKBACK) : start]
     return any(_FULL_RANGE.search(" ".join(c.text for c in row.cells)) for row in above)
 
@@ -343,7 +356,7 @@ def parts_above(page: Grid, header: Row) -> Row | None:
 
 
 def _parts_above(page: Grid, header: Row) -> Row | None:
-    index = next((i for i, r in enumerate(page.rows) if r is header), None)
+    index = position(page, header)
     if index is None:
         return None
     for back in range(index - 1, max(-1, index - _PARTS_LOOKBACK), -1):
@@ -415,7 +428,21 @@ def is_diagram_page(rows: list[Row]) -> bool:
 
 
 _UNIT_ALONE = re.compile(r"[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]")
-_COMMA_TITLE = re.compile(r"^[^\d]*,[^\d]*[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*$")
+_BRACKETED_UNIT = re.compile(r"[\[(]\s*[A-Za-zµμΩ°/%]{1,6}\s*[\])]\s*")
+
+
+def _comma_title(text: str) -> bool:
+    """`Current, Power (mA)`: words with a comma, no digit, then a bracketed unit.
+
+    The unit's bracket is the last one opened; the words before it are checked whole
+    (one pattern of two runs of non-digits around a comma cost the square of a long
+    cell of commas).
+    """
+    start = max(text.rfind("["), text.rfind("("))
+    if start < 0 or _BRACKETED_UNIT.fullmatch(text, start) is None:
+        return False
+    head = text[:start]
+    return "," in head and not any(ch.isdigit() for ch in head)
 
 
 def is_axis_title(row: Row) -> bool:
@@ -425,8 +452,7 @@ def is_axis_title(row: Row) -> bool:
     (`Collector Current, IC [A]`).
     """
     return any(
-        _UNIT_ALONE.fullmatch(c.text.strip()) or _COMMA_TITLE.match(c.text.strip())
-        for c in row.cells
+        _UNIT_ALONE.fullmatch(c.text.strip()) or _comma_title(c.text.strip()) for c in row.cells
     )
 
 

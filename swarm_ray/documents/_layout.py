@@ -183,22 +183,26 @@ class Row:
 
 
 def rows(boxes: Sequence[TextBox]) -> list[Row]:
-    """Group boxes into rows: boxes whose vertical middles lie within each other's band."""
+    """Group boxes into rows: boxes whose vertical middles lie within each other's band.
+
+    Each open row keeps its top, bottom and smallest type as boxes join it, so a line of
+    thousands of boxes costs as many steps, not their square.
+    """
     ordered = sorted(boxes, key=lambda b: (b.top + b.bottom) / 2)
     out: list[list[TextBox]] = []
+    top = bottom = size = 0.0  # of the last row
     for box in ordered:
         middle = (box.top + box.bottom) / 2
         if out:
-            last = out[-1]
-            top = min(b.top for b in last)
-            bottom = max(b.bottom for b in last)
-            band = 0.35 * min(b.size for b in last)
+            band = 0.35 * size
             if top + band <= middle <= bottom - band or abs(
                 middle - (top + bottom) / 2
-            ) <= 0.5 * min(box.size, min(b.size for b in last)):
-                last.append(box)
+            ) <= 0.5 * min(box.size, size):
+                out[-1].append(box)
+                top, bottom, size = min(top, box.top), max(bottom, box.bottom), min(size, box.size)
                 continue
         out.append([box])
+        top, bottom, size = box.top, box.bottom, box.size
     return [
         Row(
             top=min(b.top for b in group),

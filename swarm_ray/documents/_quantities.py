@@ -145,7 +145,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         if not bare:
             continue
         joined = " | ".join(c.text for c in row.cells)
-        label = _MARKS.sub("", row.cells[0].text)
+        label = _without_marks(row.cells[0].text)
         units = [c for c in row.cells[1:] if _unit_cell(c.text)]
         hung = _hung_from(rows, index) if not units else None
         if hung is not None:
@@ -211,8 +211,22 @@ def _unit_cell(text: str) -> bool:
     return lookup_unit(text) is not None
 
 
-_MARKS = re.compile(r"(?:\s*(?:\*+|\(\d\)|\d\)|\(note\s*\d+\)))+\s*$", re.IGNORECASE)
-"""Footnote marks after a row's label or a header's words (`1N4742A *`, `Zener Voltage (3)`)."""
+_MARKS_BACKWARDS = re.compile(r"\s*(?:(?:\)\d+\s*eton\(|\)\d\(|\)\d|\*)\s*)+", re.IGNORECASE)
+"""Footnote marks after a row's label or a header's words (`1N4742A *`, `Zener Voltage (3)`,
+`(note 2)`), spelled backwards: matched from the text's end (`_without_marks`)."""
+
+
+def _without_marks(text: str) -> str:
+    """`text` without the footnote marks that end it.
+
+    Read backwards from the end, anchored: searched forwards, a `$`-anchored pattern is
+    tried from every position, and a run of asterisks split among its repeats cost time
+    doubling with each one (26 asterisks before a letter: 8.9 s).
+    """
+    found = _MARKS_BACKWARDS.match(text[::-1])
+    return text if found is None else text[: len(text) - found.end()]
+
+
 _TITLE = 60
 """Characters past which a cell over a column is the table's title, not the column's."""
 
@@ -265,7 +279,7 @@ def _above(rows: list[Row], back: int, cell: TextBox, memo: dict[object, _Above]
         kept = [c for c in over if len(c.text) <= _TITLE]
         found = memo[key] = _Above(
             cells=over,
-            text=" ".join(dict.fromkeys(_MARKS.sub("", c.text) for c in kept)),
+            text=" ".join(dict.fromkeys(_without_marks(c.text) for c in kept)),
             bare=all(_BARE.match(strip_footnotes(c.text)) for c in kept),
             titled=len(kept) < len(over),
         )
