@@ -1350,9 +1350,40 @@ def _title_words(n: int) -> Any:  # a title's trailing words were read from each
     )
 
 
+def _wide_table(columns: int) -> Any:  # each cell looked for its column in every header cell
+    from tests.test_documents_linking import _doc, _table
+
+    header = ("Parameter", "Symbol", *(["Min", "Typ", "Max"] * (columns // 3)), "Unit")
+    rows = [header]
+    for k in range(12):
+        label, symbol, unit = [("Supply voltage", "VDD", "V"), ("Supply current", "IDD", "µA")][
+            k % 2
+        ]
+        rows.append(
+            (label, symbol, *(f"{1 + (k * 7 + i) % 9}.5" for i in range(len(header) - 3)), unit)
+        )
+    return _doc("XQ9000\nDatasheet\nElectrical Characteristics\n" + _table(*rows, width=16))
+
+
+_NATO = "alfa bravo charlie delta echo foxtrot golf hotel india juliett kilo lima mike november "
+_MANY = [f"{word} voltage" for word in (_NATO + "oscar papa quebec romeo sierra").split()]
+_MANY += [f"{name} ratio" for name in _MANY]  # each one's label covers another's
+
+
+def _fields_in_one_cell(size: int) -> Any:
+    from tests.test_documents_linking import _doc
+
+    listed = "; ".join(_MANY) + "; "
+    cell = (listed * (size // len(listed) + 1))[:size]
+    return _doc(
+        "XQ9000\nDatasheet\nParameter  Min  Typ  Max  Unit\n" + cell + "  1.2  2.5  3.3  V\n"
+    )
+
+
 @pytest.mark.parametrize(
     ("build", "short"),
     [
+        (_wide_table, 80),
         (_marks, 6),
         (_spaced_marks, 2_000),
         (_one_line_of_boxes, 1_000),
@@ -1364,8 +1395,9 @@ def _title_words(n: int) -> Any:  # a title's trailing words were read from each
 def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) -> None:
     """What a PDF's layout and metadata carry is the tenant's too: a row of asterisks, a
     line of thousands of boxes, a title block of thousands of part numbers, a cell of
-    commas, a title of repeated words. Four times as much costs at most about four times
-    as long (26 asterisks took 8.9 s, doubling with each; 16,000 boxes on a line 29 s)."""
+    commas, a title of repeated words, a table hundreds of columns wide, a cell naming
+    many fields many times. Four times as much costs at most about four times as long (26
+    asterisks took 8.9 s, doubling with each; 16,000 boxes on a line 29 s)."""
     import time
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
@@ -1381,4 +1413,27 @@ def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) 
 
     took(short // 4)  # warm
     small, large = took(short), took(4 * short)
+    assert large < 8 * small + 0.5, (small, large)
+
+
+def test_a_cell_naming_many_fields_costs_time_linear_in_their_number() -> None:
+    """Each label of each field in a cell looked for every other field's labels in it,
+    a pass over the cell each: fields squared (64 fields named in 48 KB took 51 s)."""
+    import time
+
+    from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
+
+    document = _fields_in_one_cell(6_000)
+
+    def took(names: list[str]) -> float:
+        fields = (parse_field_arg(f"{n}:V" if n.endswith("voltage") else n) for n in names)
+        dimension = Dimension(name="f", fields=tuple(fields))
+        started = time.perf_counter()
+        extract_facts(document, [dimension])
+        return time.perf_counter() - started
+
+    half = len(_MANY) // 2
+    few = _MANY[: half // 4] + _MANY[half : half + half // 4]  # a quarter, pairs kept
+    took(few)  # warm
+    small, large = took(few), took(_MANY)
     assert large < 8 * small + 0.5, (small, large)

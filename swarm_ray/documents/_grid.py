@@ -11,6 +11,7 @@ are found so that they are not read as content.
 
 from __future__ import annotations
 
+import bisect
 import functools
 import re
 from dataclasses import dataclass, field, replace
@@ -93,6 +94,8 @@ class Grid:
     """Header row (by id) -> the row above it naming its columns' parts (`parts_above`)."""
     positions: dict[int, int] = field(default_factory=dict)
     """Row (by id) -> its index in `rows`, filled on first use (`position`)."""
+    examples: dict[int, bool] = field(default_factory=dict)
+    """Row index -> whether it sits under a design example's title (`in_example_table`)."""
 
 
 def position(page: Grid, row: Row) -> int | None:
@@ -304,13 +307,17 @@ def in_example_table(page: Grid, index: int) -> bool:
     """Whether row `index` sits under a short title naming a design or application example.
 
     `Table 1: Design Example` over `Vin | 8V to 95V`: one circuit's input, not the part's
-    input range.
+    input range. Asked for each candidate of a row, it is read once a row.
     """
-    for row in reversed(page.rows[max(0, index - _EXAMPLE_LOOKBACK) : index]):
-        title = " ".join(c.text for c in row.cells)
-        if len(title.split()) <= _TITLE_WORDS and _EXAMPLE.search(title):
-            return True
-    return False
+    if index not in page.examples:
+        page.examples[index] = any(
+            len(title.split()) <= _TITLE_WORDS and _EXAMPLE.search(title)
+            for title in (
+                " ".join(c.text for c in row.cells)
+                for row in page.rows[max(0, index - _EXAMPLE_LOOKBACK) : index]
+            )
+        )
+    return page.examples[index]
 
 
 def _titled_limits(above: list[Row]) -> bool:
@@ -457,7 +464,34 @@ def is_axis_title(row: Row) -> bool:
 
 
 def column_of(header: Row, cell: TextBox) -> TextBox | None:
-    """The header cell above `cell`: the most overlapping one, else the nearest centre."""
+    """The header cell above `cell`: the most overlapping one, else the nearest centre.
+
+    Columns side by side are found by bisection (`Row.columns`): looked for in every
+    header cell, each cell of a row of a table hundreds of columns wide cost a pass over
+    them all.
+    """
+    columns = header.columns
+    if columns is None or not header.cells:
+        return _column_by_scan(header, cell)
+    lefts, rights, centres = columns
+    best: tuple[float, TextBox] | None = None
+    for index in range(bisect.bisect_right(rights, cell.x0), bisect.bisect_left(lefts, cell.x1)):
+        head = header.cells[index]
+        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
+        if best is None or overlap > best[0]:
+            best = (overlap, head)
+    if best is not None and best[0] > 0:
+        return best[1]
+    centre = (cell.x0 + cell.x1) / 2
+    right = bisect.bisect_left(centres, centre)
+    near = [i for i in (right - 1, right) if 0 <= i < len(centres)]
+    nearest = header.cells[min(near, key=lambda i: (abs(centres[i] - centre), i))]
+    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
+    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
+
+
+def _column_by_scan(header: Row, cell: TextBox) -> TextBox | None:
+    """`column_of` for a header whose cells overlap: each one is looked at."""
     best: tuple[float, TextBox] | None = None
     for head in header.cells:
         overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)

@@ -18,6 +18,8 @@ sets which way is right and which way is down.
 from __future__ import annotations
 
 import ctypes
+import functools
+import itertools
 import math
 from collections import Counter
 from collections.abc import Sequence
@@ -180,6 +182,18 @@ class Row:
     def text(self) -> str:
         """The row's cells joined by a tab: cell boundaries stay visible."""
         return "\t".join(cell.text for cell in self.cells)
+
+    @functools.cached_property
+    def columns(self) -> tuple[list[float], list[float], list[float]] | None:
+        """Its cells' left edges, right edges and centres, in order, or `None`.
+
+        `None` unless the cells stand side by side without overlapping (a header's columns).
+        """
+        lefts = [c.x0 for c in self.cells]
+        rights = [c.x1 for c in self.cells]
+        if any(a > b for edges in (lefts, rights) for a, b in itertools.pairwise(edges)):
+            return None
+        return lefts, rights, [(c.x0 + c.x1) / 2 for c in self.cells]
 
 
 def rows(boxes: Sequence[TextBox]) -> list[Row]:

@@ -80,8 +80,21 @@ class Value:
     """Hyphenated before a word (`16-bit bus`, `15.4-inch screen`): describes a thing."""
 
 
+_LONG = 2000
+"""A text this long is read once for every reader that asks (`_read_long`, `_strip_long`):
+each field's readers ask for the same line's values, and a tenant's line may be very long."""
+
+
 def strip_footnotes(text: str) -> str:
-    """Remove footnote references (`(1)`, `[2]`, `¹`, `85*`, `Note 3`) from a cell."""
+    """Remove footnote references (`(1)`, `[2]`, `¹`, `85*`, `Note 3`) from a cell.
+
+    A long cell is stripped once for all who ask (each label of each field in it does).
+    """
+    return _strip_long(text) if len(text) >= _LONG else _FOOTNOTES.sub("", text)
+
+
+@functools.lru_cache(maxsize=8)
+def _strip_long(text: str) -> str:
     return _FOOTNOTES.sub("", text)
 
 
@@ -260,11 +273,6 @@ def _stated_after(text: str, end: int) -> Statistic | None:
     if after is None:
         return None
     return Statistic.TYP if after["typ"] else Statistic.MAX if after["max"] else Statistic.MIN
-
-
-_LONG = 2000
-"""A text this long is read once for every reader that asks (`_read_long`): each field's
-readers ask for the same line's values, and a tenant's line may be very long."""
 
 
 def read_values(text: str) -> list[Value]:
