@@ -330,3 +330,41 @@ def test_offsets_convert_both_ways_in_any_order(text: str, moves: list[int]) -> 
         byte = encoded.byte(char)
         assert byte == len(text[:char].encode("utf-8"))
         assert encoded.char(byte) == char
+
+
+def _column_by_scan(header: Any, cell: Any) -> Any:
+    """What `column_of` was: every header cell looked at."""
+    best = None
+    for head in header.cells:
+        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
+        if best is None or overlap > best[0]:
+            best = (overlap, head)
+    if best is not None and best[0] > 0:
+        return best[1]
+    centre = (cell.x0 + cell.x1) / 2
+    nearest = min(header.cells, key=lambda h: abs((h.x0 + h.x1) / 2 - centre))
+    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
+    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
+
+
+_EDGE = st.one_of(st.integers(0, 20).map(lambda n: n * 10.0), st.floats(0, 200))
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.lists(st.tuples(_EDGE, st.sampled_from([0.0, 10.0, 25.0])), min_size=1, max_size=8),
+    st.tuples(_EDGE, st.sampled_from([0.0, 10.0, 60.0])),
+)
+def test_a_cells_column_is_the_one_every_header_cell_would_give(
+    heads: list[tuple[float, float]], cell: tuple[float, float]
+) -> None:
+    from swarm_ray.documents._grid import column_of
+    from swarm_ray.documents._layout import Row, TextBox
+
+    def box(x0: float, width: float, text: str) -> TextBox:
+        return TextBox(x0=x0, top=0, x1=x0 + width, bottom=10, size=10.0, text=text)
+
+    cells = tuple(box(x, w, str(i)) for i, (x, w) in enumerate(sorted(heads)))  # duplicates too
+    header = Row(top=0, bottom=10, cells=cells)
+    target = box(*cell, "v")
+    assert column_of(header, target) is _column_by_scan(header, target)

@@ -14,6 +14,7 @@ from __future__ import annotations
 import bisect
 import functools
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field, replace
 
 from swarm_ray.documents._facts import Statistic
@@ -466,43 +467,35 @@ def is_axis_title(row: Row) -> bool:
 def column_of(header: Row, cell: TextBox) -> TextBox | None:
     """The header cell above `cell`: the most overlapping one, else the nearest centre.
 
-    Columns side by side are found by bisection (`Row.columns`): looked for in every
-    header cell, each cell of a row of a table hundreds of columns wide cost a pass over
-    them all.
+    Columns side by side are found by bisection (`Row.columns`), overlapping ones by
+    looking at each: looked for in every header cell, each cell of a row of a table
+    hundreds of columns wide cost a pass over them all.
     """
-    columns = header.columns
-    if columns is None or not header.cells:
-        return _column_by_scan(header, cell)
-    lefts, rights, centres = columns
+    centre = (cell.x0 + cell.x1) / 2
+    overlapping: Sequence[int] = range(len(header.cells))
+    near: Sequence[int] = overlapping
+    if header.columns is not None:
+        lefts, rights, centres = header.columns
+        first = bisect.bisect_right(rights, cell.x0)
+        overlapping = range(first, bisect.bisect_left(lefts, cell.x1))
+        right = bisect.bisect_left(centres, centre)  # the first of equal centres, as below
+        left = bisect.bisect_left(centres, centres[right - 1]) if right > 0 else None
+        near = [i for i in (left, right) if i is not None and i < len(centres)]
     best: tuple[float, TextBox] | None = None
-    for index in range(bisect.bisect_right(rights, cell.x0), bisect.bisect_left(lefts, cell.x1)):
+    for index in overlapping:
         head = header.cells[index]
         overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
         if best is None or overlap > best[0]:
             best = (overlap, head)
     if best is not None and best[0] > 0:
         return best[1]
-    centre = (cell.x0 + cell.x1) / 2
-    right = bisect.bisect_left(centres, centre)
-    near = [i for i in (right - 1, right) if 0 <= i < len(centres)]
-    nearest = header.cells[min(near, key=lambda i: (abs(centres[i] - centre), i))]
+    if not near:
+        return None
+    middles = [(header.cells[i].x0 + header.cells[i].x1) / 2 for i in near]
+    at = min(range(len(near)), key=lambda k: (abs(middles[k] - centre), k))
+    nearest = header.cells[near[at]]
     width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
-    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
-
-
-def _column_by_scan(header: Row, cell: TextBox) -> TextBox | None:
-    """`column_of` for a header whose cells overlap: each one is looked at."""
-    best: tuple[float, TextBox] | None = None
-    for head in header.cells:
-        overlap = min(head.x1, cell.x1) - max(head.x0, cell.x0)
-        if best is None or overlap > best[0]:
-            best = (overlap, head)
-    if best is not None and best[0] > 0:
-        return best[1]
-    centre = (cell.x0 + cell.x1) / 2
-    nearest = min(header.cells, key=lambda h: abs((h.x0 + h.x1) / 2 - centre))
-    width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
-    return nearest if abs((nearest.x0 + nearest.x1) / 2 - centre) <= width else None
+    return nearest if abs(middles[at] - centre) <= width else None
 
 
 def bracket_unit(text: str) -> Unit | None:
