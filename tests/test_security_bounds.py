@@ -368,3 +368,46 @@ def test_a_cells_column_is_the_one_every_header_cell_would_give(
     header = Row(top=0, bottom=10, cells=cells)
     target = box(*cell, "v")
     assert column_of(header, target) is _column_by_scan(header, target)
+
+
+def _terms_by_scan(spellings: Any, declared: frozenset[str]) -> list[list[str]]:
+    """What `_terms` was: each spelling compared with every member of every term."""
+    from swarm_ray.documents._judges import _same_term
+
+    groups: list[list[str]] = []
+    for spelling in sorted(spellings):
+        home = next(
+            (
+                group
+                for group in groups
+                if not (spelling in declared and any(s in declared for s in group))
+                and any(_same_term(spelling, s) for s in group)
+            ),
+            None,
+        )
+        if home is None:
+            groups.append([spelling])
+        else:
+            home.append(spelling)
+    return groups
+
+
+_NAME_WORDS = ["nova", "novaa", "nvoa", "solenne", "solene", "soleen", "pro", "Nova", "x1"]
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.sets(
+        st.tuples(
+            st.lists(st.sampled_from(_NAME_WORDS), min_size=1, max_size=3),
+            st.sampled_from([" ", "-", "", "."]),
+        ).map(lambda p: p[1].join(p[0])),
+        max_size=10,
+    ),
+    st.randoms(use_true_random=False),
+)
+def test_terms_group_as_comparing_every_pair_grouped_them(names: set[str], rng: Any) -> None:
+    from swarm_ray.documents._judges import _terms
+
+    declared = frozenset(n for n in names if rng.random() < 0.3)
+    assert _terms(names, declared) == _terms_by_scan(names, declared)

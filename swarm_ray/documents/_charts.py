@@ -134,7 +134,7 @@ def _draw_named(ax: Any, panel: Panel) -> None:
         if dots:
             xs, ys = zip(*dots, strict=True)
             ax.plot(xs, ys, "o", color=color, markersize=4)
-    names = [_short(name) for name in panel.entities]
+    names = [_literal(_short(name)) for name in panel.entities]
     ax.set_yticks(list(rows), names)
     ax.set_ylim(len(panel.entities) - 0.5, -0.5)
     ax.tick_params(axis="y", labelsize=7)
@@ -142,6 +142,15 @@ def _draw_named(ax: Any, panel: Panel) -> None:
 
 def _short(name: str) -> str:
     return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
+
+
+def _literal(text: str) -> str:
+    """`text` as matplotlib shows it, as written.
+
+    A `$` would start math text: a name from a document or a request with a symbol
+    matplotlib does not know between two of them made the whole report fail.
+    """
+    return text.replace("$", r"\$")
 
 
 def _margin(panel: Panel) -> float:
@@ -155,18 +164,22 @@ def _draw_strip(ax: Any, panel: Panel) -> None:
         (i for i in range(len(panel.entities)) if panel.values[i]),
         key=lambda i: (max(panel.values[i]), min(panel.values[i]), i),
     )
+    dots: dict[str, list[tuple[int, float]]] = {"C0": [], "red": []}
     for rank, i in enumerate(order):
         color = "red" if panel.review[i] else "C0"
         low, high = panel.low[i], panel.high[i]
         if low is not None and high is not None and low != high:
             ax.vlines(rank, low, high, color=color, linewidth=2, alpha=0.45)
-        for value in panel.values[i]:
-            ax.plot(rank, value, "o", color=color, markersize=3)
+        dots[color].extend((rank, value) for value in panel.values[i])
+    for color, points in dots.items():  # one artist a colour, not one a value
+        if points:
+            xs, ys = zip(*points, strict=True)
+            ax.plot(xs, ys, "o", color=color, markersize=3)
     for rank, align in ((0, "left"), (len(order) - 1, "right")):
         i = order[rank]
         top = max(panel.values[i])
         ax.annotate(
-            _short(panel.entities[i]), (rank, top), fontsize=7, ha=align, va="bottom",
+            _literal(_short(panel.entities[i])), (rank, top), fontsize=7, ha=align, va="bottom",
             xytext=(0, 4), textcoords="offset points",
         )  # fmt: skip
     ax.set_xticks([])
@@ -207,11 +220,11 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
                     # seats, levels, pins: no 2.2 or 2.4 between whole values
                     axis = ax.xaxis if named else ax.yaxis
                     axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
-                ax.set_title(panel.title, loc="left", fontsize=9)
+                ax.set_title(_literal(panel.title), loc="left", fontsize=9)
                 ax.tick_params(axis="x", labelsize=7)
                 ax.grid(axis="x" if named else "y", alpha=0.3)
         part = f" ({start // PANELS_PER_CHART + 1})" if len(all_panels) > PANELS_PER_CHART else ""
-        fig.suptitle(title + part, y=1 - 0.12 / height, va="top", fontsize=11)
+        fig.suptitle(_literal(title) + part, y=1 - 0.12 / height, va="top", fontsize=11)
         name = f"{stem}.png" if start == 0 else f"{stem}-{start // PANELS_PER_CHART + 1}.png"
         # zlib's fastest level: the default spent about a tenth of a chart's time compressing.
         fig.savefig(folder / name, format="png", dpi=100, pil_kwargs={"compress_level": 1})

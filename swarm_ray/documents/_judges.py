@@ -222,27 +222,63 @@ def _same_term(a: str, b: str) -> bool:
     return long_words and x.isalpha() and y.isalpha() and _one_edit(x, y)
 
 
+_MOST_TYPO_WORDS = 12
+"""Words of a name past which a one-letter slip in one of them is not looked for (each
+word's variants are keyed by all the others)."""
+_LONGEST_TYPO_WORD = 40
+"""Letters of a word past which a slip in it is not looked for (a key per letter)."""
+
+
+def _keys(spelling: str) -> set[tuple[object, ...]]:
+    """Keys two spellings `_same_term` joins always share (some that it does not, too).
+
+    The words run together; and for each long word, with the other words in place, the
+    word and each one-letter deletion of it: an insertion, deletion, substitution or swap
+    of neighbours leaves one deletion of each side equal.
+    """
+    words = _WORD.findall(spelling.casefold())
+    keys: set[tuple[object, ...]] = {("joined", "".join(words))}
+    if len(words) > _MOST_TYPO_WORDS:
+        return keys
+    for at, word in enumerate(words):
+        if not _MIN_TYPO_WORD <= len(word) <= _LONGEST_TYPO_WORD or not word.isalpha():
+            continue
+        rest = (len(words), at, tuple(words[:at]), tuple(words[at + 1 :]))
+        keys.add((*rest, word))
+        keys.update((*rest, word[:i] + word[i + 1 :]) for i in range(len(word)))
+    return keys
+
+
 def _terms(spellings: Iterable[str], declared: frozenset[str]) -> list[list[str]]:
     """Group spellings into terms; a spelling joins the first term it matches a member of.
 
     Declared names (fields of the dimensions) are distinct terms by definition, however
-    close: `general.height` and `general.weight` are one letter apart.
+    close: `general.height` and `general.weight` are one letter apart. A spelling is
+    compared only with the members of terms it shares a key with (`_keys`): compared with
+    every member of every term, a thousand documents' entities cost their square. A slip
+    is not looked for in a name of over 12 words, nor in a word of over 40 letters.
     """
     groups: list[list[str]] = []
+    holding: dict[tuple[object, ...], set[int]] = {}  # key -> the terms with a member of it
     for spelling in sorted(spellings):
+        keys = _keys(spelling)
+        near = sorted(set().union(*(holding.get(key, ()) for key in keys)))
         home = next(
             (
-                group
-                for group in groups
-                if not (spelling in declared and any(s in declared for s in group))
-                and any(_same_term(spelling, s) for s in group)
+                index
+                for index in near
+                if not (spelling in declared and any(s in declared for s in groups[index]))
+                and any(_same_term(spelling, s) for s in groups[index])
             ),
             None,
         )
         if home is None:
+            home = len(groups)
             groups.append([spelling])
         else:
-            home.append(spelling)
+            groups[home].append(spelling)
+        for key in keys:
+            holding.setdefault(key, set()).add(home)
     return groups
 
 

@@ -110,6 +110,11 @@ _PAIRS = {("input", "offset"): ("IO", "OS")}
 """Word pairs with a subscript of their own: an input offset voltage is `VIO` or `VOS`."""
 
 
+_MOST_SUBSCRIPTS = 64
+"""Spellings of one symbol's subscript at most (three words of four spellings each): a
+tenant's name of ten known words had a million, 126 MB of pattern and minutes to compile."""
+
+
 def _subscripts(words: list[str]) -> list[str] | None:
     """Regex alternatives for the subscript of `words`, or `None` if one has no letter.
 
@@ -134,6 +139,8 @@ def _subscripts(words: list[str]) -> list[str] | None:
             # The last qualifier may also be written out, lower case (`IZtest`, `VZnom`).
             last = at == len(kept) - 1 and at > 0
             spellings = (word[0].upper(), word) if last else (word[0].upper(),)
+        if len(options) * len(spellings) > _MOST_SUBSCRIPTS:
+            return None  # `supply supply ... voltage`: each word multiplied the spellings
         options = [o + s for o in options for s in spellings]
     if unknown > 2:
         return None
