@@ -1243,6 +1243,25 @@ def test_a_forked_attempt_holds_nothing_of_its_zygote_or_other_attempts() -> Non
         assert not [k for k in others.values() if k.startswith(("socket:", "pipe:"))], found
 
 
+def _cost(call: Any) -> float:
+    """The CPU seconds `call()` takes in this process, with no collection of garbage in it.
+
+    What these probes measure is the reader's work: the suite's heap (a collection of it
+    during one call but not the other) and other processes on a loaded machine are not.
+    """
+    import gc
+    import time
+
+    gc.collect()
+    gc.disable()
+    try:
+        started = time.process_time()
+        call()
+        return time.process_time() - started
+    finally:
+        gc.enable()
+
+
 @pytest.mark.parametrize(
     "shape",
     [
@@ -1264,7 +1283,6 @@ def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None
     a count thousands of times, four times as long costs about four times as much, not
     sixteen. A quadratic reader of terms took 4 s on 32 KB of `a.1.`; the label reader took
     94 s on 20 KB of `supply voltage 5 V `, reading the rest of the cell at each label."""
-    import time
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
     from tests.test_documents_linking import _doc
@@ -1275,9 +1293,8 @@ def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None
 
     def took(size: int) -> float:
         cell = (shape * (size // len(shape) + 1))[:size]
-        started = time.perf_counter()
-        extract_facts(_doc(f"XQ9000\nDatasheet\n{cell}! form factor supply current\n"), [dimension])
-        return time.perf_counter() - started
+        document = _doc(f"XQ9000\nDatasheet\n{cell}! form factor supply current\n")
+        return _cost(lambda: extract_facts(document, [dimension]))
 
     took(1_000)  # warm: the readers' patterns compiled
     short, long = took(10_000), took(40_000)
@@ -1398,7 +1415,6 @@ def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) 
     commas, a title of repeated words, a table hundreds of columns wide, a cell naming
     many fields many times. Four times as much costs at most about four times as long (26
     asterisks took 8.9 s, doubling with each; 16,000 boxes on a line 29 s)."""
-    import time
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
 
@@ -1407,9 +1423,7 @@ def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) 
 
     def took(size: int) -> float:
         document = build(size)
-        started = time.perf_counter()
-        extract_facts(document, [dimension])
-        return time.perf_counter() - started
+        return _cost(lambda: extract_facts(document, [dimension]))
 
     took(short // 4)  # warm
     small, large = took(short), took(4 * short)
@@ -1419,7 +1433,6 @@ def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) 
 def test_a_cell_naming_many_fields_costs_time_linear_in_their_number() -> None:
     """Each label of each field in a cell looked for every other field's labels in it,
     a pass over the cell each: fields squared (64 fields named in 48 KB took 51 s)."""
-    import time
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
 
@@ -1428,9 +1441,7 @@ def test_a_cell_naming_many_fields_costs_time_linear_in_their_number() -> None:
     def took(names: list[str]) -> float:
         fields = (parse_field_arg(f"{n}:V" if n.endswith("voltage") else n) for n in names)
         dimension = Dimension(name="f", fields=tuple(fields))
-        started = time.perf_counter()
-        extract_facts(document, [dimension])
-        return time.perf_counter() - started
+        return _cost(lambda: extract_facts(document, [dimension]))
 
     half = len(_MANY) // 2
     few = _MANY[: half // 4] + _MANY[half : half + half // 4]  # a quarter, pairs kept
@@ -1492,7 +1503,6 @@ def test_a_field_name_of_many_known_words_derives_few_forms() -> None:
 def test_a_thousand_documents_entities_cost_the_coherence_judge_linear_time() -> None:
     """Each entity's spelling was compared with every other's: 4,000 entities took 19.4 s
     (800 with names of 5 KB, 25.9 s)."""
-    import time
 
     from swarm_ray.documents._judges import judge_coherence
     from swarm_ray.documents._units import normalise_facts
@@ -1500,9 +1510,7 @@ def test_a_thousand_documents_entities_cost_the_coherence_judge_linear_time() ->
     def took(count: int) -> float:
         names = [f"Entity {n:05d} {'abcdefgh'[n % 8] * 5} model" for n in range(count)]
         normalised = normalise_facts(_facts_of(names))
-        started = time.perf_counter()
-        judge_coherence(normalised.facts)
-        return time.perf_counter() - started
+        return _cost(lambda: judge_coherence(normalised.facts))
 
     took(50)
     small, large = took(1_000), took(4_000)
