@@ -15,7 +15,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import pytest
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 from pydantic import ValidationError
 
@@ -355,6 +355,7 @@ _EDGE = st.one_of(st.integers(0, 20).map(lambda n: n * 10.0), st.floats(0, 200))
     st.lists(st.tuples(_EDGE, st.sampled_from([0.0, 10.0, 25.0])), min_size=1, max_size=8),
     st.tuples(_EDGE, st.sampled_from([0.0, 10.0, 60.0])),
 )
+@example([(0.0, 0.0), (1.5472418789960115e-21, 0.0)], (0.0, 10.0))  # centres a rounding apart
 def test_a_cells_column_is_the_one_every_header_cell_would_give(
     heads: list[tuple[float, float]], cell: tuple[float, float]
 ) -> None:

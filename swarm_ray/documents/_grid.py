@@ -478,9 +478,8 @@ def column_of(header: Row, cell: TextBox) -> TextBox | None:
         lefts, rights, centres = header.columns
         first = bisect.bisect_right(rights, cell.x0)
         overlapping = range(first, bisect.bisect_left(lefts, cell.x1))
-        right = bisect.bisect_left(centres, centre)  # the first of equal centres, as below
-        left = bisect.bisect_left(centres, centres[right - 1]) if right > 0 else None
-        near = [i for i in (left, right) if i is not None and i < len(centres)]
+        right = bisect.bisect_left(centres, centre)
+        near = [i for i in (right - 1, right) if 0 <= i < len(centres)]
     best: tuple[float, TextBox] | None = None
     for index in overlapping:
         head = header.cells[index]
@@ -491,11 +490,17 @@ def column_of(header: Row, cell: TextBox) -> TextBox | None:
         return best[1]
     if not near:
         return None
-    middles = [(header.cells[i].x0 + header.cells[i].x1) / 2 for i in near]
-    at = min(range(len(near)), key=lambda k: (abs(middles[k] - centre), k))
-    nearest = header.cells[near[at]]
+
+    def away(index: int) -> float:
+        head = header.cells[index]
+        return abs((head.x0 + head.x1) / 2 - centre)
+
+    at = min(near, key=lambda i: (away(i), i))
+    while at > 0 and away(at - 1) == away(at):
+        at -= 1  # the first of equally near ones (one centre, or a rounding apart)
+    nearest = header.cells[at]
     width = max(nearest.x1 - nearest.x0, cell.x1 - cell.x0)
-    return nearest if abs(middles[at] - centre) <= width else None
+    return nearest if away(at) <= width else None
 
 
 def bracket_unit(text: str) -> Unit | None:
