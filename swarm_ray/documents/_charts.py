@@ -134,7 +134,7 @@ def _draw_named(ax: Any, panel: Panel) -> None:
         if dots:
             xs, ys = zip(*dots, strict=True)
             ax.plot(xs, ys, "o", color=color, markersize=4)
-    names = [_literal(_short(name)) for name in panel.entities]
+    names = [_short(name) for name in panel.entities]
     ax.set_yticks(list(rows), names)
     ax.set_ylim(len(panel.entities) - 0.5, -0.5)
     ax.tick_params(axis="y", labelsize=7)
@@ -142,15 +142,6 @@ def _draw_named(ax: Any, panel: Panel) -> None:
 
 def _short(name: str) -> str:
     return name if len(name) <= _NAME_CHARS else name[: _NAME_CHARS - 1] + "…"
-
-
-def _literal(text: str) -> str:
-    """`text` as matplotlib shows it, as written.
-
-    A `$` would start math text: a name from a document or a request with a symbol
-    matplotlib does not know between two of them made the whole report fail.
-    """
-    return text.replace("$", r"\$")
 
 
 def _margin(panel: Panel) -> float:
@@ -179,7 +170,7 @@ def _draw_strip(ax: Any, panel: Panel) -> None:
         i = order[rank]
         top = max(panel.values[i])
         ax.annotate(
-            _literal(_short(panel.entities[i])), (rank, top), fontsize=7, ha=align, va="bottom",
+            _short(panel.entities[i]), (rank, top), fontsize=7, ha=align, va="bottom",
             xytext=(0, 4), textcoords="offset points",
         )  # fmt: skip
     ax.set_xticks([])
@@ -190,9 +181,19 @@ def _draw_strip(ax: Any, panel: Panel) -> None:
 def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str) -> list[str]:
     """Draw the panels into PNGs under `folder` (`stem.png`, `stem-2.png`, ...).
 
+    Every text is drawn as written: a `$` in a name from a document or a request would
+    start matplotlib's math text, and a symbol it does not know failed the whole report.
+
     Returns:
         The file names written, in order.
     """
+    import matplotlib
+
+    with matplotlib.rc_context({"text.parse_math": False}):
+        return _draw_charts(title, all_panels, folder, stem)
+
+
+def _draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str) -> list[str]:
     from matplotlib.backends.backend_agg import FigureCanvasAgg
     from matplotlib.figure import Figure
     from matplotlib.ticker import MaxNLocator
@@ -220,11 +221,11 @@ def draw_charts(title: str, all_panels: Sequence[Panel], folder: Path, stem: str
                     # seats, levels, pins: no 2.2 or 2.4 between whole values
                     axis = ax.xaxis if named else ax.yaxis
                     axis.set_major_locator(MaxNLocator(integer=True, steps=[1, 2, 5, 10]))
-                ax.set_title(_literal(panel.title), loc="left", fontsize=9)
+                ax.set_title(panel.title, loc="left", fontsize=9)
                 ax.tick_params(axis="x", labelsize=7)
                 ax.grid(axis="x" if named else "y", alpha=0.3)
         part = f" ({start // PANELS_PER_CHART + 1})" if len(all_panels) > PANELS_PER_CHART else ""
-        fig.suptitle(_literal(title) + part, y=1 - 0.12 / height, va="top", fontsize=11)
+        fig.suptitle(title + part, y=1 - 0.12 / height, va="top", fontsize=11)
         name = f"{stem}.png" if start == 0 else f"{stem}-{start // PANELS_PER_CHART + 1}.png"
         # zlib's fastest level: the default spent about a tenth of a chart's time compressing.
         fig.savefig(folder / name, format="png", dpi=100, pil_kwargs={"compress_level": 1})
