@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import time
+from pathlib import Path
 
 import pytest
 import ray
@@ -252,15 +253,30 @@ def test_metrics_reach_the_ray_metrics_endpoint(swarm: SwarmClient, record_dir: 
     assert wait_until(lambda: exported() == wanted, timeout_s=60, what="metrics export")
 
 
-def test_idle_agents_are_released(swarm: SwarmClient) -> None:
-    swarm.run(template="noop_fanout", items=(1, 2, 3))
-    # The session sets SWARM_RAY_AGENT_IDLE_S=5: idle agents give their CPUs back.
-    wait_until(
-        lambda: not [a for a in swarm.info()["agents"] if "test.noop.run" in a],
-        timeout_s=60,
-        what="idle noop agents to be released",
+def test_idle_agents_are_released(ray_cluster: None, tmp_path: Path) -> None:
+    import swarm_ray
+
+    # An orchestrator of its own, whose agents idle 2 s are released (the session's wait
+    # 20 s, so that one module's tests reuse them).
+    own = swarm_ray.connect(
+        catalogs=["swarm_ray.testing:testing_catalog"],
+        state_dir=tmp_path,
+        name="swarm-idle-test",
+        env={"SWARM_RAY_AGENT_IDLE_S": "2"},
     )
-    assert swarm.run(template="noop_fanout", items=(4,)).machine.state is TaskState.COMPLETED
+    try:
+        own.run(template="noop_fanout", items=(1, 2, 3))
+        assert [a for a in own.info()["agents"] if "test.noop.run" in a]
+        started = time.monotonic()
+        wait_until(
+            lambda: not [a for a in own.info()["agents"] if "test.noop.run" in a],
+            timeout_s=60,
+            what="idle noop agents to be released",
+        )
+        assert time.monotonic() - started >= 1.0  # kept while idle under 2 s
+        assert own.run(template="noop_fanout", items=(4,)).machine.state is TaskState.COMPLETED
+    finally:
+        own.shutdown()
 
 
 def test_memory_holds_only_recent_ended_tasks(swarm: SwarmClient) -> None:
