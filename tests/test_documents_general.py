@@ -6,7 +6,8 @@
   no candidate from another part's row;
 - a memory's organisation (`128 x 8-bit`) is its size, not its word width;
 - a first page's sole value of a field's dimension, where no label names the field;
-- one definition of a sentence; weak synonyms keep to the declared unit's scale.
+- one definition of a sentence; weak synonyms keep to the declared unit's scale;
+- a name's pair of letters is also its initialism with a slash (`io lines`: `I/O Lines`).
 """
 
 from __future__ import annotations
@@ -512,3 +513,17 @@ def test_a_tolerance_after_a_value_reaches_either_side_of_it(
     assert [v.value for v in read_values("25 °C ± 5 K")] == [25.0, -5.0, 5.0]
     # `=` before it makes it a test condition, like any value after `=`.
     assert all(v.condition for v in read_values("VCC = 5.0 V ± 20%"))
+
+
+def test_a_pair_of_letters_names_its_initialism_written_with_a_slash() -> None:
+    page = "XQ9000\nDatasheet\n" + _BODY
+    lines = _facts(["io lines:count"], page + "• 32 Programmable I/O Lines\n")
+    assert lines == {("io lines", None, 32.0)}
+    assert _facts(["io lines:count"], page + "I/O lines: 32\n") == {("io lines", None, 32.0)}
+    assert _facts(["IO pins:count"], page + "• 32 I/O pins\n") == {("IO pins", None, 32.0)}
+    resolution = _facts(
+        ["ad converter resolution:bits"], page + "A/D converter resolution: 10 bits\n"
+    )
+    assert resolution == {("ad converter resolution", None, 10.0)}
+    # the two letters as a word of their own, never inside one
+    assert _facts(["io lines:count"], page + "• 32 radio lines\n") == set()

@@ -47,8 +47,18 @@ _WORDS = re.compile(r"[^\W_]+")
 
 def _plain(label: str, separator: str = _SEPARATOR) -> str:
     words = _WORDS.findall(label)
-    parts = [plural(word) for word in words]
+    parts = [_forms(word) for word in words]
     return separator.join(parts)
+
+
+def _forms(word: str) -> str:
+    """A word's spellings: it and its plural, and a pair of letters with a slash.
+
+    `io` is also `I/O`, `ad` also `A/D`, `rw` also `R/W`: initialisms are often written so.
+    """
+    if len(word) == 2 and word.isalpha():
+        return f"(?:{re.escape(word)}|{re.escape(word[0])}/{re.escape(word[1])})"
+    return plural(word)
 
 
 def plural(word: str) -> str:
