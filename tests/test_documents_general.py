@@ -7,7 +7,8 @@
 - a memory's organisation (`128 x 8-bit`) is its size, not its word width;
 - a first page's sole value of a field's dimension, where no label names the field;
 - one definition of a sentence; weak synonyms keep to the declared unit's scale;
-- a name's pair of letters is also its initialism with a slash (`io lines`: `I/O Lines`).
+- a name's pair of letters is also its initialism with a slash (`io lines`: `I/O Lines`);
+- a range whose two ends are one value is that value (`10GBASE-SR and 10GBASE-SW`).
 """
 
 from __future__ import annotations
@@ -527,3 +528,16 @@ def test_a_pair_of_letters_names_its_initialism_written_with_a_slash() -> None:
     assert resolution == {("ad converter resolution", None, 10.0)}
     # the two letters as a word of their own, never inside one
     assert _facts(["io lines:count"], page + "• 32 radio lines\n") == set()
+
+
+def test_a_range_whose_ends_are_one_value_is_that_value() -> None:
+    """`10GBASE-SR and 10GBASE-SW` name one data rate twice, not a range of rates (which a
+    field asking for one value drops); ends that differ stay a range."""
+    page = "XQ9000\nDatasheet\n" + _BODY
+    one = _facts(["data rate:Gb/s"], page + "• Supports 10GBASE-SR and 10GBASE-SW\n")
+    assert one == {("data rate", None, 10.0)}
+    assert [v.statistic for v in read_values("5 V to 5 V")] == [None, None]
+    # the same number in another unit is another value: a range still
+    assert [v.statistic for v in read_values("5 mV to 5 V")] == [Statistic.MIN, Statistic.MAX]
+    ends = [(v.value, v.statistic) for v in read_values("1 to 10 Gb/s")]
+    assert ends == [(1.0, Statistic.MIN), (10.0, Statistic.MAX)]

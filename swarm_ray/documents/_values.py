@@ -325,7 +325,11 @@ def _read(text: str) -> list[Value]:
         group_units: list[Unit | None] = [
             (n.unit or unit) if kind != "single" else n.unit for n in group
         ]
-        if kind in ("range", "plusminus") and len(group) == 2:
+        if kind == "range" and len(group) == 2 and _same(group, group_units):
+            # `10GBASE-SR and 10GBASE-SW`: two ends of one value are that value, no range
+            for number, number_unit in zip(group, group_units, strict=True):
+                values.append(_value(text, number, number_unit, None, condition))
+        elif kind in ("range", "plusminus") and len(group) == 2:
             low, high = sorted(zip(group, group_units, strict=True), key=lambda p: p[0].value)
             for number, number_unit, end in (
                 (low[0], low[1], Statistic.MIN),
@@ -342,6 +346,17 @@ def _read(text: str) -> list[Value]:
                 values.append(_value(text, number, number_unit, stat, condition))
         index += len(group)
     return values
+
+
+def _same(group: list[_Number], units: list[Unit | None]) -> bool:
+    """Whether a range's two ends are one value in one unit."""
+    first, last = units
+    return (
+        group[0].value == group[1].value
+        and first is not None
+        and last is not None
+        and first.expr == last.expr
+    )
 
 
 def _value(
