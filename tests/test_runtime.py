@@ -256,8 +256,8 @@ def test_metrics_reach_the_ray_metrics_endpoint(swarm: SwarmClient, record_dir: 
 def test_idle_agents_are_released(ray_cluster: None, tmp_path: Path) -> None:
     import swarm_ray
 
-    # An orchestrator of its own, whose agents idle 2 s are released (the session's wait
-    # 20 s, so that one module's tests reuse them).
+    # An orchestrator of its own, whose agents idle 2 s are released: quicker to see than
+    # the session's 5 s, and no other test's agents in the way.
     own = swarm_ray.connect(
         catalogs=["swarm_ray.testing:testing_catalog"],
         state_dir=tmp_path,

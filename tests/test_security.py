@@ -1265,11 +1265,6 @@ def test_slow_bodies_of_one_key_leave_another_keys_calls_quick(tenants: Tenants)
                 took.append(time.monotonic() - started)
         return took
 
-    # Bob's first call of a quiet moment, untimed: what is measured is what alice's bodies
-    # cost him, not what the last test's ending (agents released, processes exiting)
-    # costs the machine (his first call once took 4.1 s in a full run, the next 0.03 s).
-    with tenants.http("bob") as bob:
-        assert bob.get("/v1/tasks").status_code == 200
     opened: list[float] = []
     held: list[Any] = []
     for _ in range(250):
