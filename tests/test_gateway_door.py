@@ -89,14 +89,15 @@ class _Client:
         address: str = "10.0.0.1",
         path: str = "/v1/tasks",
         content_type: str | None = "application/json",
-        chunks: list[bytes] | None = None,
+        chunks: list[bytes | None] | None = None,
+        method: str = "POST",
     ) -> None:
         headers = [(b"authorization", f"Bearer {key}".encode())]
         if content_type is not None:
             headers.append((b"content-type", content_type.encode()))
         self.scope = {
             "type": "http",
-            "method": "POST",
+            "method": method,
             "path": path,
             "root_path": "",
             "headers": headers,
@@ -209,6 +210,39 @@ def test_one_keys_open_bodies_never_take_another_keys_room() -> None:
             client.send_more(None)
         assert await asyncio.gather(*running, holding) == [200, 200, 200]
         assert not door.by_key and not door.by_address
+
+    asyncio.run(main())
+
+
+def test_one_keys_calls_in_progress_are_capped_at_once_whatever_their_method() -> None:
+    """A call over `calls_per_key` is refused as it comes, not after the body's grace:
+    each call holds one of the replica's slots, and Serve's proxy queues whatever finds
+    them all taken, another key's calls included."""
+
+    async def main() -> None:
+        door = _door(calls_per_key=3, body_timeout_s=30, body_grace_s=5)
+        held = [_Client(door), _Client(door), _Client(door, method="GET")]
+        running = [asyncio.create_task(c.run()) for c in held]
+        while door.calls["alice"] < 3:
+            await asyncio.sleep(0.01)
+        loop = asyncio.get_running_loop()
+        started = loop.time()
+        for method in ("POST", "GET"):
+            excess = _Client(door, method=method, chunks=[b"{}", None])
+            assert await excess.run() == 429 and b"calls_per_key" in excess.body, method
+        assert loop.time() - started < 1.0  # at once: the grace is 5 s
+        # Bob, from the same address, is not counted with alice; nor is a call with no
+        # valid key, which the app answers (401, or `/health`).
+        for key, method in (("kb", "POST"), ("kb", "GET"), ("nobody", "GET")):
+            other = _Client(door, key=key, method=method, chunks=[b"{}", None])
+            assert await other.run() == 200, (key, method)
+        assert dict(door.calls) == {"alice": 3}
+        for client in held:
+            client.send_more(None)
+        assert await asyncio.gather(*running) == [200, 200, 200]
+        assert not door.calls and not door.by_key
+        again = _Client(door, chunks=[b"{}", None])
+        assert await again.run() == 200
 
     asyncio.run(main())
 

@@ -1248,21 +1248,23 @@ def _statuses(
 
 def test_slow_bodies_of_one_key_leave_another_keys_calls_quick(tenants: Tenants) -> None:
     """Probe 2: 250 slowly sent bodies. Alice's budget of 8 waits for its deadline; the
-    rest is refused at once; bob's calls, from the same address, go through as before.
+    rest is refused, over `calls_per_key` at once; bob's calls, from the same address, go
+    through as before.
 
     Each answer is timed from its own socket's opening, not against one window after
     all 250 are open: on a loaded machine opening them takes seconds."""
     from concurrent.futures import ThreadPoolExecutor
 
-    def bobs_calls() -> list[float]:
+    def bobs_calls() -> list[tuple[float, float]]:
         took = []
         with tenants.http("bob") as bob:
             for _ in range(5):
                 started = time.monotonic()
                 assert bob.get("/v1/tasks").status_code == 200
+                listed = time.monotonic()
                 accepted = bob.post("/v1/tasks", json={"template": "echo_fanout", "items": []})
                 assert accepted.status_code == 202, accepted.text
-                took.append(time.monotonic() - started)
+                took.append((round(listed - started, 3), round(time.monotonic() - listed, 3)))
         return took
 
     opened: list[float] = []
@@ -1275,13 +1277,20 @@ def test_slow_bodies_of_one_key_leave_another_keys_calls_quick(tenants: Tenants)
         with ThreadPoolExecutor(1) as pool:
             bob = pool.submit(bobs_calls)  # while alice's bodies are held
             answers = _statuses(held, 40.0, at)  # `body_timeout_s` (10 s) and then some
-            assert max(bob.result()) < 2.0
+            took = [sum(call) for call in bob.result()]  # (list, submit) each
         refused = [n for n, status in answers.items() if status == 429]
         waited = [n for n, status in answers.items() if status == 408]
         # `bodies_per_key`: 8 wait for their bytes to the deadline, the rest are refused
         assert (len(refused), len(waited), len(answers)) == (250 - 8, 8, 250), answers
         latency = {n: at[n] - opened[n] for n in answers}
         assert max(latency[n] for n in refused) < 8.0 <= min(latency[n] for n in waited)
+        # Bob's first call waits for the door to answer alice's burst (Serve's proxy takes
+        # calls in arrival order: about 0.6 s for her 250 here, alone), never for her held
+        # bodies: her calls over `calls_per_key` are refused as they come, so they never
+        # fill the replica's 200 slots, past which the proxy queues calls (bob's took
+        # 2 s, 4 s and 11.5 s in full runs before).
+        burst = max(at[n] for n in refused) - opened[0]
+        assert max(took) < max(2.0, burst + 1.0), (took, burst)
     finally:
         for raw in held:
             raw.close()

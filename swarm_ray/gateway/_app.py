@@ -132,19 +132,21 @@ class Gateway:
         state_dir = self._config.state_dir or str(default_state_dir())
         self._keys = ApiKeys.from_config(self._config.api_keys_file, state_dir=state_dir)
         Keys.current = self._keys
+        slots = max(4, self._config.max_ongoing_requests)
         Keys.limits = GatewayLimits(
             max_body_bytes=self._config.max_body_bytes,
             max_depth=self._config.max_json_depth,
             max_upload_bytes=self._config.max_upload_bytes,
             body_timeout_s=self._config.body_timeout_s,
             min_body_rate=self._config.min_body_rate,
+            # One key's calls never hold more than a quarter of the replica's slots.
+            calls_per_key=min(self._config.calls_per_key, slots // 4),
             bodies_per_key=self._config.bodies_per_key,
             bodies_per_address=self._config.bodies_per_address,
             body_grace_s=self._config.body_grace_s,
             max_metadata_keys=self._config.max_metadata_keys,
             max_metadata_bytes=self._config.max_metadata_bytes,
         )
-        slots = max(4, self._config.max_ongoing_requests)
         Keys.sockets = SocketLimits(
             auth_timeout_s=self._config.ws_auth_timeout_s,
             max_message_bytes=self._config.ws_max_message_bytes,

@@ -1,7 +1,15 @@
 """Request limits at the gateway's door: every body is read the same way, before any parsing.
 
-A pure ASGI middleware in front of the FastAPI app. For every request that carries a body
-(`POST`, `PUT`, `PATCH`), in this order:
+A pure ASGI middleware in front of the FastAPI app. Every HTTP request with a valid API
+key, whatever its method, first needs a place among its key's calls in progress: at most
+`calls_per_key` at once on one replica, one more is answered 429 at once. Each call holds
+one of the replica's `max_ongoing_requests` slots, and Serve's proxy queues what finds
+them all taken, in arrival order, whoever sent it; so one key opening hundreds of
+connections must be refused while its calls still arrive, not after any grace, or
+another key's call waits in that queue behind them (the gateway keeps the cap at a
+quarter of the slots at most).
+
+Then, for every request that carries a body (`POST`, `PUT`, `PATCH`), in this order:
 
 - a request without a valid API key is answered 401 before its body is read;
 - **budget of slow bodies**: a body not whole `body_grace_s` (0.5 s) after it began is
@@ -65,6 +73,8 @@ class GatewayLimits:
 
     max_body_bytes: int = 1024 * 1024
     max_depth: int = 32
+    calls_per_key: int = 48
+    """HTTP calls one principal may have in progress at once (429 over it, at once)."""
     max_upload_bytes: int = 256 * 1024 * 1024
     body_timeout_s: float = 10.0
     """Time any body has to arrive, on top of its size at `min_body_rate`."""
@@ -254,19 +264,54 @@ class BodyLimits:
         """Slow bodies (and uploads) arriving now, per principal."""
         self.by_address: Counter[str] = Counter()
         """Slow bodies (and uploads) arriving now, per client address."""
+        self.calls: Counter[str] = Counter()
+        """HTTP calls in progress, per principal."""
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or scope.get("method") not in _WITH_BODY:
+        if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
         headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
         key = self.principal(headers.get("authorization", ""))
+        with_body = scope.get("method") in _WITH_BODY
         if key is None:
-            await _answer(
-                send, 401, {"detail": "missing or invalid API key", "code": "unauthorized"}
-            )
+            if with_body:
+                await _answer(
+                    send, 401, {"detail": "missing or invalid API key", "code": "unauthorized"}
+                )
+            else:  # the app answers: 401, or a route open to all (`/health`)
+                await self.app(scope, receive, send)
             return
         limits = self.limits()
+        if self.calls[key] >= limits.calls_per_key:
+            busy = {
+                "detail": f"this key has {self.calls[key]} calls in progress, the "
+                f"`calls_per_key` budget ({limits.calls_per_key}); try again once one is "
+                "answered",
+                "code": "limit_exceeded",
+            }
+            await _answer(send, 429, busy, _RETRY)
+            return
+        self.calls[key] += 1
+        try:
+            if with_body:
+                await self._with_body(scope, receive, send, headers, key, limits)
+            else:
+                await self.app(scope, receive, send)
+        finally:
+            self.calls[key] -= 1
+            if self.calls[key] <= 0:
+                del self.calls[key]
+
+    async def _with_body(
+        self,
+        scope: Scope,
+        receive: Receive,
+        send: Send,
+        headers: dict[str, str],
+        key: str,
+        limits: GatewayLimits,
+    ) -> None:
         client = scope.get("client")
         address = str(client[0]) if client else "?"
         path = str(scope.get("path", ""))[len(str(scope.get("root_path", ""))) :]

@@ -58,6 +58,11 @@ class GatewayConfig(BaseModel):
     past it): a slow sender cannot hold one of the replica's slots for long."""
     min_body_rate: int = Field(default=64 * 1024, ge=1024)
     """Bytes a second by which a body's deadline grows as it arrives."""
+    calls_per_key: int = Field(default=48, ge=1)
+    """HTTP calls one principal may have in progress at once on one replica, any method
+    (429 over, at once). Kept at a quarter of `max_ongoing_requests` at most: each call
+    holds one of the replica's slots, and a call that finds none free waits in the
+    proxy's queue behind whoever filled them."""
     bodies_per_key: int = Field(default=8, ge=1)
     """Slow request bodies (not whole after `body_grace_s`) one principal may have
     arriving at once on one replica (429 over)."""
