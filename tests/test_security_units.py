@@ -1159,6 +1159,25 @@ def test_uploads_in_progress_count_toward_the_quota(tmp_path: Path) -> None:
     assert elsewhere.usage(ALICE) == (first.size, 1)
 
 
+def test_of_two_uploads_that_fit_only_alone_the_first_goes_on_whatever_their_writes_order(
+    tmp_path: Path,
+) -> None:
+    """A later upload never fails an earlier one: interleaved writes refused both before
+    (each counted the other's bytes), and the caller lost both files."""
+    uploads = Uploads(ResultStore(str(tmp_path / "results")))
+    chunk = b"%PDF-1.4\n" + b"x" * (1024 * 1024)
+    first = uploads.writer(ALICE, "a.pdf", max_bytes=10 << 20, quota_bytes=3 << 20)
+    second = uploads.writer(ALICE, "b.pdf", max_bytes=10 << 20, quota_bytes=3 << 20)
+    first.write(chunk)
+    second.write(chunk)  # 2 MiB in all: both fit so far
+    first.write(chunk)  # 3 MiB and more with the second, which began later: not counted
+    with pytest.raises(LimitExceededError, match="upload_quota_bytes"):
+        second.write(chunk)  # the first's 2 MiB and its own 2 MiB
+    second.abort()
+    assert first.commit().bytes == first.size
+    assert uploads.usage(ALICE) == (first.size, 1)
+
+
 def test_a_tenants_task_folders_and_uploads_count_toward_its_disk_quota(
     intake_env: dict[str, object], tmp_path: Path
 ) -> None:

@@ -15,10 +15,11 @@ Limits (`UploadLimits`, from `GatewayConfig`), each answered with an error namin
 - at most 8 parts and 16 KiB of part headers in all: 413;
 - a quota per principal, `upload_quota_bytes` (413) and `upload_quota_files` (429),
   counted over the caller's live uploads and those in progress before the upload starts
-  (so a full quota refuses at once), at every write with the caller's other uploads in
-  progress counted (`Uploads.hold`), and again as the file is published, with this file
-  counted, one commit at a time per principal: uploads running side by side cannot pass
-  it together, nor fill the disk before any of them is published.
+  (so a full quota refuses at once), at every write with the caller's uploads in
+  progress that began before it counted (`Uploads.hold`), and again as the file is
+  published, with this file counted, one commit at a time per principal: uploads running
+  side by side cannot pass it together, nor fill the disk before any of them is
+  published, and of two that fit only alone the first is kept, never both refused.
   The commit lock is per gateway replica; replicas of one gateway race only in the
   moment between a count and its commit.
 """

@@ -117,8 +117,9 @@ class UploadWriter:
     limit: str = "max_upload_bytes"
     """The limit `max_bytes` comes from (named when it is passed)."""
     quota_bytes: int | None = None
-    """The principal's byte quota, counted over its uploads and every upload it has in
-    progress in this process, at each write (None: not counted here)."""
+    """The principal's byte quota, counted over its uploads and the uploads it has in
+    progress in this process that began before this one, at each write (None: not
+    counted here)."""
     used_bytes: int = 0
     """What the principal's other uploads held when this one started (`Uploads.usage`)."""
     file_id: str = ""
@@ -234,13 +235,19 @@ class Uploads:
     def hold(self, writer: UploadWriter) -> None:
         """Count `writer`'s bytes so far; raises `LimitExceededError` past its quota.
 
-        Every upload the principal has in progress here counts, so uploads side by side
-        cannot pass the quota together before any of them is published (and counted).
+        The principal's uploads in progress here that began writing before this one
+        count with it, so uploads side by side cannot pass the quota together before any
+        of them is published (and counted); a later one never fails an earlier one, so of
+        two that fit only alone, the first goes on and the second is refused, never both.
         """
         with self._writing_lock:
             mine = self._writing.setdefault(writer.principal.tag, {})
-            mine[writer.file_id] = writer.size
-            held = writer.used_bytes + sum(mine.values())
+            mine[writer.file_id] = writer.size  # a new one goes last; the others keep their place
+            held = writer.used_bytes
+            for file_id, size in mine.items():  # in the order they began
+                held += size
+                if file_id == writer.file_id:
+                    break
         if writer.quota_bytes is not None and held > writer.quota_bytes:
             raise LimitExceededError(
                 f"upload `{writer.filename}`: this caller's uploads, with those in progress, "
