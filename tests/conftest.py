@@ -37,10 +37,11 @@ def ray_cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
     import ray
 
     os.environ.setdefault("RAY_DEDUP_LOGS", "0")
-    # Agents idle a few seconds are released, so pools of earlier tests hold no CPUs. (At
-    # 20 s the suite ran 14:19 and 13:44, not 15:52 to 17:44, but bob's first call in the
-    # slow-bodies probe of test_security.py then took 4.1 s and 11.5 s in 2 of 4 runs.)
-    os.environ.setdefault("SWARM_RAY_AGENT_IDLE_S", "5")
+    # Agents idle 20 s are released, so pools of earlier modules hold no CPUs, while the
+    # tests of one module reuse its agents (5 s made most jobs start every stage's agents
+    # anew: test_documents_swarm.py took 53 s against 44 s at 20 s, and the suite 15:35
+    # against 13:44 to 14:53).
+    os.environ.setdefault("SWARM_RAY_AGENT_IDLE_S", "20")
     # Serve capabilities are health-probed often, so ejection and recovery show quickly.
     os.environ.setdefault("SWARM_RAY_HEALTH_INTERVAL_S", "0.5")
     # Every trace's DEBUG audit lines are kept, so tests can read them.
