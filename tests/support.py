@@ -143,7 +143,7 @@ OWN_CLUSTER = pytest.mark.skipif(
     os.environ.get("SWARM_RAY_CLUSTER_TESTS") != "1",
     reason="clusters of their own: SWARM_RAY_CLUSTER_TESTS=1 (`.ci/run` runs them alone)",
 )
-"""Tests that start clusters of their own (`ray start`, `Cluster`) and run whole jobs on
-them: beside the suite's session cluster on 2 cores they ran for minutes and missed
-their deadlines, or kept it idle while they ran, so `.ci/run` runs them alone after
-the suite."""
+"""Tests that start clusters of their own (`ray start`, `Cluster`, a `connect()` that
+starts one) and run whole jobs on them: beside the suite's session cluster on 2 cores
+they ran for minutes and missed their deadlines, or kept it idle while they ran, so
+`.ci/run` runs them alone after the suite."""

@@ -26,9 +26,9 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support import wait_until
+from tests.support import OWN_CLUSTER, wait_until
 
-pytestmark = [pytest.mark.ray, pytest.mark.timeout(420)]
+pytestmark = [pytest.mark.ray, pytest.mark.timeout(420), OWN_CLUSTER]
 
 ROOT = Path(__file__).resolve().parent.parent
 BIN = Path(sys.executable).parent

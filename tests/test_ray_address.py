@@ -22,6 +22,7 @@ from pathlib import Path
 import pytest
 
 from swarm_ray.runtime._client import local_cluster
+from tests.support import OWN_CLUSTER
 
 
 @pytest.fixture
@@ -61,6 +62,7 @@ def test_an_answering_head_is_joined(ray_tmpdir: Path) -> None:
 
 
 @pytest.mark.ray
+@OWN_CLUSTER
 def test_connect_starts_its_own_cluster_beside_a_stale_address(ray_tmpdir: Path) -> None:
     """What broke CI: an address left by a killed cluster made every `ray.init` fail."""
     (ray_tmpdir / "ray" / "ray_current_cluster").write_text(f"127.0.0.1:{_dead_port()}")
