@@ -53,7 +53,7 @@ from typing import Any
 
 from fastapi import HTTPException
 
-__all__ = ["BodyLimits", "GatewayLimits", "check_metadata", "is_json", "json_nesting"]
+__all__ = ["BodyLimits", "GatewayLimits", "check_metadata", "give_back", "is_json", "json_nesting"]
 
 Scope = MutableMapping[str, Any]
 Message = MutableMapping[str, Any]
@@ -184,6 +184,13 @@ def _field_error(problem: str, kind: str, code: str) -> dict[str, Any]:
 _RETRY = {"retry-after": "1"}
 
 
+def give_back(counter: Counter[str], name: str) -> None:
+    """One place of `name` given back; a name with none left leaves the counter."""
+    counter[name] -= 1
+    if counter[name] <= 0:
+        del counter[name]
+
+
 class _Late(Exception):
     """The body did not arrive by its deadline."""
 
@@ -232,13 +239,8 @@ class _Place:
     def release(self) -> None:
         if self.held:
             self.held = False
-            for counter, name in (
-                (self.door.by_key, self.key),
-                (self.door.by_address, self.address),
-            ):
-                counter[name] -= 1
-                if counter[name] <= 0:
-                    del counter[name]
+            give_back(self.door.by_key, self.key)
+            give_back(self.door.by_address, self.address)
 
 
 class BodyLimits:
@@ -299,9 +301,7 @@ class BodyLimits:
             else:
                 await self.app(scope, receive, send)
         finally:
-            self.calls[key] -= 1
-            if self.calls[key] <= 0:
-                del self.calls[key]
+            give_back(self.calls, key)
 
     async def _with_body(
         self,

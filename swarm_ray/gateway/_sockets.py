@@ -44,6 +44,7 @@ from typing import Any, TypeVar
 from starlette.websockets import WebSocket, WebSocketDisconnect
 
 from swarm_ray.core import Principal
+from swarm_ray.gateway._limits import give_back
 from swarm_ray.gateway._ws_auth import presented_key
 
 __all__ = ["SocketGuard", "SocketLimits", "SocketSlots"]
@@ -134,8 +135,8 @@ class SocketSlots:
             yield principal
         finally:
             watcher.cancel()
-            _drop(self.by_address, address)
-            _drop(self.by_principal, principal.id)
+            give_back(self.by_address, address)
+            give_back(self.by_principal, principal.id)
 
     async def _keyed_at_handshake(self, websocket: WebSocket, address: str) -> str | None:
         """The key of the handshake's header ('' for a malformed one), None when refused."""
@@ -200,12 +201,6 @@ class SocketSlots:
 async def _refuse(websocket: WebSocket, reason: str) -> None:
     await websocket.accept()  # so the client hears why, not a bare 403
     await websocket.close(code=TRY_LATER, reason=reason)
-
-
-def _drop(counter: Counter[str], key: str) -> None:
-    counter[key] -= 1
-    if counter[key] <= 0:
-        del counter[key]
 
 
 async def _refuse_chatter(websocket: WebSocket) -> None:
