@@ -93,9 +93,12 @@ bench: $(VENV)/.installed
 # Every benchmark in its small mode (each about a minute: the real path, less work), as CI
 # runs them after the tests: a bench that can no longer produce its figures fails the run
 # (non-zero exit), while its goals are printed, not asserted (timings are noisy). One that
-# hangs is stopped after QUICK_LIMIT seconds, and fails too.
+# hangs is stopped after QUICK_LIMIT seconds, and fails too. Its lines are printed as they
+# come (unbuffered), and it is stopped with SIGABRT, on which Python's faulthandler prints
+# every thread's stack: the log then says where it hung, not only that it did.
 QUICK_LIMIT ?= 240
-quick = start=$$(date +%s); timeout $(QUICK_LIMIT) $(PY) $(1) --quick \
+quick = start=$$(date +%s); PYTHONUNBUFFERED=1 PYTHONFAULTHANDLER=1 \
+  timeout -s ABRT -k 10 $(QUICK_LIMIT) $(PY) $(1) --quick \
   || { echo "FAILED: $(1) --quick (exit $$?)" >&2; exit 1; }; \
   echo "== $(1) --quick: $$(( $$(date +%s) - start )) s wall"
 

@@ -51,6 +51,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import multiprocessing
 import os
 import tempfile
 import time
@@ -166,13 +167,14 @@ def decode_range(job: tuple[str, float, float]) -> int:
 
 def raw_decode(path: str, duration: float, processes: int) -> float:
     """Wall seconds for `processes` processes to decode the file's disjoint slices."""
-    started = time.perf_counter()
     slices = [
         (path, duration * i / processes, duration * (i + 1) / processes) for i in range(processes)
     ]
-    with ProcessPoolExecutor(processes) as pool:
+    with _pool(processes) as pool:
+        list(pool.map(_warm, range(processes)))
+        started = time.perf_counter()
         list(pool.map(decode_range, slices))
-    return time.perf_counter() - started
+        return time.perf_counter() - started
 
 
 def raw_sample_rate(path: str, duration: float, slices: int = 4, length: float = 30.0) -> float:
@@ -197,6 +199,17 @@ def stage_window(client: swarm_ray.SwarmClient, run: VideoRun) -> float:
         and e.result.timings.finished_at is not None
     ]
     return max(b for _, b in spans) - min(a for a, _ in spans)
+
+
+def print_run(i: int, run: VideoRun, window: float, duration_s: float) -> None:
+    """One line for swarm run `i` (0: the cold one), printed as soon as it has ended."""
+    print(
+        f"swarm run {i + 1} ({'cold: fresh worker processes' if i == 0 else 'warm'}): "
+        f"{len(run.outcomes)} segments, analysis stage {window:.1f} s = "
+        f"{duration_s / window:.1f} s/s; end to end {run.seconds['total']:.1f} s "
+        f"(plan {run.seconds['plan']:.1f}, segments {run.seconds['segments']:.1f}, "
+        f"timeline {run.seconds['timeline']:.1f})"
+    )
 
 
 def raw_rates(path: str, duration: float, cpus: int) -> tuple[float, float]:
@@ -237,6 +250,17 @@ def _warm(_: int) -> None:
     """Nothing: makes a pool start its processes before the clock does."""
 
 
+def _pool(processes: int) -> ProcessPoolExecutor:
+    """A process pool whose processes are spawned, never forked.
+
+    After `ray.shutdown()` the driver still runs gRPC's native threads; a child forked from
+    it can block for good on a lock one of them held (CI once saw this bench hang for its
+    whole 240 s limit after the swarm's runs, with nothing printed). A spawned process
+    starts clean; `_warm` starts them before any clock does.
+    """
+    return ProcessPoolExecutor(processes, mp_context=multiprocessing.get_context("spawn"))
+
+
 def pool_seconds(
     path: str, frame_rate: float, segments: list[tuple[float, float]], out: Path, processes: int
 ) -> list[float]:
@@ -254,7 +278,7 @@ def pool_seconds(
         for i, (a, b) in enumerate(segments)
     ]
     times = []
-    with ProcessPoolExecutor(processes) as pool:
+    with _pool(processes) as pool:
         list(pool.map(_warm, range(processes)))
         for _ in range(2):
             started = time.perf_counter()
@@ -316,8 +340,10 @@ def main() -> None:
                 min_segment_s=2,
                 settings=AnalysisSettings(decode_threads=args.decode_threads),
                 on_stage=read_cpu,
+                progress=True,
             )
             runs.append((run, stage_window(client, run)))
+            print_run(i, run, runs[-1][1], meta.duration_s)
         long = long_run(client, folder, args) if args.long_minutes > 0 else None
     finally:
         client.shutdown()
@@ -332,14 +358,6 @@ def main() -> None:
         f"s of video/s; {args.cpus} processes on disjoint slices {before[1]:.1f} / "
         f"{after[1]:.1f} s/s ({parallel_rate / raw_rate:.2f}x of one: what this machine gives)"
     )
-    for i, (run, window) in enumerate(runs):
-        print(
-            f"swarm run {i + 1} ({'cold: fresh worker processes' if i == 0 else 'warm'}): "
-            f"{len(run.outcomes)} segments, analysis stage {window:.1f} s = "
-            f"{meta.duration_s / window:.1f} s/s; end to end {run.seconds['total']:.1f} s "
-            f"(plan {run.seconds['plan']:.1f}, segments {run.seconds['segments']:.1f}, "
-            f"timeline {run.seconds['timeline']:.1f})"
-        )
     run, window = runs[-1]
     done = need([o.analysis for o in run.outcomes if o.analysis is not None], "analysed segments")
     cores = min(args.cpus, len(done))
@@ -418,6 +436,7 @@ def long_run(
         path,
         str(folder / "out-long"),
         settings=AnalysisSettings(decode_threads=args.decode_threads),
+        progress=True,
     )
     after = raw_sample_rate(path, meta.duration_s)  # this machine's speed drifts
     raw = (before + after) / 2
