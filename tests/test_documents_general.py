@@ -293,6 +293,31 @@ def test_a_turned_page_is_read_in_its_reading_direction(
     assert {c.scaled for c in found.per_field["zener test current"] if c.header} == {21.0}
 
 
+@pytest.mark.parametrize("rotate", [90, 180, 270])
+def test_a_turned_pages_boxes_are_the_upright_pages_in_text_and_place(
+    tmp_path: Path, rotate: int
+) -> None:
+    # An upright page takes `page_boxes`' own shorter path; every other direction the
+    # general one. Both must place the same characters in the same boxes.
+    from swarm_ray.documents import parse_pdf
+
+    def boxes(path: str) -> list[tuple[str, float, float, float, float]]:
+        # From the text's own top-left corner: a page turned a quarter is landscape.
+        page = parse_pdf(path).pages[0]
+        x, y = min(b.x0 for b in page.boxes), min(b.top for b in page.boxes)
+        return sorted((b.text, b.x0 - x, b.top - y, b.x1 - x, b.bottom - y) for b in page.boxes)
+
+    upright = boxes(_turned_table(tmp_path, 0, False))
+    assert len(upright) == 14 and ("XZ4742", 0.0) in [b[:2] for b in upright]
+    turned = boxes(_turned_table(tmp_path, rotate, False))
+    assert [b[0] for b in turned] == [b[0] for b in upright]
+    assert all(
+        abs(a - b) <= 0.11
+        for t, u in zip(turned, upright, strict=True)
+        for a, b in zip(t[1:], u[1:], strict=True)
+    ), (turned, upright)
+
+
 def test_a_case_number_is_a_package_where_no_outline_code_is_named() -> None:
     from swarm_ray.documents._terms import shaped_value, term_mentions
 
