@@ -566,3 +566,33 @@ def test_a_range_whose_ends_are_one_value_is_that_value() -> None:
     assert [v.statistic for v in read_values("5 mV to 5 V")] == [Statistic.MIN, Statistic.MAX]
     ends = [(v.value, v.statistic) for v in read_values("1 to 10 Gb/s")]
     assert ends == [(1.0, Statistic.MIN), (10.0, Statistic.MAX)]
+
+
+@pytest.mark.parametrize(
+    ("field", "line", "expected"),
+    [
+        ("propagation delay:ns", "Response time: 40 ns", {(None, 40.0)}),
+        ("power dissipation:W", "Wattage: 0.5 W", {(None, 0.5)}),
+        ("max clock frequency:MHz", "Operating frequency: DC to 20 MHz", {("max", 20.0)}),
+        ("case temperature:°C:min,max", "Operating temperature -5 °C to +85 °C", {
+            ("min", -5.0), ("max", 85.0)
+        }),
+    ],
+)  # fmt: skip
+def test_a_name_with_no_word_of_the_fields_names_it_where_usage_says_so(
+    field: str, line: str, expected: set[tuple[str | None, float]]
+) -> None:
+    name = parse_field_arg(field).name
+    facts = _facts([field], "XQ9000\nDatasheet\n" + _BODY + line + "\n")
+    assert {(statistic, value) for _, statistic, value in facts} == expected
+    assert _names(name, line)
+
+
+def test_another_name_is_the_whole_fields_not_a_qualified_ones() -> None:
+    # `Wattage` is a power rating, never an output or input power; an operating
+    # temperature is no junction temperature, nor is a response time a rise time.
+    assert _names("power", "Wattage") and not _names("output power", "Wattage")
+    assert not _names("junction temperature", "Operating temperature")
+    assert not _names("rise time", "Response time")
+    page = "XQ9000\nDatasheet\n" + _BODY + "Operating temperature -5 °C to +85 °C\n"
+    assert not _facts(["junction temperature:°C:max"], page)

@@ -235,6 +235,27 @@ _HEAD_SYNONYMS = {
 link's reach its distance. Qualifiers carry over unchanged."""
 
 
+_OTHER_NAMES = {
+    "propagation delay": ("response time",),
+    "propagation delay time": ("response time",),
+    "power": ("wattage",),
+    "power dissipation": ("wattage",),
+    "total power dissipation": ("wattage",),
+    "power rating": ("wattage",),
+    "clock": ("operating frequency",),
+    "clock frequency": ("operating frequency",),
+    "clock speed": ("operating frequency",),
+    "case temperature": ("operating temperature",),
+    "operating case temperature": ("operating temperature",),
+}
+"""Whole names a document uses for a quantity with no word of the field's name in them
+(issue 41's classes, from general usage, not from one vendor's file): a comparator's or
+an optocoupler's propagation delay is its `response time`, a resistor's or a lamp's
+power its `wattage`, a controller's maximum clock its `operating frequency` (`DC to 20
+MHz`), a module's case temperature range its `operating temperature`. Keyed by the whole
+name without its statistic words, so `output power` or `junction temperature` gain none."""
+
+
 def _spoken(name: str) -> list[str]:
     """The name as documents also write it.
 
@@ -261,6 +282,7 @@ def _forms(name: str) -> tuple[str, ...]:
     if plain and plain.lower() != name.lower():
         out.append(plain)
     out.extend(_spoken(plain or name))
+    out.extend(_OTHER_NAMES.get(" ".join((plain or name).lower().split()), ()))
     out.extend("re:" + c for c in _compounds(plain or name))
     words = (plain or name).split()
     if len(words) == 2 and all(w.isalpha() for w in words):
