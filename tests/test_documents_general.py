@@ -55,6 +55,9 @@ def test_word_forms_share_a_stem() -> None:
     assert _words("Sampling Frequency") & _words("sample rate") == {"sampl"}
     assert _words("rates") == _words("rate")
     assert _words("Output Voltages") == _words("output voltage")
+    assert _words("I/O lines") == _words("io lines") == {"io", "line"}
+    assert _words("A/D converter") == {"ad", "converter"}
+    assert _words("slew rate V/us") == {"slew", "rate", "v", "us"}  # a unit stays apart
 
 
 @pytest.mark.parametrize(

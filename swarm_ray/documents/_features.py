@@ -61,7 +61,9 @@ FEATURES: tuple[str, ...] = (
 )  # fmt: skip
 """The feature names, in the order `features` writes them; the model file lists them too."""
 
-_WORD = re.compile(r"[a-z0-9]+")
+_WORD = re.compile(r"\b[a-z]/[a-z]\b|[a-z0-9]+")
+"""A word, or an initialism written with a slash (`I/O`, `A/D`): one word, `io`, as the
+label forms read it (`_labels`), not two letters that name nothing."""
 _STOP = frozenset({"of", "and", "the", "per", "for", "with", "to", "in", "on", "at", "a"})
 _STAT_WORDS = re.compile(r"\b(?:typ|typical|min|minimum|max|maximum|nom|nominal)\b", re.I)
 _FIGURE = re.compile(r"\b(?:fig(?:ure)?\.?\s*\d|graph|curve|vs\.?)\b", re.I)
@@ -90,7 +92,7 @@ def _stem(word: str) -> str:
 
 
 def _words(text: str) -> set[str]:
-    return {_stem(w) for w in _WORD.findall(text.lower()) if w not in _STOP}
+    return {_stem(w.replace("/", "")) for w in _WORD.findall(text.lower()) if w not in _STOP}
 
 
 @dataclass(frozen=True)
