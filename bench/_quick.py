@@ -10,6 +10,9 @@ saying which figure, so CI fails where a bench has rotted.
 from __future__ import annotations
 
 import sys
+import threading
+import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
@@ -23,3 +26,23 @@ def need(value: T | None, what: str) -> T:
         print(f"{script}: FAILED: cannot produce {what}", file=sys.stderr, flush=True)
         raise SystemExit(1)
     return value
+
+
+def watchdog(after_s: float, report: Callable[[], str]) -> None:
+    """Print `report()` once, `after_s` seconds from now, if the bench is still running.
+
+    For what a stack cannot show: CI stops a hung quick bench with SIGABRT (`make
+    bench-quick`), and Python then prints each thread's stack, but not what the cluster
+    held. Call it with the limit's margin, before the step that may hang.
+    """
+
+    def run() -> None:
+        time.sleep(after_s)
+        try:
+            text = report()
+        except Exception as exc:  # the report is a diagnosis: it must not end the bench
+            text = f"(the report failed: {exc!r})"
+        script = Path(sys.argv[0]).name
+        print(f"{script}: still running after {after_s:.0f} s: {text}", file=sys.stderr, flush=True)
+
+    threading.Thread(target=run, name="bench-watchdog", daemon=True).start()

@@ -62,7 +62,7 @@ from typing import Any
 import av
 import ray
 from _cpu import cpu_by_role, peak_rss_by_role, spent
-from _quick import need
+from _quick import need, watchdog
 
 import swarm_ray
 from swarm_ray.core.model._signals import SubTaskDone
@@ -321,6 +321,8 @@ def main() -> None:
     before = raw_rates(path, meta.duration_s, args.cpus)
 
     ray.init(address="local", num_cpus=args.cpus, include_dashboard=False, log_to_driver=False)
+    if args.quick:  # CI stops a quick bench after 240 s: say first what the cluster holds
+        watchdog(180, lambda: f"Ray's free resources {ray.available_resources()}")
     client = swarm_ray.connect(
         catalogs=["swarm_ray.video:video_catalog"], state_dir=folder / "state", name="bench-video"
     )
