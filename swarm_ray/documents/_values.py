@@ -283,14 +283,12 @@ def read_values(text: str) -> list[Value]:
     return list(_read_long(text) if len(text) >= _LONG else _read_short(text))
 
 
-@functools.lru_cache(maxsize=8)
-def _read_long(text: str) -> tuple[Value, ...]:
+def _read_all(text: str) -> tuple[Value, ...]:
     return tuple(_read(text))
 
 
-@functools.lru_cache(maxsize=4096)
-def _read_short(text: str) -> tuple[Value, ...]:
-    return tuple(_read(text))
+_read_long = functools.lru_cache(maxsize=8)(_read_all)
+_read_short = functools.lru_cache(maxsize=4096)(_read_all)
 
 
 def _read(text: str) -> list[Value]:
