@@ -599,3 +599,29 @@ def test_another_name_is_the_whole_fields_not_a_qualified_ones() -> None:
     assert not _names("rise time", "Response time")
     page = "XQ9000\nDatasheet\n" + _BODY + "Operating temperature -5 °C to +85 °C\n"
     assert not _facts(["junction temperature:°C:max"], page)
+
+
+def test_a_table_cell_stands_on_its_rows_line_not_where_its_label_first_appears() -> None:
+    from swarm_ray.documents._quantities import read_quantities
+
+    # The part numbers and `IC` are written first in the title and a feature bullet; each
+    # cell's line is its own row's, so it is placed in `LIMITING VALUES`, not `FEATURES`.
+    rows: list[list[tuple[float, str]]] = [
+        [(60, "NPN transistors XQ546; XQ547")],
+        [(60, "FEATURES")],
+        [(60, "IC up to 100 mA")],
+        [(60, "LIMITING VALUES")],
+        [(60, "SYMBOL"), (120, "PARAMETER"), (300, "MAX."), (340, "UNIT")],
+        [(60, "VCEO"), (120, "collector-emitter voltage")],
+        [(80, "XQ546"), (300, "65"), (340, "V")],
+        [(80, "XQ547"), (300, "45"), (340, "V")],
+        [(80, "XQ548"), (300, "6"), (340, "V")],
+        [(80, "XQ548"), (300, "65"), (340, "V")],
+    ]
+    document = _placed(rows, "xq547.pdf")
+    lines = document.pages[0].text.split("\n")
+    cells = [q for q in read_quantities(document).quantities if q.row]
+    assert [(q.label, q.value, q.line) for q in cells] == [
+        ("XQ546", 65.0, 6), ("XQ547", 45.0, 7), ("XQ548", 6.0, 8), ("XQ548", 65.0, 9)
+    ]  # fmt: skip
+    assert all(lines[q.line].startswith(q.label) for q in cells)

@@ -140,6 +140,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     worded = [[c for c in r.cells if not _BARE.match(strip_footnotes(c.text))] for r in rows]
     out: list[Quantity] = []
     memo: dict[object, _Above] = {}
+    squashed = tuple("".join(line.split()) for line in lines)
     for index, row in enumerate(rows):
         bare = [c for c in row.cells[1:] if _BARE.match(strip_footnotes(c.text))]
         if not bare:
@@ -150,7 +151,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         hung = _hung_from(rows, index) if not units else None
         if hung is not None:
             units = [c for c in hung.cells[1:] if _unit_cell(c.text)]
-        at = next((i for i, line in enumerate(lines) if label in line), 0)
+        at = _line_of(row, label, lines, squashed)
         for cell in bare:
             header = _header(rows, index, cell, worded, memo)
             if not header:
@@ -168,6 +169,26 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
                     )
                 )  # fmt: skip
     return out
+
+
+def _line_of(row: Row, label: str, lines: tuple[str, ...], squashed: tuple[str, ...]) -> int:
+    """The index of the text line that holds `row`: the first with its cells side by side.
+
+    Failing that, the first with its label, as before. The label alone is often written
+    higher up the page first (a part number in the title, `IC` in a feature bullet), and
+    the line places a cell in its section (`Limiting values`, `Features`). `squashed`:
+    the lines without their spaces, as the row's cells are compared.
+    """
+    cells = "".join("".join(c.text.split()) for c in row.cells)
+    first = None
+    for i, line in enumerate(lines):
+        if label not in line:
+            continue
+        if first is None:
+            first = i
+        if cells in squashed[i]:
+            return i
+    return first or 0
 
 
 def _hung_from(rows: list[Row], index: int) -> Row | None:
