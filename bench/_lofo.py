@@ -40,7 +40,7 @@ from swarm_ray.documents._candidates import DocumentCandidates, FieldCandidate, 
 from swarm_ray.documents._job import list_pdfs
 from swarm_ray.documents._parse import parse_pdf
 from swarm_ray.documents._quantities import focus_of
-from swarm_ray.documents._scorer import Scorer, choose_scored
+from swarm_ray.documents._scorer import Scorer, choose_scored, load_scorer
 from swarm_ray.documents._table import chosen_facts, names_a_field, table_links
 from swarm_ray.documents._terms import _HYPHENS
 from swarm_ray.documents._training import (
@@ -437,4 +437,23 @@ def lofo(
         print(f"  {threshold:.1f}: {shown}")
     print(f"fit on every family: {fit_s:.1f} s ({len(every)} documents, "
           f"{sum(len(d.rows) for d in every)} candidates)")  # fmt: skip
+    print(shipped_model_line(families, docs))
     return figures
+
+
+def shipped_model_line(families: Sequence[str], docs: dict[str, list[Any]]) -> str:
+    """Whether the package's model was fitted on what this code reads from `multi/`.
+
+    `make model` fits it on every family of `multi/`. A reading change since then changes
+    the candidates, and nothing else would say that the shipped file is stale.
+    """
+    shipped = load_scorer()
+    if shipped is None:
+        return "shipped model: none in the package (`make model` writes it)"
+    fitted = int((shipped.info or {}).get("candidates", 0))
+    multi = [f for f in families if f != "openmv"]
+    if sorted(multi) != sorted(p.name for p in MULTI.iterdir() if (p / "fields.txt").is_file()):
+        return f"shipped model: fitted on {fitted} candidates of every family of multi/"
+    read = sum(len(d.rows) for f in multi for d in docs[f])
+    verdict = "current" if read == fitted else "STALE: retrain it with `make model`"
+    return f"shipped model: fitted on {fitted} candidates; this code reads {read}: {verdict}"
