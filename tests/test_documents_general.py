@@ -18,7 +18,13 @@ from pathlib import Path
 
 import pytest
 
-from swarm_ray.documents import Dimension, ParsedDocument, extract_facts, parse_field_arg
+from swarm_ray.documents import (
+    Dimension,
+    ParsedDocument,
+    extract_facts,
+    normalise_facts,
+    parse_field_arg,
+)
 from swarm_ray.documents._candidates import document_candidates
 from swarm_ray.documents._cells import sentence_bounds
 from swarm_ray.documents._facts import Statistic
@@ -625,3 +631,38 @@ def test_a_table_cell_stands_on_its_rows_line_not_where_its_label_first_appears(
         ("XQ546", 65.0, 6), ("XQ547", 45.0, 7), ("XQ548", 6.0, 8), ("XQ548", 65.0, 9)
     ]  # fmt: skip
     assert all(lines[q.line].startswith(q.label) for q in cells)
+
+
+def _split_by_part(
+    file_name: str, parent: tuple[str, str] = ("VCEO", "collector-emitter voltage")
+) -> ParsedDocument:
+    rows: list[list[tuple[float, str]]] = [
+        [(60, "NPN transistors XQ546; XQ547")],
+        [(60, "LIMITING VALUES")],
+        [(60, "SYMBOL"), (120, "PARAMETER"), (260, "CONDITIONS"), (340, "MAX."), (380, "UNIT")],
+        [(60, "VCBO"), (120, "collector-base voltage"), (260, "open emitter")],
+        [(80, "XQ546"), (300, "-"), (340, "80"), (380, "V")],
+        [(80, "XQ547"), (300, "-"), (340, "50"), (380, "V")],
+        [(60, parent[0]), (120, parent[1]), (260, "open base")],
+        [(80, "XQ546"), (300, "-"), (340, "65"), (380, "V")],
+        [(80, "XQ547"), (300, "-"), (340, "45"), (380, "V")],
+        [(60, "VCEsat"), (120, "collector-emitter saturation"), (260, "IC = 10 mA"),
+         (340, "250"), (380, "mV")],
+    ]  # fmt: skip
+    return _placed(rows, file_name)
+
+
+def test_a_parameter_split_by_part_into_sub_rows_gives_the_files_own_parts_value() -> None:
+    fields = [parse_field_arg("collector-emitter voltage:V")]
+    dimension = Dimension(name="fields", fields=tuple(fields))
+
+    def values(document: ParsedDocument) -> set[float | str]:
+        return {f.value for f in normalise_facts(extract_facts(document, [dimension]).facts).facts}
+
+    # The parameter is named on its own row, its value once per part on the rows below.
+    assert values(_split_by_part("xq547_vendor.pdf")) == {45.0}
+    assert values(_split_by_part("xq546_vendor.pdf")) == {65.0}
+    # Sub-rows that hang from another parameter link nothing (the part's `80` under
+    # `collector-base voltage` above, and these under a parameter renamed).
+    other = values(_split_by_part("xq546_vendor.pdf", parent=("VEBO", "emitter-base voltage")))
+    assert not other & {65.0, 80.0}

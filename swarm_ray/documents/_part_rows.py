@@ -53,6 +53,36 @@ def _naming(names: LabelPattern) -> Callable[[str], bool]:
     return lambda text: names.search(text) is not None
 
 
+def _sub_rows_page(text: str, source: str) -> bool:
+    """Whether a page splits a parameter's row by part, the file's part among them.
+
+    A limiting-values table often writes a parameter once (`VCEO collector-emitter
+    voltage open base`) and its value once per part on the rows below (`BC546 - 65 V`,
+    `BC547 - 45 V`): a line that starts with the file's own part and states a number.
+    """
+    for line in text.split("\n"):
+        first, _, rest = line.strip().partition(" ")
+        numbered = rest and PART_NUMBER.match(first) and any(c.isdigit() for c in rest)
+        if numbered and file_part(source, [first]):
+            return True
+    return False
+
+
+def _parent_line(lines: Sequence[str], index: int) -> str | None:
+    """The line a part's sub-row hangs from: the first above it that is not a sub-row.
+
+    It names the parameter and states no number (`VCEO collector-emitter voltage open
+    base`); `None` where the line above is anything else.
+    """
+    for at in range(index - 1, max(-1, index - 12), -1):
+        line = lines[at].strip() if 0 <= at < len(lines) else ""
+        first = line.partition(" ")[0]
+        if PART_NUMBER.match(first):
+            continue  # another part's sub-row of the same parameter
+        return line if line and not any(c.isdigit() for c in line) else None
+    return None
+
+
 def own_row_links(
     document: ParsedDocument,
     fields: Sequence[FieldSpec],
@@ -67,7 +97,9 @@ def own_row_links(
     pages = tuple(
         p
         for p in document.pages
-        if p.boxes and (not focus or p.number in focus) and series_page(p.text)
+        if p.boxes
+        and (not focus or p.number in focus)
+        and (series_page(p.text) or _sub_rows_page(p.text, source))
     )
     numeric = [s for s in fields if s.kind not in (TEXT, COUNT)]
     if not pages or not numeric:
@@ -84,12 +116,17 @@ def own_row_links(
     }
     if not own:
         return {}
+    lines = {p.number: p.lines for p in quantities.pages}
     out: dict[str, list[Candidate]] = {}
     for spec in numeric:
         names = labels_regex(label_forms(spec))
         for q in of_field(quantities, spec, _naming(names)):
-            if q.label not in own or not q.header or names.search(q.header) is None:
+            if q.label not in own:
                 continue
+            if not (q.header and names.search(q.header)):
+                parent = _parent_line(lines.get(q.page, ()), q.line)
+                if parent is None or names.search(parent) is None:
+                    continue
             assert q.unit is not None  # `of_field` reads one in light of the field
             mine = out.setdefault(spec.key, [])
             # A heading over two columns (`Maximum Zener Impedance` over `ZZT @ IZT` and
