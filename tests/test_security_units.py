@@ -1370,6 +1370,21 @@ def _title_parts(n: int) -> Any:  # each part number was compared with every oth
     return _doc(text).model_copy(update={"pages": (page,)})
 
 
+def _rows_labelled_nowhere(n: int) -> Any:  # each row's label was looked for on every line
+    from swarm_ray.documents._layout import TextBox
+    from swarm_ray.documents._parse import PageText
+    from tests.test_documents_linking import _doc
+
+    boxes = [
+        TextBox(x0=x, top=10.0 * i, x1=x + 30, bottom=10.0 * i + 8, size=8.0, text=text)
+        for i in range(n)
+        for x, text in ((40.0, f"R{i}x"), (200.0, f"{i % 9}.5"), (260.0, "V"))
+    ]  # fmt: skip
+    text = "XQ9000\nDatasheet\n" + "\n".join(f"line {i}" for i in range(n))  # no label on it
+    page = PageText(number=1, text=text, boxes=tuple(boxes))
+    return _doc(text).model_copy(update={"pages": (page,)})
+
+
 def _commas(n: int) -> Any:  # an axis title's words were split at every comma
     from tests.test_documents_linking import _doc
 
@@ -1426,14 +1441,16 @@ def _fields_in_one_cell(size: int) -> Any:
         (_title_parts, 2_000),
         (_commas, 10_000),
         (_title_words, 2_000),
+        (_rows_labelled_nowhere, 3_000),
     ],
 )
 def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) -> None:
     """What a PDF's layout and metadata carry is the tenant's too: a row of asterisks, a
     line of thousands of boxes, a title block of thousands of part numbers, a cell of
     commas, a title of repeated words, a table hundreds of columns wide, a cell naming
-    many fields many times. Four times as much costs at most about four times as long (26
-    asterisks took 8.9 s, doubling with each; 16,000 boxes on a line 29 s)."""
+    many fields many times, thousands of rows whose labels no text line holds. Four times
+    as much costs at most about four times as long (26 asterisks took 8.9 s, doubling with
+    each; 16,000 boxes on a line 29 s)."""
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
 

@@ -140,7 +140,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     worded = [[c for c in r.cells if not _BARE.match(strip_footnotes(c.text))] for r in rows]
     out: list[Quantity] = []
     memo: dict[object, _Above] = {}
-    squashed = tuple("".join(line.split()) for line in lines)
+    placed = _Lines(lines)
     for index, row in enumerate(rows):
         bare = [c for c in row.cells[1:] if _BARE.match(strip_footnotes(c.text))]
         if not bare:
@@ -151,7 +151,7 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
         hung = _hung_from(rows, index) if not units else None
         if hung is not None:
             units = [c for c in hung.cells[1:] if _unit_cell(c.text)]
-        at = _line_of(row, label, lines, squashed)
+        at = placed.of(row, label)
         for cell in bare:
             header = _header(rows, index, cell, worded, memo)
             if not header:
@@ -171,24 +171,45 @@ def _cells(page: PageText, lines: tuple[str, ...]) -> list[Quantity]:
     return out
 
 
-def _line_of(row: Row, label: str, lines: tuple[str, ...], squashed: tuple[str, ...]) -> int:
-    """The index of the text line that holds `row`: the first with its cells side by side.
+class _Lines:
+    """Where a table's rows stand among a page's text lines, in bounded work.
 
-    Failing that, the first with its label, as before. The label alone is often written
-    higher up the page first (a part number in the title, `IC` in a feature bullet), and
-    the line places a cell in its section (`Limiting values`, `Features`). `squashed`:
-    the lines without their spaces, as the row's cells are compared.
+    A row stands on the first line that is its cells side by side, compared without
+    spaces (one dict lookup); failing that, on the first line holding its label. The
+    label alone is often written higher up the page first (a part number in the title,
+    `IC` in a feature bullet), and the line places a cell in its section (`Limiting
+    values`, `Features`). Label searches are kept per label, and a page gets at most
+    `_SCAN_BUDGET` line comparisons for them: a tenant's page of thousands of rows whose
+    labels no line holds would otherwise cost rows times lines. Past it, a row stands on
+    line 0, as a label found nowhere always did.
     """
-    cells = "".join("".join(c.text.split()) for c in row.cells)
-    first = None
-    for i, line in enumerate(lines):
-        if label not in line:
-            continue
-        if first is None:
-            first = i
-        if cells in squashed[i]:
-            return i
-    return first or 0
+
+    def __init__(self, lines: tuple[str, ...]) -> None:
+        self.lines = lines
+        self.whole: dict[str, int] = {}
+        for i, line in enumerate(lines):
+            self.whole.setdefault("".join(line.split()), i)
+        self.labels: dict[str, int] = {}
+        self.budget = _SCAN_BUDGET
+
+    def of(self, row: Row, label: str) -> int:
+        at = self.whole.get("".join("".join(c.text.split()) for c in row.cells))
+        if at is not None:
+            return at
+        if label not in self.labels:
+            found, compared = 0, 0
+            for i in range(min(len(self.lines), max(0, self.budget))):
+                compared = i + 1
+                if label in self.lines[i]:
+                    found = i
+                    break
+            self.budget -= compared
+            self.labels[label] = found
+        return self.labels[label]
+
+
+_SCAN_BUDGET = 200_000
+"""Line comparisons a page's label searches may make (`_Lines`)."""
 
 
 def _hung_from(rows: list[Row], index: int) -> Row | None:
