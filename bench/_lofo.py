@@ -40,7 +40,7 @@ from swarm_ray.documents._candidates import DocumentCandidates, FieldCandidate, 
 from swarm_ray.documents._job import list_pdfs
 from swarm_ray.documents._parse import parse_pdf
 from swarm_ray.documents._quantities import focus_of
-from swarm_ray.documents._scorer import Scorer, choose_scored, load_scorer
+from swarm_ray.documents._scorer import Scorer, choice_groups, choose_scored, load_scorer
 from swarm_ray.documents._table import chosen_facts, names_a_field, table_links
 from swarm_ray.documents._terms import _HYPHENS
 from swarm_ray.documents._training import (
@@ -169,7 +169,7 @@ def learned_rows(
     candidates = [c for c, _, _ in document.rows]
     units = {f.key: f.unit for f in document.fields}
     rows: list[dict[str, Any]] = []
-    for chosen, _ in choose_scored(candidates, probabilities, threshold):
+    for chosen, _ in choose_scored(candidates, probabilities, threshold, document.source):
         statistic = reported_statistic(chosen)
         value: float | str = chosen.scaled if chosen.scaled is not None else chosen.value
         unit = units[chosen.key] if chosen.scaled is not None else chosen.unit
@@ -191,7 +191,7 @@ def learned_rows(
 def probabilities(documents: Sequence[LabeledDocument], scorer: Scorer) -> list[list[float]]:
     return [
         scorer.probabilities(
-            [r for _, r, _ in d.rows], [(c.key, c.slot) for c, _, _ in d.rows]
+            [r for _, r, _ in d.rows], choice_groups([c for c, _, _ in d.rows], d.source)[0]
         ).tolist()
         for d in documents
     ]

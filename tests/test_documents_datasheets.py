@@ -26,11 +26,13 @@ from swarm_ray.documents import (
     parse_field_arg,
     parse_pdf,
 )
+from swarm_ray.documents._scorer import Scorer, load_scorer
 from swarm_ray.testing.score import score_facts
 from tests.datasheet_samples import FIELDS, Expected, write_datasheets
 
 _ROOT = Path(__file__).resolve().parents[1]
 _OPENMV = _ROOT.parent / "shared" / "corpus" / "datasheets" / "openmv"
+_SAMPLES = ["optical.pdf", "family.pdf", "mcu.pdf", "spellings.pdf", "ordering.pdf"]
 _DIMENSION = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in FIELDS))
 
 
@@ -38,12 +40,16 @@ _DIMENSION = Dimension(name="fields", fields=tuple(parse_field_arg(f) for f in F
 def samples(
     tmp_path_factory: pytest.TempPathFactory,
 ) -> dict[str, tuple[ExtractionResult, list[Expected]]]:
-    folder = tmp_path_factory.mktemp("datasheets")
-    expected = write_datasheets(folder)
-    out: dict[str, tuple[ExtractionResult, list[Expected]]] = {}
-    for name, facts in expected.items():
-        out[name] = (extract_facts(parse_pdf(folder / name), [_DIMENSION]), facts)
-    return out
+    return _read_samples(tmp_path_factory.mktemp("datasheets"), None)
+
+
+def _read_samples(
+    folder: Path, scorer: Scorer | None
+) -> dict[str, tuple[ExtractionResult, list[Expected]]]:
+    return {
+        name: (extract_facts(parse_pdf(folder / name), [_DIMENSION], scorer=scorer), facts)
+        for name, facts in write_datasheets(folder).items()
+    }
 
 
 def _found(result: ExtractionResult) -> set[tuple[str, str | None, float | str, str]]:
@@ -58,13 +64,14 @@ def _found(result: ExtractionResult) -> set[tuple[str, str | None, float | str, 
     }
 
 
-@pytest.mark.parametrize(
-    "name", ["optical.pdf", "family.pdf", "mcu.pdf", "spellings.pdf", "ordering.pdf"]
-)
+@pytest.mark.parametrize("name", _SAMPLES)
 def test_each_sample_gives_exactly_what_it_states(
     samples: dict[str, tuple[ExtractionResult, list[Expected]]], name: str
 ) -> None:
-    result, expected = samples[name]
+    _states_exactly(*samples[name], name)
+
+
+def _states_exactly(result: ExtractionResult, expected: list[Expected], name: str) -> None:
     want = {
         (e.field, e.statistic, float(e.value) if not isinstance(e.value, str) else e.value,
          e.entity or result.entity)
@@ -73,6 +80,24 @@ def test_each_sample_gives_exactly_what_it_states(
     found = _found(result)
     assert found - want == set(), f"wrong in {name}"
     assert want - found == set(), f"missed in {name}"
+
+
+@pytest.fixture(scope="module")
+def learned(
+    tmp_path_factory: pytest.TempPathFactory,
+) -> dict[str, tuple[ExtractionResult, list[Expected]]]:
+    scorer = load_scorer()
+    assert scorer is not None
+    return _read_samples(tmp_path_factory.mktemp("learned"), scorer)
+
+
+@pytest.mark.parametrize("name", _SAMPLES)
+def test_the_learned_choice_gives_each_part_what_each_sample_states(
+    learned: dict[str, tuple[ExtractionResult, list[Expected]]], name: str
+) -> None:
+    # One choice per entity, field and statistic: a family's table of three parts gives
+    # each part its own values (`family.pdf`, `ordering.pdf`), not one for the file.
+    _states_exactly(*learned[name], name)
 
 
 def test_a_footnote_mark_is_not_a_digit(

@@ -14,6 +14,7 @@ from swarm_ray.documents._candidates import document_candidates
 from swarm_ray.documents._features import FEATURES, features
 from swarm_ray.documents._scorer import (
     Scorer,
+    choice_groups,
     choose_scored,
     fit_listwise,
     fit_scorer,
@@ -68,8 +69,8 @@ def _choice(model: Path, pdf: Path) -> float | str:
     assert scorer is not None
     spec = parse_field_arg("supply voltage:V")
     found = document_candidates(parse_pdf(pdf), [spec]).per_field[spec.key]
-    slots = [(c.key, c.slot) for c in found]
-    chosen = choose_scored(found, scorer.probabilities(features(spec, found), slots), 0.0)
+    groups, _ = choice_groups(found, pdf.name)
+    chosen = choose_scored(found, scorer.probabilities(features(spec, found), groups), 0.0)
     assert len(chosen) == 1
     candidate, _ = chosen[0]
     return candidate.scaled if candidate.scaled is not None else candidate.value

@@ -32,8 +32,15 @@ from swarm_ray.documents._quantities import DocumentQuantities, in_unit, of_fiel
 from swarm_ray.documents._symbols import implied_statistics
 from swarm_ray.documents._table import table_links
 from swarm_ray.documents._units import COUNT, TEXT
+from swarm_ray.documents._values import read_values
 
-__all__ = ["DocumentCandidates", "FieldCandidate", "document_candidates", "slots"]
+__all__ = [
+    "DocumentCandidates",
+    "FieldCandidate",
+    "document_candidates",
+    "part_name",
+    "slots",
+]
 
 _SECTION = re.compile(
     r"absolute\s+maximum|maximum\s+ratings|recommended\s+operating|operating\s+conditions|"
@@ -93,6 +100,11 @@ class FieldCandidate:
     """Whether it was read as a quantity of the field's dimension."""
     pages: int
     """Pages in the document."""
+    entity: str | None = None
+    """The part its row or column names (`LDM-1310`), as written, where the file is a
+    family's (its tables name two parts or more, none of them the file's), or the file's
+    own part; `None` elsewhere. The choice is one per entity, field and statistic
+    (`_scorer.choose_scored`)."""
 
 
 @dataclass(frozen=True)
@@ -164,12 +176,19 @@ def document_candidates(
     # A table with a row for the file's own part states the other rows' values for
     # other parts: those are other entities' facts, not candidates for this file's.
     own_pages = {q.page for q in quantities.quantities if q.row and parts[q.label] == 1}
+    names = {part_name(link.entity) for found in tables.links.values() for link in found}
+    names |= {part_name(label) for label, part in parts.items() if part}
+    named = sorted(name for name in names if name)
+    # Two parts or more, none the file's: a family's datasheet. One name alone is more
+    # often a package's or a document's number than a part of the file's.
+    own = file_part(document.file_name, named) if named else None
+    by_part = len(named) > 1 and own is None
     for spec in fields:
         links = tables.links.get(spec.key, [])
         chosen = {
             (c.page, c.row, c.value, c.unit): c.statistic for c in tables.chosen.get(spec.key, [])
         }
-        found: dict[tuple[int, float | str, Statistic | None], FieldCandidate] = {}
+        found: _Found = {}
         values: list[float] = []
         wanted = slots(spec)
 
@@ -184,7 +203,7 @@ def document_candidates(
             picked = chosen.get((link.page, link.row, link.value, link.unit), "none")
             score = scored(link, spec.kind, spec.unit).score
             for slot in _slots_for(link.statistic, wanted):
-                _add(found,
+                _add(found, by_part=by_part, candidate=
                     FieldCandidate(
                         key=spec.key, slot=slot, stated=link.statistic, value=link.value,
                         unit=link.unit, scaled=scaled, value_text=link.value_text,
@@ -194,7 +213,7 @@ def document_candidates(
                         title=title, section=_section(lines, at), condition=bool(link.condition),
                         tier=link.tier, link_score=score,
                         chosen=picked != "none" and (slot is None or picked in (slot, None)),
-                        quantity=False, pages=count,
+                        quantity=False, pages=count, entity=part_name(link.entity),
                     )
                 )  # fmt: skip
         for quantity in of_field(quantities, spec):
@@ -206,14 +225,16 @@ def document_candidates(
             lines = quantities.pages[quantity.page - 1].lines
             line = quantity.row or lines[quantity.line]
             part = parts[quantity.label] if quantity.row else 0
+            entity = part_name(quantity.label) if part else None
             if part == 0 and quantity.header:
-                part = _column_part(document.file_name, quantity.header)
+                part, entity = _column_part(document.file_name, quantity.header)
             if part == -1 and quantity.page in own_pages:
                 continue
             for slot in _slots_for(quantity.statistic, wanted):
                 _add(
                     found,
-                    FieldCandidate(
+                    by_part=by_part,
+                    candidate=FieldCandidate(
                         key=spec.key, slot=slot, stated=quantity.statistic,
                         value=quantity.value, unit=unit, scaled=scaled,
                         value_text=quantity.text, page=quantity.page,
@@ -222,9 +243,11 @@ def document_candidates(
                         label=quantity.label, header=quantity.header, part=part, title=title,
                         section=_section(lines, quantity.line), condition=quantity.condition,
                         tier=-1, link_score=0.0, chosen=False, quantity=True, pages=count,
+                        entity=entity,
                     ),
                 )  # fmt: skip
-        per_field[spec.key] = tuple(sorted(found.values(), key=lambda c: c.order))
+        kept = found.values() if by_part else (_own(c, own) for c in found.values())
+        per_field[spec.key] = tuple(sorted(kept, key=lambda c: c.order))
         read[spec.key] = tuple(values)
     return DocumentCandidates(
         source=document.file_name,
@@ -235,31 +258,57 @@ def document_candidates(
     )
 
 
-def _add(
-    found: dict[tuple[int, float | str, Statistic | None], FieldCandidate],
-    candidate: FieldCandidate,
-) -> None:
-    """Add a candidate; the same value on the same page is one, with both descriptions."""
+_Found = dict[tuple[int, float | str, Statistic | None, str | None], FieldCandidate]
+
+
+def _add(found: _Found, candidate: FieldCandidate, by_part: bool) -> None:
+    """Add a candidate; the same value on the same page is one, with both descriptions.
+
+    `by_part` (a file named after none of the parts its tables name: a family's
+    datasheet): one per part its row or column names, as three parts' columns stating one
+    `-10 to 60` are three parts' values; a value no part names then joins each part's
+    candidate of that value (a line read as a quantity, and the link that found its
+    column). Otherwise (the file is about one part) one candidate per value, as before.
+    """
     value = candidate.scaled if candidate.scaled is not None else candidate.value
-    key = (candidate.page, value, candidate.slot)
-    old = found.get(key)
-    if old is None:
-        found[key] = candidate
+    if not by_part or candidate.entity is None:
+        same = [k for k in found if k[:3] == (candidate.page, value, candidate.slot)]
+        if not same:
+            found[(candidate.page, value, candidate.slot, None)] = candidate
+        for key in same:
+            found[key] = _merged(found[key], candidate)
         return
+    key = (candidate.page, value, candidate.slot, candidate.entity)
+    plain = found.pop((candidate.page, value, candidate.slot, None), None)
+    if plain is None:
+        plain = next(
+            (replace(c, entity=None) for k, c in found.items()
+             if k[:3] == key[:3] and c.quantity and c.tier < 0),
+            None,
+        )  # fmt: skip
+    old = found.get(key)
+    merged = candidate if old is None else _merged(old, candidate)
+    if plain is not None:
+        merged = _merged(merged, plain)
+    found[key] = replace(merged, entity=candidate.entity)
+
+
+def _merged(old: FieldCandidate, candidate: FieldCandidate) -> FieldCandidate:
     linked, other = (candidate, old) if candidate.tier >= 0 else (old, candidate)
     if linked.tier < 0:
         if candidate.header and not old.header:
-            found[key] = candidate  # a table's cell says more than its line: header, part
-        return
+            return candidate  # a table's cell says more than its line: header, part
+        return old
     if other.tier >= 0 and other.link_score >= linked.link_score:
         linked = other
-    found[key] = replace(
+    return replace(
         linked,
         chosen=old.chosen or candidate.chosen,
         quantity=old.quantity or candidate.quantity,
         condition=old.condition and candidate.condition,
         header=linked.header or other.header,
         part=linked.part or other.part,
+        entity=linked.entity or other.entity,
     )
 
 
@@ -270,10 +319,50 @@ def _part(source: str, named: str | None) -> int:
     return 1 if file_part(source, [named.strip()]) is not None else -1
 
 
-def _column_part(source: str, header: str) -> int:
-    """A column's part, from the part numbers its header names (`2N3904 | MMBT3904`)."""
-    found = [_part(source, word) for word in header.split()]
-    return 1 if 1 in found else -1 if -1 in found else 0
+_NOT_PART = re.compile(
+    r"(?:fig|v\d|vdd|vcc|vss|vee|vref|gnd)|.*\+|.*\d\.\d|[\d.]*E[-+]?\d|[0-9A-F]+h$",
+    re.IGNORECASE,
+)
+"""Row and column names shaped like part numbers that name no part: a figure, a version,
+a rail's expression (`VDD+0.3`, `0.3VCC`), a decimal or E-notation number, a hex code
+(`0Bh`, an instruction's)."""
+_PART_LEAST = 5
+"""Characters a part number has at least (`LM358`, `BC547`): shorter names are a bus
+(`I2C`), a setting (`ODS0`) or a pin."""
+
+
+def _own(candidate: FieldCandidate, own: str | None) -> FieldCandidate:
+    """A candidate of a file about one part (`own`): `entity` is that part's name, or `None`."""
+    return candidate if candidate.entity == own else replace(candidate, entity=None)
+
+
+def part_name(named: str | None) -> str | None:
+    """The part a row's or column's name is (`LDM-1310`, `UF4005-4007`), or `None`.
+
+    A part number has letters and digits (`_grid.PART_NUMBER`); a quantity written tight
+    (`100V`, `2.7-5.5V`, `1MHz`) is none, nor is a figure's or a rail's name.
+    """
+    name = (named or "").strip().rstrip(".")
+    if name.isdigit():
+        return name if len(name) >= 3 else None  # a column of `4001 ... 4007`, `1N` above
+    if len(name) < _PART_LEAST or PART_NUMBER.match(name) is None or _NOT_PART.match(name):
+        return None
+    values = read_values(name)
+    tight = values and values[0].start == 0 and values[-1].unit is not None
+    return None if tight and values[-1].end >= len(name) else name
+
+
+def _column_part(source: str, header: str) -> tuple[int, str | None]:
+    """A column's part, from the part numbers its header names (`2N3904 | MMBT3904`).
+
+    Whether it is the file's own (1), another (-1) or none (0), and the part itself.
+    """
+    found = [(_part(source, word), word) for word in header.split()]
+    for wanted in (1, -1):
+        for part, word in found:
+            if part == wanted:
+                return part, part_name(word)
+    return 0, None
 
 
 def _slots_for(

@@ -14,9 +14,9 @@ reviewable and portable across library versions):
   probabilities (with "not stated") sum to 1. Its JSON holds the scaler's means and
   scales, the weights and the score of "not stated".
 
-`choose_scored` keeps, per field and slot (statistic), the candidate of highest
-probability when it clears `threshold`; below it the field is not stated (or goes to the
-LLM fallback). Ties go to the earlier candidate: first pages summarise.
+`choose_scored` keeps, per entity, field and slot (statistic; `choice_groups`), the
+candidate of highest probability when it clears `threshold`; below it the field is not
+stated (or goes to the LLM fallback). Ties go to the earlier candidate: first pages summarise.
 """
 
 from __future__ import annotations
@@ -30,9 +30,19 @@ from typing import Any
 import numpy as np
 
 from swarm_ray.documents._candidates import FieldCandidate
+from swarm_ray.documents._choice import file_part
+from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._features import FEATURES
 
-__all__ = ["MODEL_PATH", "Scorer", "choose_scored", "fit_listwise", "fit_scorer", "load_scorer"]
+__all__ = [
+    "MODEL_PATH",
+    "Scorer",
+    "choice_groups",
+    "choose_scored",
+    "fit_listwise",
+    "fit_scorer",
+    "load_scorer",
+]
 
 MODEL_PATH = Path(__file__).with_name("model") / "scorer.json"
 """The shipped model (`swarm-ray train-extractor` writes it, `load_scorer` reads it). The
@@ -332,22 +342,54 @@ def fit_listwise(
     )
 
 
-def choose_scored(
-    candidates: Sequence[FieldCandidate], probabilities: Sequence[float], threshold: float
-) -> list[tuple[FieldCandidate, float]]:
-    """Per slot, the most probable candidate at or over `threshold`, with its probability.
+Group = tuple[str, Statistic | None, str]
+"""A choice group: the field's key, the slot, the part (`""`: the file's own)."""
 
-    One value of a page fills one slot of its field: a plain `+5 V` that is the best of
-    both the `min` and the `max` slots is reported in the more probable one only.
+
+def choice_groups(
+    candidates: Sequence[FieldCandidate], file_name: str
+) -> tuple[list[Group], str | None]:
+    """Each candidate's choice group (field, slot, part), and the file's own part.
+
+    The choice is one per entity, field and statistic. A file about one part (named after
+    a part its tables name, `_choice.file_part`) has one group per field and slot: its
+    candidates' `entity` is that part or `None` (`_candidates`). A family's datasheet (its
+    tables name two parts or more, none the file's) has one per part named, and one
+    (part `""`) for the values no part names. The listwise model's probabilities are
+    shares of a group's, in training as in use.
     """
-    best: dict[object, tuple[FieldCandidate, float]] = {}
-    for candidate, p in zip(candidates, probabilities, strict=True):
-        slot = (candidate.key, candidate.slot)
-        if p >= threshold and (slot not in best or p > best[slot][1]):
-            best[slot] = (candidate, float(p))
+    parts = sorted({c.entity for c in candidates if c.entity})
+    named = file_part(file_name, parts) if parts else None
+    groups = [(c.key, c.slot, "" if c.entity in (None, named) else c.entity) for c in candidates]
+    return groups, named
+
+
+def choose_scored(
+    candidates: Sequence[FieldCandidate],
+    probabilities: Sequence[float],
+    threshold: float,
+    file_name: str = "",
+) -> list[tuple[FieldCandidate, float]]:
+    """Per choice group, the most probable candidate at or over `threshold`.
+
+    One per entity, field and statistic (`choice_groups`), with its probability. One
+    value of a page fills one slot of its field and part: a plain `+5 V` that is the best
+    of both the `min` and the `max` slots is reported in the more probable one only. In a
+    family's datasheet a field the parts' rows or columns give is reported per part, and
+    a value no part names only for fields no part gives. A chosen candidate's `entity` is
+    its part, or `None` where it names none.
+    """
+    groups, _ = choice_groups(candidates, file_name)
+    best: dict[Group, tuple[FieldCandidate, float]] = {}
+    for candidate, group, p in zip(candidates, groups, probabilities, strict=True):
+        if p >= threshold and (group not in best or p > best[group][1]):
+            best[group] = (candidate, float(p))
+    by_part = {group[0] for group in best if group[2]}
     once: dict[object, tuple[FieldCandidate, float]] = {}
-    for candidate, p in best.values():
-        value = (candidate.key, candidate.page, candidate.scaled, candidate.value)
+    for group, (candidate, p) in best.items():
+        if not group[2] and group[0] in by_part:
+            continue  # the parts' own values, not the family's
+        value = (candidate.key, group[2], candidate.page, candidate.scaled, candidate.value)
         if value not in once or p > once[value][1]:
             once[value] = (candidate, p)
     return sorted(once.values(), key=lambda item: item[0].order)

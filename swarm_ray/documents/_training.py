@@ -36,7 +36,13 @@ from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._features import features
 from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._quantities import focus_of, in_unit
-from swarm_ray.documents._scorer import MODEL_PATH, Scorer, fit_listwise, fit_scorer
+from swarm_ray.documents._scorer import (
+    MODEL_PATH,
+    Scorer,
+    choice_groups,
+    fit_listwise,
+    fit_scorer,
+)
 from swarm_ray.documents._table import names_a_field
 
 __all__ = [
@@ -272,7 +278,11 @@ def fit_documents(
         return fit_listwise(
             [row for d in documents for _, row, _ in d.rows],
             [int(tag != 0) for d in documents for _, _, tag in d.rows],
-            [(d.source, c.key, c.slot) for d in documents for c, _, _ in d.rows],
+            [
+                (d.source, *group)
+                for d in documents
+                for group in choice_groups([c for c, _, _ in d.rows], d.source)[0]
+            ],
             labels_hash=labels_sha256,
         )
     if model != "trees":
