@@ -629,6 +629,17 @@ def test_a_row_stating_a_condition_or_a_change_gives_no_value(
     assert _facts([field], page) == set()
 
 
+def test_a_rows_plain_values_are_its_columns_in_order_for_the_one_statistic_asked() -> None:
+    # No header over the row (a table continued on a page without it): its two or three
+    # plain values are one parameter's Min, Typ, Max in that order, never two maxima.
+    row = _table(("Supply current", "ICC", "1", "-", "3", "mA"), width=24)
+    assert _facts(["supply current:mA:max"], row) == {("supply current", "max", 3.0)}
+    assert _facts(["supply current:mA:min"], row) == {("supply current", "min", 1.0)}
+    assert _facts(["supply current:mA:typ"], row) == set()  # which two columns: unknown
+    three = _table(("Supply current", "ICC", "1", "2", "3", "mA"), width=24)
+    assert _facts(["supply current:mA:typ"], three) == {("supply current", "typ", 2.0)}
+
+
 def test_a_list_of_variants_is_no_value() -> None:
     page = "Features\n• Output Voltages: 5, 6, 8, 9, 12, 15, 24 V\n"
     assert _facts(["output voltage:V"], page) == set()

@@ -153,9 +153,46 @@ def choose(
             # One statistic asked for, one value stated (`VF 1.1 V` in a ratings table):
             # that value is the one a reader would put in the `max` column.
             (only,) = wanted
-            return [_restated(c, only) for c in chosen]
+            return [_restated(c, only) for c in _in_order(chosen, view, only)]
         return chosen
     return _as_stated(candidates, views, keep)
+
+
+_ORDER = (Statistic.MIN, Statistic.TYP, Statistic.MAX)
+
+
+def _in_order(chosen: list[C], view: Callable[[C], Scored], wanted: Statistic) -> list[C]:
+    """One row's plain values read as its columns in order, for the one statistic asked.
+
+    A row whose header the reader did not place (`Current transfer ratio CTR 50 - 600 %`,
+    a table continued without its header) states two or three values of one field with
+    no statistic. They are one parameter's `Min`, `Typ`, `Max` in that order, never two
+    values of one statistic: a `max` field takes the highest, a `min` field the lowest, a
+    `typ` field the middle of three (of two, which columns they are is unknown: none).
+    A field asking for several statistics keeps the plain values, unscored, as before:
+    two columns of conditions (`VDD = 5 V`, `VDD = 10 V`) are no range.
+    """
+    rows: dict[tuple[str | None, int, int], list[C]] = {}
+    for candidate in chosen:
+        v = view(candidate)
+        rows.setdefault((v.entity, v.page, v.row), []).append(candidate)
+    out: list[C] = []
+    for members in rows.values():
+        by_value: dict[float | str, C] = {}
+        for c in members:
+            by_value.setdefault(view(c).value, c)
+        numbers = sorted(v for v in by_value if isinstance(v, float))
+        if not 2 <= len(numbers) == len(by_value) <= len(_ORDER):
+            out.extend(members)
+            continue
+        ranks = (
+            dict(zip(_ORDER, numbers, strict=True))
+            if len(numbers) == len(_ORDER)
+            else {Statistic.MIN: numbers[0], Statistic.MAX: numbers[-1]}
+        )
+        if wanted in ranks:
+            out.append(by_value[ranks[wanted]])
+    return sorted(out, key=lambda c: (view(c).page, view(c).row))  # stable: as found
 
 
 def _outranked(views: Sequence[Scored], stated: list[int], pool: list[int]) -> bool:
