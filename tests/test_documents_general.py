@@ -666,3 +666,23 @@ def test_a_parameter_split_by_part_into_sub_rows_gives_the_files_own_parts_value
     # `collector-base voltage` above, and these under a parameter renamed).
     other = values(_split_by_part("xq546_vendor.pdf", parent=("VEBO", "emitter-base voltage")))
     assert not other & {65.0, 80.0}
+
+
+def test_a_value_in_the_labels_bracket_is_its_value_and_an_item_number_is_none() -> None:
+    # A bracket stating a value of the field's kind is no bracket of test conditions,
+    # and a numbered list's `1.` is no value before the label.
+    item = "1. Current transfer ratio (CTR: MIN. 50% at IF = 5mA, VCE = 5V)\n"
+    assert _facts(["current transfer ratio:%:min"], item) == {
+        ("current transfer ratio", "min", 50.0)
+    }
+    conditions = "Input offset voltage (VCC = 5 V, IO = 1 mA) 2 mV\n"
+    assert _facts(["supply voltage:V"], conditions) == set()  # its conditions stay conditions
+
+
+def test_a_tolerance_written_typical_is_the_typical_size_either_way() -> None:
+    # `±2 mV Typical`: an offset's typical size, not a range from -2 to +2 mV.
+    assert [(v.value, v.statistic) for v in read_values("±2 mV Typical")] == [(2.0, Statistic.TYP)]
+    line = "• Low Input Offset Voltage: ±2 mV Typical\n"
+    assert _facts(["input offset voltage:mV:typ"], line) == {("input offset voltage", "typ", 2.0)}
+    limit = "• Input Offset Voltage: ±5 mV max\n"
+    assert _facts(["input offset voltage:mV:max"], limit) == {("input offset voltage", "max", 5.0)}

@@ -109,7 +109,8 @@ from swarm_ray.documents._variants import conditioned
 __all__ = ["TableLinks", "chosen_facts", "extract_table_facts", "names_a_field", "table_links"]
 
 _INLINE_LEAD = re.compile(
-    r"^\s*(?:\([^()]{0,16}\))?\s*(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
+    r"^\s*(?:\([^()]{0,16}\)|\(\s*[A-Za-z][A-Za-z0-9()]{0,10}(?=\s*:))?\s*"
+    r"(?:[:=]|\bis\b|\bof\b|\bat\b)?\s*"
     r"(?:up\s+to|max\.?|min\.?|typ\.?|approx\.?|~|<|>|≤|≥)?\s*",
     re.I,
 )
@@ -322,7 +323,7 @@ class _Reader(RowReader):
             return []  # `Output voltage range: 1.2 to 37 V` (adjustable): no one value
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
-        before_values = [v for v in read_values(text[:start]) if not v.condition]
+        before_values = [v for v in read_values(_unnumbered(text[:start])) if not v.condition]
         quote = " | ".join(c.text for c in row.cells)[:240]
         base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
         if spec.kind == TEXT:
@@ -335,7 +336,7 @@ class _Reader(RowReader):
             and inline_values[0].start <= lead_end
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
-        own = BRACKETED_CONDITION.sub(lambda m: " " * len(m.group()), text)
+        own = BRACKETED_CONDITION.sub(lambda m: _unless_stated(spec, m.group()), text)
         if not read_values(own[end:]) and not before_values:
             # Only the label, perhaps with its test conditions in brackets (`Input Offset
             # Voltage (RS ≤ 10 k, VCM = 0)`): its values stand right of it or below.
@@ -521,6 +522,27 @@ def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
     """
     labelled = [f for f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
     return _Reader(labelled).states_a_field if labelled else None
+
+
+_ENUMERATOR = re.compile(r"^\s*(?:\d{1,2}|[a-z])[.)]\s")
+"""A numbered list's item number (`1. `, `2) `, `a) `): no value of the item."""
+
+
+def _unnumbered(text: str) -> str:
+    return _ENUMERATOR.sub(lambda m: " " * len(m.group()), text)
+
+
+def _unless_stated(spec: FieldSpec, bracket: str) -> str:
+    """A label's bracketed test conditions, blanked; a bracket stating the value, kept.
+
+    `(RS ≤ 10 k, VCM = 0)` and `(Note 7)` say under what the value holds; `(CTR: MIN. 50%
+    at IF = 5mA, VCE = 5V)` states the value itself, of the field's kind and no condition.
+    """
+    stated = any(
+        not v.condition and v.unit is not None and fits(spec, v.unit, v)
+        for v in read_values(bracket)
+    )
+    return bracket if stated else " " * len(bracket)
 
 
 @dataclass(frozen=True)

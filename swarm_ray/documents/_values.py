@@ -3,7 +3,8 @@
 `read_values("-40°C to +85°C")` gives two values, -40 °C as the `min` and 85 °C as the
 `max`; so do `-5 to +70 °C`, `0~70℃`, `4.0V to 5.5V` and `3.6-5 V` (a unit written once
 applies to both ends). `±10 %` is a range too, but after a value a tolerance of it:
-`5 V ± 10%` is 5 V typical, from 4.5 V to 5.5 V. `up to 120 FPS`, `< 50 µA` and
+`5 V ± 10%` is 5 V typical, from 4.5 V to 5.5 V; and written typical, a size either
+way: `±2 mV typical` is 2 mV typical. `up to 120 FPS`, `< 50 µA` and
 `max. 85` are maxima, `at least 2`, `> 1 Gb/s` and `30+ FPS` minima, `typ. 3.3 V` a typical value.
 `120/240/480 FPS` states three values in one unit; `1. 7 V`, a decimal a text layer
 split after its point, is 1.7 V. A number with no unit of its own is
@@ -217,6 +218,13 @@ def _numbers(text: str) -> list[_Number]:
                             statistic,
                         )
                     )
+                continue
+            after = _STAT_AFTER.match(text, low.unit_end)
+            if after is not None and after["typ"]:
+                # `±2 mV typical`: the typical size of an offset either way, not a range
+                found.append(
+                    _Number(tolerance, start, end, unit, low.unit_end, False, Statistic.TYP)
+                )
                 continue
             low.value = -tolerance
             found.append(low)
