@@ -686,3 +686,19 @@ def test_a_tolerance_written_typical_is_the_typical_size_either_way() -> None:
     assert _facts(["input offset voltage:mV:typ"], line) == {("input offset voltage", "typ", 2.0)}
     limit = "• Input Offset Voltage: ±5 mV max\n"
     assert _facts(["input offset voltage:mV:max"], limit) == {("input offset voltage", "max", 5.0)}
+
+
+def test_a_memorys_bare_organisation_is_its_size_and_the_title_names_it_first() -> None:
+    # `32,768 x 8` after `organized`, or in a bracket, is words by width: 262,144 bits.
+    assert [(v.value, v.unit and v.unit.text) for v in read_values("Organized 32,768 x 8")] == [
+        (262144.0, "bit")
+    ]
+    assert all(v.unit is None or v.unit.text != "bit" for v in read_values("Pins (2 x 8)"))
+    # No label names the density: the unit does. The title's one size is the part's, not
+    # a feature bullet's page size.
+    page = (
+        "XQ24C256\nTwo-wire Serial EEPROM 256K (32,768 x 8)\nFeatures\n"
+        "• 64-byte Page Write Mode\n• Self-timed Write Cycle (5 ms max)\n"
+        + "".join(f"Description, line {i}.\n" for i in range(12))
+    )
+    assert _facts(["density:Kbit"], page, file_name="xq24c256.pdf") == {("density", None, 256.0)}

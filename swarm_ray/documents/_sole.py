@@ -71,6 +71,11 @@ def _sole(quantities: Sequence[Quantity], spec: FieldSpec) -> list[Quantity] | N
     return None
 
 
+def _untaken(quantities: Sequence[Quantity], spec: FieldSpec, taken: set[float]) -> list[Quantity]:
+    """The quantities whose value no other field of the same dimension was given."""
+    return [q for v, qs in _distinct(quantities, spec).items() if v not in taken for q in qs]
+
+
 def sole_links(
     document: ParsedDocument,
     fields: Sequence[FieldSpec],
@@ -115,8 +120,12 @@ def sole_links(
             and _headline(lines, q.line)
             and weak_scale(q.value, _unit(q, spec), spec.unit)
         ]
-        values = _distinct(pool, spec)
-        sole = _sole([q for v, qs in values.items() if v not in taken for q in qs], spec)
+        # The title names the part's headline figure first: `Serial EEPROM 256K (32,768 x
+        # 8)` over a bullet's `64-byte Page Write Mode`, where the title states one.
+        titled = [q for q in pool if q.line < _title_end(lines)]
+        sole = _sole(_untaken(titled, spec, taken), spec) or _sole(
+            _untaken(pool, spec, taken), spec
+        )
         if sole is None:
             continue
         out[spec.key] = [
@@ -177,6 +186,24 @@ _PAGE_LINES = 12
 """Lines a first page has at least where its top lines are a title over a body."""
 _BULLET = re.compile(r"^\s*[•\-\u2013\u2022\u25aa\u25cf\u00b7\uf0b7\uf06e\uf0a7*]\s")
 """A feature list's bullet, the symbol fonts' private-use ones included."""
+
+
+_HEADING = re.compile(r"\s*(?:key\s+)?(?:features?|description|applications?)\s*:?\s*", re.I)
+"""A first page's section heading: the title ends above it."""
+
+
+def _title_end(lines: Sequence[str]) -> int:
+    """The line a first page's title ends before: its first bullet or heading.
+
+    At most the fourth line; none on a page too short to have a title over a body.
+    """
+    if len(lines) <= _PAGE_LINES:
+        return 0
+    top = range(min(_TITLE_LINES, len(lines)))
+    return next(
+        (i for i in top if _BULLET.match(lines[i]) or _HEADING.fullmatch(lines[i])),
+        _TITLE_LINES,
+    )
 
 
 def _headline(lines: Sequence[str], index: int) -> bool:

@@ -122,6 +122,17 @@ _WORDS = re.compile(
 )
 """A memory's organisation, words by width: `128 x 8-bit`, `32K x 8 bits`."""
 
+_ORGANISED = re.compile(
+    r"(?:\borgani[sz](?:ed|ation)\b[\s:]*(?:as\s+)?|\(\s*)"
+    r"(?P<words>\d{1,3}(?:,\d{3})+|\d{2,7})\s?(?P<k>[KkM])?\s*[x\u00d7]\s*"
+    r"(?P<width>1|4|8|9|16|32)\b(?![ \t]*(?:[A-Za-zµ°%]|[-\u2011]\w))",
+    re.IGNORECASE,
+)
+"""A memory's organisation written bare, words by width: `Internally organized 32,768 x
+8`, `256K (32,768 x 8)`: that many bits. Bare `N x 8` elsewhere (`2 x 8` pins) is no size."""
+_LEAST_WORDS = 64
+"""Words a memory's organisation counts at least: fewer are a package's rows, not memory."""
+
 _STANDARDS = (
     (re.compile(r"(?<![\w.-])(\d+(?:\.\d+)?)(G?)BASE-?[A-Z0-9]+\b"), None),
     (re.compile(r"(?<![\w.-])(?:(\d+(?:\.\d+)?)[ -]?)?(G)igabit\s+Ethernet\b", re.I), None),
@@ -167,6 +178,14 @@ def _numbers(text: str) -> list[_Number]:
             words = float(match.group(1)) * _WORD_COUNT.get(match.group(2) or "", 1.0)
             count = words * float(match.group(3))
             found.append(_Number(count, match.start(), match.end(), read[0], read[1], False))
+    for match in _ORGANISED.finditer(text):  # `organized 32,768 x 8`: 262,144 bits
+        words = parse_number(match["words"]) * _WORD_COUNT.get(match["k"] or "", 1.0)
+        bit = lookup_unit("bit")
+        if words >= _LEAST_WORDS and bit is not None:
+            start = match.start("words")
+            found.append(
+                _Number(words * float(match["width"]), start, match.end(), bit, match.end(), False)
+            )
     named = "BASE" in text or _NAMED_RATE.search(text) is not None
     for regex, fixed_rate in _STANDARDS if named else ():  # `25GBASE-SR`: a standard's rate
         for match in regex.finditer(text):
