@@ -702,3 +702,10 @@ def test_a_memorys_bare_organisation_is_its_size_and_the_title_names_it_first() 
         + "".join(f"Description, line {i}.\n" for i in range(12))
     )
     assert _facts(["density:Kbit"], page, file_name="xq24c256.pdf") == {("density", None, 256.0)}
+
+
+def test_a_statistic_between_a_value_and_the_words_naming_it_is_the_values_own() -> None:
+    # `200 ksps max. sampling rate`: the `max.` and its dot belong to the value; the phrase
+    # names the field. A second frequency on the page keeps the unit from deciding alone.
+    page = "Features\n• 200 ksps max. sampling rate at VDD = 5V\n• 1 MHz input bandwidth\n"
+    assert _facts(["sample rate:kHz:max"], page) == {("sample rate", "max", 200.0)}

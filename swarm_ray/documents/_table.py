@@ -422,7 +422,7 @@ class _Reader(RowReader):
             before = [v for v in before if fits(spec, v.unit, v)]
         if before:
             last = before[-1]
-            gap = text[last.end : span[0]]
+            gap = _STAT_LEAD.sub(" ", text[last.end : span[0]], count=1)
             if title:
                 gap = without_values(gap).replace(",", " ")
             words = re.findall(r"[^\W_]+", gap)
@@ -524,6 +524,11 @@ def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
     return _Reader(labelled).states_a_field if labelled else None
 
 
+_STAT_LEAD = re.compile(
+    r"^\s*\(?\s*(?:typ(?:ical)?|max(?:imum)?|min(?:imum)?|nom(?:inal)?)\b\.?\s*\)?", re.I
+)
+"""The statistic written after a value, before the words naming it (`200 ksps max.
+sampling rate`): the value's own, no punctuation between it and its label."""
 _ENUMERATOR = re.compile(r"^\s*(?:\d{1,2}|[a-z])[.)]\s")
 """A numbered list's item number (`1. `, `2) `, `a) `): no value of the item."""
 
