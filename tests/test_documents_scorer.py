@@ -160,3 +160,49 @@ def test_the_shipped_model_lists_the_features_it_was_fitted_on() -> None:
     assert scorer is not None, "the package ships no model fitted on today's features"
     assert scorer.features == FEATURES
     assert len(scorer.labels_hash) == 64
+
+
+def test_a_request_chooses_with_the_installed_model_by_name_only() -> None:
+    from pydantic import ValidationError
+
+    from swarm_ray import TaskRequest
+    from swarm_ray.core.model._plan import expand
+    from swarm_ray.core.model._signals import Start
+    from swarm_ray.core.planning._catalog import load_catalogs
+    from swarm_ray.core.scheduling._scheduler import Scheduler
+    from swarm_ray.documents import Dimension, ExtractionMethod, extract_facts
+    from swarm_ray.documents._capabilities import extract_specs
+    from swarm_ray.documents._stage_inputs import ExtractIn
+    from tests.support import done
+    from tests.test_documents_linking import _doc
+
+    # Two memories a feature list names apart: the rules keep both, the model its best.
+    document = _doc("Features\n• 1 MB SRAM\n• 32 MB SDRAM\n")
+    fields = (parse_field_arg("RAM:MB"),)
+    scorer = load_scorer()
+    assert scorer is not None
+    learned = extract_facts(document, [Dimension(name="fields", fields=fields)], scorer=scorer)
+    rules = extract_facts(document, [Dimension(name="fields", fields=fields)])
+    assert learned.facts != rules.facts
+    assert {f.method for f in learned.facts} == {ExtractionMethod.LEARNED}  # in provenance
+    for choice, expected in (("learned", learned), ("rules", rules)):
+        data = ExtractIn(document=document, dimension="fields", fields=fields, choice=choice)
+        assert extract_specs(data).output.facts == expected.facts
+    with pytest.raises(ValidationError, match="choice"):
+        ExtractIn(document=document, dimension="fields", choice="/tmp/model.json")  # type: ignore[arg-type]
+
+    # The request's `choice` reaches each extraction sub-task; absent, the input's default.
+    registry, router = load_catalogs(["swarm_ray.documents._capabilities:documents_catalog"])
+    for params, wanted in (({"choice": "learned"}, "learned"), ({}, "rules")):
+        request = TaskRequest(
+            template="compare_documents",
+            items=("a.pdf",),
+            params={"dimensions": ["fields"], "fields": [fields[0].model_dump(mode="json")]}
+            | params,
+        )
+        plan = expand(router.get("compare_documents"), request, task_id="t")
+        scheduler = Scheduler(plan, registry)
+        (parse,) = scheduler.handle(Start(at=0))
+        started = scheduler.handle(done(parse, output=document.model_dump(mode="json")))
+        extract = next(i for i in started if "extract" in getattr(i, "subtask_id", ""))
+        assert extract.input["choice"] == wanted

@@ -14,6 +14,7 @@ that cannot be parsed fails alone with a named error; the rest of the batch comp
 
 from __future__ import annotations
 
+import functools
 import os
 from collections.abc import Sequence
 from pathlib import Path
@@ -57,6 +58,7 @@ from swarm_ray.documents._parse import ParsedDocument, parse_pdf
 from swarm_ray.documents._quantities import focus_of
 from swarm_ray.documents._report import ReportFiles
 from swarm_ray.documents._request_limits import count_fields
+from swarm_ray.documents._scorer import Scorer, load_scorer
 from swarm_ray.documents._stage_inputs import (
     CompareIn,
     CrossCheckIn,
@@ -96,15 +98,32 @@ UNPLACED_CONFIDENCE = 0.5
 that the rules could not place: under the threshold, so the LLM fallback is asked."""
 
 
+@functools.cache
+def _installed_scorer() -> Scorer:
+    scorer = load_scorer()
+    if scorer is None:
+        raise InvalidInputError(
+            "`choice: learned` needs the extractor's model, and none is installed: "
+            "`swarm-ray train-extractor --labels DIR` writes it",
+            field="choice",
+        )
+    return scorer
+
+
+def _scorer(data: ExtractIn) -> Scorer | None:
+    """The learned scorer where the request asks for it (`choice: learned`), else `None`."""
+    return _installed_scorer() if data.choice == "learned" else None
+
+
 def extract_specs(data: ExtractIn) -> AgentReply:
-    """Rule-based extraction of one dimension from one document.
+    """Extraction of one dimension from one document: the rules' choice, or the model's.
 
     The sub-task's confidence is its least confident fact, or `UNPLACED_CONFIDENCE` when a
     field the rules found nothing for is named next to a value of its kind: under the
     spec's threshold, the scheduler hands the sub-task to the LLM fallback.
     """
     dimension = _dimension(data)
-    result = extract_facts(data.document, [dimension])
+    result = extract_facts(data.document, [dimension], scorer=_scorer(data))
     confidence = min((f.confidence for f in result.facts), default=1.0)
     unplaced = unplaced_fields(data.document, asked_fields(dimension), result.facts)
     if unplaced:
@@ -120,7 +139,7 @@ def extract_llm(data: ExtractIn) -> AgentReply:
     from swarm_ray.llm import current_engine
 
     dimension = _dimension(data)
-    rules = extract_facts(data.document, [dimension])
+    rules = extract_facts(data.document, [dimension], scorer=_scorer(data))
     result, usage = llm_fallback(current_engine(), data.document, dimension, rules)
     confidence = min((f.confidence for f in result.facts), default=1.0)
     return AgentReply(output=result, confidence=confidence, usage=usage, warnings=result.warnings)
@@ -377,7 +396,11 @@ stages:
     fan_out: per_item
     for_each: $params.dimensions
     depends_on: [parse]
-    input: {document: $from.parse, dimension: $each, fields: $params.fields}
+    input:
+      document: $from.parse
+      dimension: $each
+      fields: $params.fields
+      choice: $params.choice
   - name: normalize
     capability: analysis.normalize.units
     fan_out: per_item

@@ -33,6 +33,9 @@ class ExtractionMethod(StrEnum):
     the statistic), in the label's own cell, or in a phrase."""
     VOCABULARY = "vocabulary"
     """A term of a field's vocabulary (a feature name) was mentioned."""
+    LEARNED = "learned"
+    """The learned scorer chose the value among every candidate of the field (a request's
+    `choice: learned`); its confidence is the model's probability."""
     LLM = "llm"
     """An LLM attributed the value to the field (the fallback where rules were unsure);
     the value itself is one the text states, found by the rules' unit lexicon."""

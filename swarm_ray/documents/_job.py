@@ -110,6 +110,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--out", default="out/compare", help="where the report goes")
     parser.add_argument("--address", help="Ray address (default: RAY_ADDRESS or a local cluster)")
     parser.add_argument("--chroma-url", help="a Chroma server (default: embedded, under --out)")
+    parser.add_argument(
+        "--choice", choices=("rules", "learned"), default="rules",
+        help="how each field's value is chosen among its candidates: by the rules "
+        "(default) or by the installed learned scorer (`swarm-ray train-extractor`)",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     inline, dimensions = _declarations(parser, args)
 
@@ -137,6 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             "out_dir": str(out),
             **({"fields": [f.model_dump(mode="json") for f in inline]} if inline else {}),
             **({"chroma_url": args.chroma_url} if args.chroma_url else {}),
+            **({"choice": args.choice} if args.choice != "rules" else {}),
         },
     )
     named = len(inline) if inline else len(dimensions)

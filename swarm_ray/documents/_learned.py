@@ -67,7 +67,7 @@ def learned_facts(
                 page=chosen.page,
                 quote=" ".join(chosen.line.split())[:240],
                 confidence=round(min(max(probability, 0.0), 1.0), 3),
-                method=ExtractionMethod.LABEL,
+                method=ExtractionMethod.LEARNED,
                 **{**base, "entity": chosen.entity or base["entity"]},
             )
         )

@@ -20,7 +20,8 @@ The columns of a fact, in both files: `entity`, `source` (file), `field` (the de
 name; `dimension.name` for fields of a named dimension), `dimension`, `statistic` (`min`,
 `typ`, `max` or null), `qualifier`, `value` (a number in `unit`, the field's declared
 unit) or `term` (text), `unit`, `value_text` (as written), `kind`, `method`, `extractor`
-(`rules` or `llm`), `page`, `quote`, `confidence`, `document` (content id), `watermark`.
+(`rules`, `llm`, or `learned` under a request's `choice: learned`), `page`, `quote`,
+`confidence`, `document` (content id), `watermark`.
 
 Facts do not carry watermarks themselves: the caller maps each source document id to the
 watermark of the sub-task that produced its facts, so a sentence of the report can be
@@ -46,6 +47,9 @@ from swarm_ray.documents._dimensions import FieldSpec
 from swarm_ray.documents._facts import ExtractionMethod, NormalisedFact, Statistic
 from swarm_ray.documents._format import dimension_of, escape, label, number
 from swarm_ray.documents._summary import summarise, summary_lines
+
+_EXTRACTORS = {ExtractionMethod.LLM: "llm", ExtractionMethod.LEARNED: "learned"}
+"""What chose a fact, as the `extractor` column says: the rules, the LLM or the model."""
 
 __all__ = ["ReportFiles", "ReportRequest", "render_report", "short_watermark"]
 
@@ -353,7 +357,7 @@ def _fact_rows(request: ReportRequest) -> list[dict[str, object]]:
                 "value_text": fact.value_text,
                 "kind": fact.kind,
                 "method": fact.method.value,
-                "extractor": "llm" if fact.method is ExtractionMethod.LLM else "rules",
+                "extractor": _EXTRACTORS.get(fact.method, "rules"),
                 "page": fact.page,
                 "quote": fact.quote,
                 "confidence": fact.confidence,

@@ -8,6 +8,8 @@ against its access policy before dispatch; everything else is data.
 
 from __future__ import annotations
 
+from typing import Literal
+
 from pydantic import BaseModel, ConfigDict, Field
 
 from swarm_ray.core import ReadPath, WritePath
@@ -57,6 +59,11 @@ class ExtractIn(BaseModel):
     declared in `fields`, or a built-in dimension by name (`battery`, ...)."""
     fields: tuple[FieldSpec, ...] = ()
     """The request's field declarations, inline (`params["fields"]`): data, never paths."""
+    choice: Literal["rules", "learned"] = "rules"
+    """The request's `choice`: how a value is chosen among a field's candidates, by the
+    rules (the default) or by the installed learned scorer (`swarm-ray train-extractor`
+    writes it; the package ships one fitted on the corpus's labels). A name, never a
+    model or a path: a request cannot hand the workers a model to run."""
 
 
 class CrossCheckIn(BaseModel):
