@@ -582,6 +582,7 @@ def test_a_range_whose_ends_are_one_value_is_that_value() -> None:
     [
         ("propagation delay:ns", "Response time: 40 ns", {(None, 40.0)}),
         ("power dissipation:W", "Wattage: 0.5 W", {(None, 0.5)}),
+        ("power:mW", "Total dissipation Ptot 500 mW", {(None, 500.0)}),
         ("max clock frequency:MHz", "Operating frequency: DC to 20 MHz", {("max", 20.0)}),
         ("case temperature:°C:min,max", "Operating temperature -5 °C to +85 °C", {
             ("min", -5.0), ("max", 85.0)
@@ -601,6 +602,7 @@ def test_another_name_is_the_whole_fields_not_a_qualified_ones() -> None:
     # `Wattage` is a power rating, never an output or input power; an operating
     # temperature is no junction temperature, nor is a response time a rise time.
     assert _names("power", "Wattage") and not _names("output power", "Wattage")
+    assert not _names("output power", "Total dissipation")
     assert not _names("junction temperature", "Operating temperature")
     assert not _names("rise time", "Response time")
     page = "XQ9000\nDatasheet\n" + _BODY + "Operating temperature -5 °C to +85 °C\n"
@@ -709,3 +711,12 @@ def test_a_statistic_between_a_value_and_the_words_naming_it_is_the_values_own()
     # names the field. A second frequency on the page keeps the unit from deciding alone.
     page = "Features\n• 200 ksps max. sampling rate at VDD = 5V\n• 1 MHz input bandwidth\n"
     assert _facts(["sample rate:kHz:max"], page) == {("sample rate", "max", 200.0)}
+
+
+def test_a_phrase_stating_a_limit_and_a_typical_value_gives_each_its_statistic() -> None:
+    # Prose keeps its first value of each statistic it states: the limit, then the typical.
+    line = "• Supply current less than 5 µA, 3 µA typical\n"
+    assert _facts(["supply current:uA:typ"], line) == {("supply current", "typ", 3.0)}
+    assert _facts(["supply current:uA:max"], line) == {("supply current", "max", 5.0)}
+    variants = "• Output current 1.5 A, 3 A peak with a heat sink\n"  # plain: the first
+    assert _facts(["output current:A"], variants) == {("output current", None, 1.5)}

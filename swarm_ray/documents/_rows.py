@@ -346,12 +346,16 @@ class RowReader:
     ) -> list[Candidate]:
         out: list[Candidate] = []
         plain = [v for v in values if not v.adjective and fits(spec, v.unit or unit, v)]
+        stated: set[Statistic | None] = set()
         for value in values:
             if value.condition or (value.adjective and plain):
                 continue
             own = lost_micro(spec, value.unit or unit)
             if not fits(spec, own, value):
                 continue
+            if first_only and (statistic or value.statistic) in stated:
+                continue  # prose: the first value of each statistic it states
+            stated.add(statistic or value.statistic)
             out.append(
                 Candidate(
                     value=value.value,
@@ -365,6 +369,6 @@ class RowReader:
                     **base,  # type: ignore[arg-type]
                 )
             )
-            if first_only:
-                break
+            if first_only and (statistic or value.statistic) is None:
+                break  # a plain value ends the phrase's; `less than 5 µA, 3 µA typical` not
         return out

@@ -238,7 +238,7 @@ link's reach its distance. Qualifiers carry over unchanged."""
 _OTHER_NAMES = {
     "propagation delay": ("response time",),
     "propagation delay time": ("response time",),
-    "power": ("wattage",),
+    "power": ("wattage", "total dissipation"),
     "power dissipation": ("wattage",),
     "total power dissipation": ("wattage",),
     "power rating": ("wattage",),
@@ -251,8 +251,9 @@ _OTHER_NAMES = {
 """Whole names a document uses for a quantity with no word of the field's name in them
 (issue 41's classes, from general usage, not from one vendor's file): a comparator's or
 an optocoupler's propagation delay is its `response time`, a resistor's or a lamp's
-power its `wattage`, a controller's maximum clock its `operating frequency` (`DC to 20
-MHz`), a module's case temperature range its `operating temperature`. Keyed by the whole
+power its `wattage`, a transistor's its `total dissipation`, a controller's maximum clock
+its `operating frequency` (`DC to 20 MHz`), a module's case temperature range its
+`operating temperature`. Keyed by the whole
 name without its statistic words, so `output power` or `junction temperature` gain none."""
 
 
