@@ -1645,7 +1645,11 @@ def test_a_tenants_traceparent_never_joins_a_trace_it_does_not_own(tenants: Tena
                 assert accepted.status_code == 202, accepted.text
                 task_id = accepted.json()["task_id"]
                 traces[who, how] = tenants.swarm.task(task_id).record().trace_id
-    assert sent_id not in traces.values() and not any(t.startswith("0000") for t in traces.values())
+    assert sent_id not in traces.values()
+    # Nor a trace that keeps the sent id's leading zeros (what forces the sampling): each
+    # tenant's id is a keyed digest, which starts `0000` once in 65,536, so one may by
+    # chance (a full run met it); both at once, once in 2**32.
+    assert not all(t.startswith("0000") for t in traces.values())
     assert traces["alice", "header"] == traces["alice", "body"]  # its own trace, shared
     assert traces["alice", "header"] != traces["bob", "header"]
 
