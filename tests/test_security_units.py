@@ -1385,6 +1385,12 @@ def _rows_labelled_nowhere(n: int) -> Any:  # each row's label was looked for on
     return _doc(text).model_copy(update={"pages": (page,)})
 
 
+def _distinct_values(n: int) -> Any:  # each candidate was merged by a scan of all before it
+    from tests.test_documents_linking import _doc
+
+    return _doc("XQ9000\nDatasheet\n" + "".join(f"at {i}.5 V\n" for i in range(n)))
+
+
 def _commas(n: int) -> Any:  # an axis title's words were split at every comma
     from tests.test_documents_linking import _doc
 
@@ -1431,35 +1437,48 @@ def _fields_in_one_cell(size: int) -> Any:
     )
 
 
+_PAGE_PROBES = [
+    (_wide_table, 80),
+    (_marks, 6),
+    (_spaced_marks, 2_000),
+    (_one_line_of_boxes, 1_000),
+    (_title_parts, 2_000),
+    (_commas, 10_000),
+    (_title_words, 2_000),
+    (_rows_labelled_nowhere, 3_000),
+    (_distinct_values, 3_000),
+]
+_CANDIDATE_PROBES = {_wide_table, _one_line_of_boxes, _rows_labelled_nowhere, _distinct_values}
+"""Where the learned choice does work of its own: every value of a field's dimension a
+candidate, merged per page, value and part. The others only read, as the rules do."""
+
+
 @pytest.mark.parametrize(
-    ("build", "short"),
-    [
-        (_wide_table, 80),
-        (_marks, 6),
-        (_spaced_marks, 2_000),
-        (_one_line_of_boxes, 1_000),
-        (_title_parts, 2_000),
-        (_commas, 10_000),
-        (_title_words, 2_000),
-        (_rows_labelled_nowhere, 3_000),
-    ],
+    ("build", "short", "choice"),
+    [(b, n, "rules") for b, n in _PAGE_PROBES]
+    + [(b, n, "learned") for b, n in _PAGE_PROBES if b in _CANDIDATE_PROBES],
 )
-def test_a_tenants_pages_cost_the_extractor_linear_time(build: Any, short: int) -> None:
+def test_a_tenants_pages_cost_the_extractor_linear_time(
+    build: Any, short: int, choice: str
+) -> None:
     """What a PDF's layout and metadata carry is the tenant's too: a row of asterisks, a
     line of thousands of boxes, a title block of thousands of part numbers, a cell of
     commas, a title of repeated words, a table hundreds of columns wide, a cell naming
     many fields many times, thousands of rows whose labels no text line holds. Four times
     as much costs at most about four times as long (26 asterisks took 8.9 s, doubling with
-    each; 16,000 boxes on a line 29 s)."""
+    each; 16,000 boxes on a line 29 s). So does the learned choice a request may ask for
+    (`choice: learned`): every value of a field's dimension is its candidate."""
 
     from swarm_ray.documents import Dimension, extract_facts, parse_field_arg
+    from swarm_ray.documents._scorer import load_scorer
 
     fields = ["supply voltage:V", "part number", "supply current:uA:typ,max"]
     dimension = Dimension(name="f", fields=tuple(parse_field_arg(f) for f in fields))
+    scorer = load_scorer() if choice == "learned" else None
 
     def took(size: int) -> float:
         document = build(size)
-        return _cost(lambda: extract_facts(document, [dimension]))
+        return _cost(lambda: extract_facts(document, [dimension], scorer=scorer))
 
     took(short // 4)  # warm
     small, large = took(short), took(4 * short)

@@ -246,7 +246,8 @@ def document_candidates(
                         entity=entity,
                     ),
                 )  # fmt: skip
-        kept = found.values() if by_part else (_own(c, own) for c in found.values())
+        every = [c for same in found.values() for c in same.values()]
+        kept = every if by_part else [_own(c, own) for c in every]
         per_field[spec.key] = tuple(sorted(kept, key=lambda c: c.order))
         read[spec.key] = tuple(values)
     return DocumentCandidates(
@@ -258,7 +259,8 @@ def document_candidates(
     )
 
 
-_Found = dict[tuple[int, float | str, Statistic | None, str | None], FieldCandidate]
+_Found = dict[tuple[int, float | str, Statistic | None], dict[str | None, FieldCandidate]]
+"""Candidates by page, value and slot, then by the part they name (`None`: none)."""
 
 
 def _add(found: _Found, candidate: FieldCandidate, by_part: bool) -> None:
@@ -269,28 +271,27 @@ def _add(found: _Found, candidate: FieldCandidate, by_part: bool) -> None:
     `-10 to 60` are three parts' values; a value no part names then joins each part's
     candidate of that value (a line read as a quantity, and the link that found its
     column). Otherwise (the file is about one part) one candidate per value, as before.
+    One dict lookup per candidate, and a scan of the few parts stating the same value.
     """
     value = candidate.scaled if candidate.scaled is not None else candidate.value
+    same = found.setdefault((candidate.page, value, candidate.slot), {})
     if not by_part or candidate.entity is None:
-        same = [k for k in found if k[:3] == (candidate.page, value, candidate.slot)]
         if not same:
-            found[(candidate.page, value, candidate.slot, None)] = candidate
-        for key in same:
-            found[key] = _merged(found[key], candidate)
+            same[None] = candidate
+            return
+        for entity, old in same.items():
+            same[entity] = _merged(old, candidate)
         return
-    key = (candidate.page, value, candidate.slot, candidate.entity)
-    plain = found.pop((candidate.page, value, candidate.slot, None), None)
+    plain = same.pop(None, None)
     if plain is None:
         plain = next(
-            (replace(c, entity=None) for k, c in found.items()
-             if k[:3] == key[:3] and c.quantity and c.tier < 0),
-            None,
-        )  # fmt: skip
-    old = found.get(key)
-    merged = candidate if old is None else _merged(old, candidate)
+            (replace(c, entity=None) for c in same.values() if c.quantity and c.tier < 0), None
+        )
+    before = same.get(candidate.entity)
+    merged = candidate if before is None else _merged(before, candidate)
     if plain is not None:
         merged = _merged(merged, plain)
-    found[key] = replace(merged, entity=candidate.entity)
+    same[candidate.entity] = replace(merged, entity=candidate.entity)
 
 
 def _merged(old: FieldCandidate, candidate: FieldCandidate) -> FieldCandidate:
