@@ -32,7 +32,7 @@ from swarm_ray.documents._features import _words
 from swarm_ray.documents._layout import TextBox
 from swarm_ray.documents._parse import PageText
 from swarm_ray.documents._values import read_values
-from tests.test_documents_linking import _doc, _facts, _names
+from tests.test_documents_linking import _doc, _facts, _names, _table
 
 
 @pytest.mark.parametrize(
@@ -720,3 +720,16 @@ def test_a_phrase_stating_a_limit_and_a_typical_value_gives_each_its_statistic()
     assert _facts(["supply current:uA:max"], line) == {("supply current", "max", 5.0)}
     variants = "• Output current 1.5 A, 3 A peak with a heat sink\n"  # plain: the first
     assert _facts(["output current:A"], variants) == {("output current", None, 1.5)}
+
+
+def test_test_conditions_after_a_label_leave_its_values_in_the_row() -> None:
+    # `Standby Current VCC = 1.8V`: the assignment is the row's condition, as it would be
+    # in brackets; the values stand in the row's statistic columns.
+    header = ("Symbol", "Parameter", "Test Condition", "Min", "Typ", "Max", "Units")
+    row = ("ISB1", "Standby Current VCC = 1.8V", "VIN = VCC or VSS", "", "0.6", "3.0", "µA")
+    page = "DC Characteristics\n" + _table(header, row, width=30)
+    assert _facts(["standby current:uA:max"], page) == {("standby current", "max", 3.0)}
+    # The label's own symbol set to a value still states it.
+    assert _facts(["drain-source voltage:V"], "VDSS = 55V\n") == {
+        ("drain-source voltage", None, 55.0)
+    }

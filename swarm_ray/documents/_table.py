@@ -337,9 +337,19 @@ class _Reader(RowReader):
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
         own = BRACKETED_CONDITION.sub(lambda m: _unless_stated(spec, m.group()), text)
-        if not read_values(own[end:]) and not before_values:
+        rest = read_values(own[end:])
+        # `Standby Current VCC = 1.8V`: assignments after the label, of other symbols
+        # (`VDSS = 55V`, the label's own `=`, states the value; `VGS @ 10V` is read as before).
+        conditions = (
+            all(v.condition for v in rest)
+            and "=" in after
+            and "@" not in after
+            and not re.match(r"\s*[=:]", after)
+        )
+        if (not rest or conditions) and not before_values:
             # Only the label, perhaps with its test conditions in brackets (`Input Offset
-            # Voltage (RS ≤ 10 k, VCM = 0)`): its values stand right of it or below.
+            # Voltage (RS ≤ 10 k, VCM = 0)`) or after it: its values stand right of it or
+            # below.
             if wrapped := self._wrapped(spec, page, index, text, (start, end), base):
                 return wrapped
             if len(own.split()) > _LABEL_WORDS:
