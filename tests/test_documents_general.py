@@ -583,6 +583,10 @@ def test_a_range_whose_ends_are_one_value_is_that_value() -> None:
         ("propagation delay:ns", "Response time: 40 ns", {(None, 40.0)}),
         ("power dissipation:W", "Wattage: 0.5 W", {(None, 0.5)}),
         ("power:mW", "Total dissipation Ptot 500 mW", {(None, 500.0)}),
+        ("clock frequency:MHz:max", "Oscillator Frequency 0 24 MHz", {("max", 24.0)}),
+        ("isolation voltage:V", "Isolation test voltage (t = 1 min) VISO 5300 VRMS", {
+            (None, 5300.0)
+        }),
         ("max clock frequency:MHz", "Operating frequency: DC to 20 MHz", {("max", 20.0)}),
         ("case temperature:°C:min,max", "Operating temperature -5 °C to +85 °C", {
             ("min", -5.0), ("max", 85.0)

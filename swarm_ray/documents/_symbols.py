@@ -242,9 +242,9 @@ _OTHER_NAMES = {
     "power dissipation": ("wattage",),
     "total power dissipation": ("wattage",),
     "power rating": ("wattage",),
-    "clock": ("operating frequency",),
-    "clock frequency": ("operating frequency",),
-    "clock speed": ("operating frequency",),
+    "clock": ("operating frequency", "oscillator frequency"),
+    "clock frequency": ("operating frequency", "oscillator frequency"),
+    "clock speed": ("operating frequency", "oscillator frequency"),
     "case temperature": ("operating temperature",),
     "operating case temperature": ("operating temperature",),
 }
@@ -252,8 +252,8 @@ _OTHER_NAMES = {
 (issue 41's classes, from general usage, not from one vendor's file): a comparator's or
 an optocoupler's propagation delay is its `response time`, a resistor's or a lamp's
 power its `wattage`, a transistor's its `total dissipation`, a controller's maximum clock
-its `operating frequency` (`DC to 20 MHz`), a module's case temperature range its
-`operating temperature`. Keyed by the whole
+its `operating frequency` (`DC to 20 MHz`) or, an 8051's, its `oscillator frequency`, a
+module's case temperature range its `operating temperature`. Keyed by the whole
 name without its statistic words, so `output power` or `junction temperature` gain none."""
 
 
@@ -288,6 +288,9 @@ def _forms(name: str) -> tuple[str, ...]:
     words = (plain or name).split()
     if len(words) == 2 and all(w.isalpha() for w in words):
         out.append(f"{words[1]} {words[0]}")  # `Voltage Supply`, `Current Output`
+        if words[1].lower() in _QUANTITY:
+            # `Isolation test voltage`: the quantity a test applies, the field's own
+            out.append(f"{words[0]} test {words[1]}")
     symbols = {_QUANTITY.get(w.lower()) for w in words}
     if len(words) >= 2 and len(symbols) == 1 and None not in symbols:
         out.append(words[-1])  # `Total dissipation`: `power` only says again what it is
