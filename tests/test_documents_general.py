@@ -737,3 +737,28 @@ def test_test_conditions_after_a_label_leave_its_values_in_the_row() -> None:
     assert _facts(["drain-source voltage:V"], "VDSS = 55V\n") == {
         ("drain-source voltage", None, 55.0)
     }
+
+
+@pytest.mark.parametrize(
+    ("field", "label", "value", "expected"),
+    [
+        ("reach:km:max", "Max. Link Length", "10", ("max", 10.0)),
+        ("data rate:Gb/s", "Bit Rate", "10.3125", (None, 10.3125)),
+        ("data rate:Gb/s", "Signaling Rate", "10.3125", (None, 10.3125)),
+        ("output power:dBm:max", "Average Launch Power", "0.5", ("max", 0.5)),
+        ("power dissipation:W:max", "Power Consumption", "1.0", ("max", 1.0)),
+    ],
+)
+def test_an_optical_modules_table_names_its_fields_in_the_sff_terms(
+    field: str, label: str, value: str, expected: tuple[str | None, float]
+) -> None:
+    # A transceiver's datasheet says link length, bit or signaling rate, launch power and
+    # power consumption, where a user declares reach, data rate, output power and
+    # power dissipation.
+    header = ("Parameter", "Symbol", "Min.", "Typ.", "Max.", "Unit")
+    statistic, number = expected
+    cells = ("", value, "") if statistic is None else ("", "", value)
+    unit = parse_field_arg(field).unit
+    page = _table(header, (label, "", *cells, unit), width=30)
+    assert {(s, v) for _, s, v in _facts([field], page)} == {(statistic, number)}
+    assert not _names("input power", "Launch Power")

@@ -238,8 +238,12 @@ link's reach its distance. Qualifiers carry over unchanged."""
 _OTHER_NAMES = {
     "propagation delay": ("response time",),
     "propagation delay time": ("response time",),
-    "power": ("wattage", "total dissipation"),
-    "power dissipation": ("wattage",),
+    "power": ("wattage", "total dissipation", "power consumption"),
+    "power dissipation": ("wattage", "power consumption"),
+    "output power": ("launch power",),
+    "optical output power": ("launch power",),
+    "data rate": ("bit rate", "signaling rate", "signalling rate", "line rate"),
+    "reach": ("link length",),
     "total power dissipation": ("wattage",),
     "power rating": ("wattage",),
     "clock": ("operating frequency", "oscillator frequency"),
@@ -253,7 +257,9 @@ _OTHER_NAMES = {
 an optocoupler's propagation delay is its `response time`, a resistor's or a lamp's
 power its `wattage`, a transistor's its `total dissipation`, a controller's maximum clock
 its `operating frequency` (`DC to 20 MHz`) or, an 8051's, its `oscillator frequency`, a
-module's case temperature range its `operating temperature`. Keyed by the whole
+module's case temperature range its `operating temperature`; and an optical module's
+dissipation its `power consumption`, its output power its `launch power`, its data rate
+its `bit rate` or `signaling rate`, its reach its `link length` (the SFF terms). Keyed by the whole
 name without its statistic words, so `output power` or `junction temperature` gain none."""
 
 
