@@ -587,6 +587,7 @@ def test_a_range_whose_ends_are_one_value_is_that_value() -> None:
         ("isolation voltage:V", "Isolation test voltage (t = 1 min) VISO 5300 VRMS", {
             (None, 5300.0)
         }),
+        ("isolation voltage:V", "Isolation withstand voltage Viso 5000 Vrms", {(None, 5000.0)}),
         ("max clock frequency:MHz", "Operating frequency: DC to 20 MHz", {("max", 20.0)}),
         ("case temperature:°C:min,max", "Operating temperature -5 °C to +85 °C", {
             ("min", -5.0), ("max", 85.0)

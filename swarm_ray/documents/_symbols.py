@@ -295,8 +295,9 @@ def _forms(name: str) -> tuple[str, ...]:
     if len(words) == 2 and all(w.isalpha() for w in words):
         out.append(f"{words[1]} {words[0]}")  # `Voltage Supply`, `Current Output`
         if words[1].lower() in _QUANTITY:
-            # `Isolation test voltage`: the quantity a test applies, the field's own
-            out.append(f"{words[0]} test {words[1]}")
+            # `Isolation test voltage`, `Isolation withstand voltage`: the quantity a test
+            # applies, or the part withstands, the field's own
+            out.extend(f"{words[0]} {w} {words[1]}" for w in ("test", "withstand"))
     symbols = {_QUANTITY.get(w.lower()) for w in words}
     if len(words) >= 2 and len(symbols) == 1 and None not in symbols:
         out.append(words[-1])  # `Total dissipation`: `power` only says again what it is
