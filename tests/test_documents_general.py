@@ -748,14 +748,18 @@ def test_test_conditions_after_a_label_leave_its_values_in_the_row() -> None:
         ("data rate:Gb/s", "Signaling Rate", "10.3125", (None, 10.3125)),
         ("output power:dBm:max", "Average Launch Power", "0.5", ("max", 0.5)),
         ("power dissipation:W:max", "Power Consumption", "1.0", ("max", 1.0)),
+        ("output power:dBm:max", "Optical Transmit Power", "0.5", ("max", 0.5)),
+        ("output power:dBm:max", "Output Optical Power", "0.5", ("max", 0.5)),
+        ("density:Kbit", "Memory Size", "256", (None, 256.0)),
+        ("clock frequency:MHz:max", "Crystal Frequency", "33", ("max", 33.0)),
     ],
 )
-def test_an_optical_modules_table_names_its_fields_in_the_sff_terms(
+def test_a_table_names_its_fields_in_its_familys_own_terms(
     field: str, label: str, value: str, expected: tuple[str | None, float]
 ) -> None:
-    # A transceiver's datasheet says link length, bit or signaling rate, launch power and
-    # power consumption, where a user declares reach, data rate, output power and
-    # power dissipation.
+    # A transceiver's datasheet says link length, bit or signaling rate, launch or
+    # transmit power and power consumption, where a user declares reach, data rate, output
+    # power and power dissipation; a memory's its size, an 8051's its crystal frequency.
     header = ("Parameter", "Symbol", "Min.", "Typ.", "Max.", "Unit")
     statistic, number = expected
     cells = ("", value, "") if statistic is None else ("", "", value)

@@ -240,15 +240,23 @@ _OTHER_NAMES = {
     "propagation delay time": ("response time",),
     "power": ("wattage", "total dissipation", "power consumption"),
     "power dissipation": ("wattage", "power consumption"),
-    "output power": ("launch power",),
-    "optical output power": ("launch power",),
+    "output power": (
+        "launch power",
+        "transmit power",
+        "tx power",
+        "output optical power",
+        "tx optical power",
+    ),
+    "optical output power": ("launch power", "transmit power", "output optical power"),
     "data rate": ("bit rate", "signaling rate", "signalling rate", "line rate"),
     "reach": ("link length",),
+    "density": ("memory size", "memory capacity"),
+    "memory density": ("memory size", "memory capacity"),
     "total power dissipation": ("wattage",),
     "power rating": ("wattage",),
-    "clock": ("operating frequency", "oscillator frequency"),
-    "clock frequency": ("operating frequency", "oscillator frequency"),
-    "clock speed": ("operating frequency", "oscillator frequency"),
+    "clock": ("operating frequency", "oscillator frequency", "crystal frequency"),
+    "clock frequency": ("operating frequency", "oscillator frequency", "crystal frequency"),
+    "clock speed": ("operating frequency", "oscillator frequency", "crystal frequency"),
     "case temperature": ("operating temperature",),
     "operating case temperature": ("operating temperature",),
 }
@@ -259,7 +267,9 @@ power its `wattage`, a transistor's its `total dissipation`, a controller's maxi
 its `operating frequency` (`DC to 20 MHz`) or, an 8051's, its `oscillator frequency`, a
 module's case temperature range its `operating temperature`; and an optical module's
 dissipation its `power consumption`, its output power its `launch power`, its data rate
-its `bit rate` or `signaling rate`, its reach its `link length` (the SFF terms). Keyed by the whole
+its `bit rate` or `signaling rate`, its reach its `link length` (the SFF terms); its
+transmit power is its output power too, a memory's size or capacity its density, and an
+8051's crystal frequency its clock. Keyed by the whole
 name without its statistic words, so `output power` or `junction temperature` gain none."""
 
 
