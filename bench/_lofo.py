@@ -169,7 +169,8 @@ def learned_rows(
     candidates = [c for c, _, _ in document.rows]
     units = {f.key: f.unit for f in document.fields}
     rows: list[dict[str, Any]] = []
-    for chosen, _ in choose_scored(candidates, probabilities, threshold, document.source):
+    groups = choice_groups(candidates, document.source)
+    for chosen, _ in choose_scored(candidates, probabilities, threshold, groups):
         statistic = reported_statistic(chosen)
         value: float | str = chosen.scaled if chosen.scaled is not None else chosen.value
         unit = units[chosen.key] if chosen.scaled is not None else chosen.unit
@@ -191,7 +192,7 @@ def learned_rows(
 def probabilities(documents: Sequence[LabeledDocument], scorer: Scorer) -> list[list[float]]:
     return [
         scorer.probabilities(
-            [r for _, r, _ in d.rows], choice_groups([c for c, _, _ in d.rows], d.source)[0]
+            [r for _, r, _ in d.rows], choice_groups([c for c, _, _ in d.rows], d.source)
         ).tolist()
         for d in documents
     ]

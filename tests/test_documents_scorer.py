@@ -69,8 +69,8 @@ def _choice(model: Path, pdf: Path) -> float | str:
     assert scorer is not None
     spec = parse_field_arg("supply voltage:V")
     found = document_candidates(parse_pdf(pdf), [spec]).per_field[spec.key]
-    groups, _ = choice_groups(found, pdf.name)
-    chosen = choose_scored(found, scorer.probabilities(features(spec, found), groups), 0.0)
+    groups = choice_groups(found, pdf.name)
+    chosen = choose_scored(found, scorer.probabilities(features(spec, found), groups), 0.0, groups)
     assert len(chosen) == 1
     candidate, _ = chosen[0]
     return candidate.scaled if candidate.scaled is not None else candidate.value

@@ -1293,6 +1293,7 @@ def _cost(call: Any) -> float:
         "3 µA typ ",
         "supply current 5 µA ",  # a label named in the cell thousands of times
         "two interrupt sources ",  # a count, each with its sentence
+        "supply current (VCC = 5 V, 1 µA) ",  # a label's bracket read for a value, each
     ],
 )
 def test_a_tenants_long_cells_cost_the_extractor_linear_time(shape: str) -> None:

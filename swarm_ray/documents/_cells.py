@@ -37,6 +37,8 @@ __all__ = [
     "repeated_label",
     "sentence_bounds",
     "unit_apart",
+    "unless_stated",
+    "unnumbered",
     "without_values",
     "wrapped_title",
 ]
@@ -319,3 +321,25 @@ def footnote_free_span(raw: str, clean: str, span: tuple[int, int]) -> tuple[int
         match = label_regex(label).search(clean)
         return match.span() if match else (0, 0)
     return position, position + len(label)
+
+
+_ENUMERATOR = re.compile(r"^\s*(?:\d{1,2}|[a-z])[.)]\s")
+"""A numbered list's item number (`1. `, `2) `, `a) `): no value of the item."""
+
+
+def unnumbered(text: str) -> str:
+    """`text` with a numbered list's item number blanked (positions kept)."""
+    return _ENUMERATOR.sub(lambda m: " " * len(m.group()), text)
+
+
+def unless_stated(spec: FieldSpec, bracket: str) -> str:
+    """A label's bracketed test conditions, blanked; a bracket stating the value, kept.
+
+    `(RS ≤ 10 k, VCM = 0)` and `(Note 7)` say under what the value holds; `(CTR: MIN. 50%
+    at IF = 5mA, VCE = 5V)` states the value itself, of the field's kind and no condition.
+    """
+    stated = any(
+        not v.condition and v.unit is not None and fits(spec, v.unit, v)
+        for v in read_values(bracket)
+    )
+    return bracket if stated else " " * len(bracket)

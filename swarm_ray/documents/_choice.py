@@ -172,18 +172,18 @@ def _in_order(chosen: list[C], view: Callable[[C], Scored], wanted: Statistic) -
     A field asking for several statistics keeps the plain values, unscored, as before:
     two columns of conditions (`VDD = 5 V`, `VDD = 10 V`) are no range.
     """
-    rows: dict[tuple[str | None, int, int], list[C]] = {}
-    for candidate in chosen:
+    rows: dict[tuple[str | None, int, int], list[tuple[float | str, C]]] = {}
+    for candidate in chosen:  # per row, in the order found
         v = view(candidate)
-        rows.setdefault((v.entity, v.page, v.row), []).append(candidate)
+        rows.setdefault((v.entity, v.page, v.row), []).append((v.value, candidate))
     out: list[C] = []
     for members in rows.values():
         by_value: dict[float | str, C] = {}
-        for c in members:
-            by_value.setdefault(view(c).value, c)
+        for value, candidate in members:
+            by_value.setdefault(value, candidate)
         numbers = sorted(v for v in by_value if isinstance(v, float))
         if not 2 <= len(numbers) == len(by_value) <= len(_ORDER):
-            out.extend(members)
+            out.extend(candidate for _, candidate in members)
             continue
         ranks = (
             dict(zip(_ORDER, numbers, strict=True))
@@ -192,7 +192,7 @@ def _in_order(chosen: list[C], view: Callable[[C], Scored], wanted: Statistic) -
         )
         if wanted in ranks:
             out.append(by_value[ranks[wanted]])
-    return sorted(out, key=lambda c: (view(c).page, view(c).row))  # stable: as found
+    return out
 
 
 def _outranked(views: Sequence[Scored], stated: list[int], pool: list[int]) -> bool:

@@ -46,13 +46,11 @@ def learned_facts(
         rows.extend(features(spec, mine))
     if not candidates:
         return []
-    groups, _ = choice_groups(candidates, document.file_name)
+    groups = choice_groups(candidates, document.file_name)
     p = scorer.probabilities(rows, groups)
     specs = {spec.key: spec for spec in fields}
     facts: list[Fact] = []
-    for chosen, probability in choose_scored(
-        candidates, p.tolist(), scorer.threshold, document.file_name
-    ):
+    for chosen, probability in choose_scored(candidates, p.tolist(), scorer.threshold, groups):
         spec = specs[chosen.key]
         numeric = chosen.scaled is not None
         facts.append(

@@ -346,10 +346,8 @@ Group = tuple[str, Statistic | None, str]
 """A choice group: the field's key, the slot, the part (`""`: the file's own)."""
 
 
-def choice_groups(
-    candidates: Sequence[FieldCandidate], file_name: str
-) -> tuple[list[Group], str | None]:
-    """Each candidate's choice group (field, slot, part), and the file's own part.
+def choice_groups(candidates: Sequence[FieldCandidate], file_name: str) -> list[Group]:
+    """Each candidate's choice group: field, slot and part.
 
     The choice is one per entity, field and statistic. A file about one part (named after
     a part its tables name, `_choice.file_part`) has one group per field and slot: its
@@ -360,15 +358,14 @@ def choice_groups(
     """
     parts = sorted({c.entity for c in candidates if c.entity})
     named = file_part(file_name, parts) if parts else None
-    groups = [(c.key, c.slot, "" if c.entity in (None, named) else c.entity) for c in candidates]
-    return groups, named
+    return [(c.key, c.slot, "" if c.entity in (None, named) else c.entity) for c in candidates]
 
 
 def choose_scored(
     candidates: Sequence[FieldCandidate],
     probabilities: Sequence[float],
     threshold: float,
-    file_name: str = "",
+    groups: Sequence[Group],
 ) -> list[tuple[FieldCandidate, float]]:
     """Per choice group, the most probable candidate at or over `threshold`.
 
@@ -377,9 +374,9 @@ def choose_scored(
     of both the `min` and the `max` slots is reported in the more probable one only. In a
     family's datasheet a field the parts' rows or columns give is reported per part, and
     a value no part names only for fields no part gives. A chosen candidate's `entity` is
-    its part, or `None` where it names none.
+    its part, or `None` where it names none. `groups` are the candidates' `choice_groups`,
+    those their probabilities were computed in.
     """
-    groups, _ = choice_groups(candidates, file_name)
     best: dict[Group, tuple[FieldCandidate, float]] = {}
     for candidate, group, p in zip(candidates, groups, probabilities, strict=True):
         if p >= threshold and (group not in best or p > best[group][1]):

@@ -49,6 +49,8 @@ from swarm_ray.documents._cells import (
     range_ends,
     repeated_label,
     unit_apart,
+    unless_stated,
+    unnumbered,
     without_values,
     wrapped_title,
 )
@@ -103,7 +105,7 @@ from swarm_ray.documents._symbols import (
 )
 from swarm_ray.documents._terms import term_shape
 from swarm_ray.documents._units import COUNT, TEXT
-from swarm_ray.documents._values import read_values, strip_footnotes
+from swarm_ray.documents._values import STAT_AFTER, read_values, strip_footnotes
 from swarm_ray.documents._variants import conditioned
 
 __all__ = ["TableLinks", "chosen_facts", "extract_table_facts", "names_a_field", "table_links"]
@@ -323,7 +325,7 @@ class _Reader(RowReader):
             return []  # `Output voltage range: 1.2 to 37 V` (adjustable): no one value
         lead_end = m.end() if (m := _INLINE_LEAD.match(after)) else 0
         inline_values = read_values(after)
-        before_values = [v for v in read_values(_unnumbered(text[:start])) if not v.condition]
+        before_values = [v for v in read_values(unnumbered(text[:start])) if not v.condition]
         quote = " | ".join(c.text for c in row.cells)[:240]
         base = {"key": spec.key, "page": page.number, "row": index, "quote": quote}
         if spec.kind == TEXT:
@@ -336,7 +338,7 @@ class _Reader(RowReader):
             and inline_values[0].start <= lead_end
             and (":" in after[:lead_end] or "=" in after[:lead_end] or len(text) < 48)
         )
-        own = BRACKETED_CONDITION.sub(lambda m: _unless_stated(spec, m.group()), text)
+        own = BRACKETED_CONDITION.sub(lambda m: unless_stated(spec, m.group()), text)
         rest = read_values(own[end:])
         # `Standby Current VCC = 1.8V`: assignments after the label, of other symbols
         # (`VDSS = 55V`, the label's own `=`, states the value; `VGS @ 10V` is read as before).
@@ -432,7 +434,9 @@ class _Reader(RowReader):
             before = [v for v in before if fits(spec, v.unit, v)]
         if before:
             last = before[-1]
-            gap = _STAT_LEAD.sub(" ", text[last.end : span[0]], count=1)
+            gap = text[last.end : span[0]]
+            if own_statistic := STAT_AFTER.match(gap):  # `200 ksps max. sampling rate`
+                gap = gap[own_statistic.end() :]
             if title:
                 gap = without_values(gap).replace(",", " ")
             words = re.findall(r"[^\W_]+", gap)
@@ -532,32 +536,6 @@ def names_a_field(fields: Sequence[FieldSpec]) -> Callable[[str], bool] | None:
     """
     labelled = [f for f in fields if not (f.synonyms or f.patterns or f.vocabulary)]
     return _Reader(labelled).states_a_field if labelled else None
-
-
-_STAT_LEAD = re.compile(
-    r"^\s*\(?\s*(?:typ(?:ical)?|max(?:imum)?|min(?:imum)?|nom(?:inal)?)\b\.?\s*\)?", re.I
-)
-"""The statistic written after a value, before the words naming it (`200 ksps max.
-sampling rate`): the value's own, no punctuation between it and its label."""
-_ENUMERATOR = re.compile(r"^\s*(?:\d{1,2}|[a-z])[.)]\s")
-"""A numbered list's item number (`1. `, `2) `, `a) `): no value of the item."""
-
-
-def _unnumbered(text: str) -> str:
-    return _ENUMERATOR.sub(lambda m: " " * len(m.group()), text)
-
-
-def _unless_stated(spec: FieldSpec, bracket: str) -> str:
-    """A label's bracketed test conditions, blanked; a bracket stating the value, kept.
-
-    `(RS ≤ 10 k, VCM = 0)` and `(Note 7)` say under what the value holds; `(CTR: MIN. 50%
-    at IF = 5mA, VCE = 5V)` states the value itself, of the field's kind and no condition.
-    """
-    stated = any(
-        not v.condition and v.unit is not None and fits(spec, v.unit, v)
-        for v in read_values(bracket)
-    )
-    return bracket if stated else " " * len(bracket)
 
 
 @dataclass(frozen=True)

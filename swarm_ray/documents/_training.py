@@ -281,7 +281,7 @@ def fit_documents(
             [
                 (d.source, *group)
                 for d in documents
-                for group in choice_groups([c for c, _, _ in d.rows], d.source)[0]
+                for group in choice_groups([c for c, _, _ in d.rows], d.source)
             ],
             labels_hash=labels_sha256,
         )

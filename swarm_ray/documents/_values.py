@@ -24,7 +24,7 @@ from swarm_ray.documents._facts import Statistic
 from swarm_ray.documents._mentions import SPACED_THOUSANDS, parse_number, read_unit
 from swarm_ray.documents._units import Unit, convert, lookup_unit
 
-__all__ = ["Value", "read_values", "states_values", "strip_footnotes"]
+__all__ = ["STAT_AFTER", "Value", "read_values", "states_values", "strip_footnotes"]
 
 _FOOTNOTES = re.compile(
     r"\s?[(\[]\s?(?:\d{1,2}|[a-h]|[ivx]{1,3})\s?[)\]](?!\s*[A-Za-z°µΩ%])"
@@ -53,7 +53,7 @@ _MIN_WORDS = re.compile(
     re.I,
 )
 _TYP_WORDS = re.compile(r"(?:\btyp(?:ical(?:ly)?)?\.?|\bnom(?:inal)?\.?)\s*:?\s*$", re.I)
-_STAT_AFTER = re.compile(
+STAT_AFTER = re.compile(
     r"[ \t]*\(?[ \t]*(?:(?P<typ>typ(?:ical)?|nom(?:inal)?)|(?P<max>max(?:imum)?)"
     r"|(?P<min>min(?:imum)?))\b\.?\)?(?![ \t]*[-+±\u2212]?\d)",
     re.I,
@@ -238,7 +238,7 @@ def _numbers(text: str) -> list[_Number]:
                         )
                     )
                 continue
-            after = _STAT_AFTER.match(text, low.unit_end)
+            after = STAT_AFTER.match(text, low.unit_end)
             if after is not None and after["typ"]:
                 # `±2 mV typical`: the typical size of an offset either way, not a range
                 found.append(
@@ -299,7 +299,7 @@ def states_values(text: str) -> bool:
 
 
 def _stated_after(text: str, end: int) -> Statistic | None:
-    after = _STAT_AFTER.match(text, end)
+    after = STAT_AFTER.match(text, end)
     if after is None:
         return None
     return Statistic.TYP if after["typ"] else Statistic.MAX if after["max"] else Statistic.MIN
